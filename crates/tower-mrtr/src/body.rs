@@ -1,0 +1,156 @@
+//! The request body the inner service receives and the response body the client receives.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use crate::BoxError;
+
+pin_project! {
+    /// The body of a request handed to the inner service: the client's own body, untouched and
+    /// still streaming, or the buffered bytes of a POST the layer read (rewritten only if an
+    /// envelope was opened).
+    pub struct RequestBody<B> {
+        #[pin]
+        kind: RequestKind<B>,
+    }
+}
+
+pin_project! {
+    #[project = RequestKindProj]
+    enum RequestKind<B> {
+        Streaming { #[pin] body: B },
+        Buffered { data: Option<Bytes> },
+    }
+}
+
+impl<B> RequestBody<B> {
+    /// Wraps a body that the layer did not read.
+    pub fn new(body: B) -> Self {
+        Self { kind: RequestKind::Streaming { body } }
+    }
+
+    /// A body of buffered bytes.
+    pub fn buffered(data: Bytes) -> Self {
+        Self { kind: RequestKind::Buffered { data: Some(data).filter(|d| !d.is_empty()) } }
+    }
+}
+
+impl<B> fmt::Debug for RequestBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            RequestKind::Streaming { .. } => f.write_str("RequestBody::Streaming"),
+            RequestKind::Buffered { data } => {
+                write!(f, "RequestBody::Buffered({} bytes)", data.as_ref().map_or(0, Bytes::len))
+            }
+        }
+    }
+}
+
+impl<B> Body for RequestBody<B>
+where
+    B: Body,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            RequestKindProj::Streaming { body } => {
+                let frame = ready!(body.poll_frame(cx));
+                Poll::Ready(frame.map(|r| r.map(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))))
+            }
+            RequestKindProj::Buffered { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            RequestKind::Streaming { body } => body.is_end_stream(),
+            RequestKind::Buffered { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            RequestKind::Streaming { body } => body.size_hint(),
+            RequestKind::Buffered { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+        }
+    }
+}
+
+pin_project! {
+    /// The body of a response from the layer: the backend's body untouched, a buffered (and
+    /// possibly rewritten) JSON body, a stream rewritten event by event, or the layer's own error.
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: ResponseKind<B>,
+    }
+}
+
+pin_project! {
+    #[project = ResponseKindProj]
+    enum ResponseKind<B> {
+        Passthrough { #[pin] body: B },
+        Full { data: Option<Bytes> },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    pub(crate) fn passthrough(body: B) -> Self {
+        Self { kind: ResponseKind::Passthrough { body } }
+    }
+
+    pub(crate) fn full(data: Bytes) -> Self {
+        Self { kind: ResponseKind::Full { data: Some(data).filter(|d| !d.is_empty()) } }
+    }
+
+}
+
+impl<B> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match &self.kind {
+            ResponseKind::Passthrough { .. } => "ResponseBody::Passthrough",
+            ResponseKind::Full { .. } => "ResponseBody::Full",
+        })
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().kind.project() {
+            ResponseKindProj::Passthrough { body } => {
+                let frame = ready!(body.poll_frame(cx));
+                Poll::Ready(frame.map(|r| {
+                    r.map(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining()))).map_err(Into::into)
+                }))
+            }
+            ResponseKindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            ResponseKind::Passthrough { body } => body.is_end_stream(),
+            ResponseKind::Full { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            ResponseKind::Passthrough { body } => body.size_hint(),
+            ResponseKind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! [`ResponseFuture`]: read the request, call the inner service, inspect the answer.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use http::{HeaderValue, Request, Response, header};
+use http_body::Body;
+use http_body_util::combinators::Collect;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use crate::BoxError;
+use crate::body::{RequestBody, ResponseBody};
+use crate::error::Rejection;
+use crate::layer::Config;
+use crate::request::{self, ResponsePlan};
+use crate::response::{self, Unrelayable};
+use crate::route::Route;
+
+pin_project! {
+    /// Response future of [`Mrtr`](crate::Mrtr).
+    pub struct ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<RequestBody<ReqBody>>>,
+        ReqBody: Body,
+        ReqBody::Error: Into<BoxError>,
+        ResBody: Body,
+        ResBody::Error: Into<BoxError>,
+    {
+        #[pin]
+        state: State<S, ReqBody, ResBody>,
+        config: Arc<Config>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqBody, ResBody>
+    where
+        S: Service<Request<RequestBody<ReqBody>>>,
+        ReqBody: Body,
+        ReqBody::Error: Into<BoxError>,
+        ResBody: Body,
+        ResBody::Error: Into<BoxError>,
+    {
+        /// Buffering the request body (bounded) before the inner service is called.
+        ReadingRequest {
+            #[pin]
+            collect: Collect<Limited<ReqBody>>,
+            parts: Option<http::request::Parts>,
+            service: Option<S>,
+        },
+        /// Waiting for the inner service.
+        Calling {
+            #[pin]
+            future: S::Future,
+            plan: Option<ResponsePlan>,
+        },
+        /// Buffering a JSON answer (bounded) to look for `input_required`.
+        ReadingResponse {
+            #[pin]
+            collect: Collect<Limited<ResBody>>,
+            parts: Option<http::response::Parts>,
+            plan: Option<ResponsePlan>,
+            route: Result<Route, Unrelayable>,
+        },
+        /// An answer of the layer's own.
+        Ready {
+            response: Option<Response<ResponseBody<ResBody>>>,
+        },
+    }
+}
+
+impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body,
+    ResBody::Error: Into<BoxError>,
+{
+    pub(crate) fn passthrough(future: S::Future, config: Arc<Config>) -> Self {
+        let state = State::Calling { future, plan: Some(ResponsePlan::Passthrough) };
+        Self { state, config }
+    }
+
+    pub(crate) fn rejected(rejection: Rejection, config: Arc<Config>) -> Self {
+        Self { state: State::Ready { response: Some(reject(rejection)) }, config }
+    }
+
+    pub(crate) fn collecting(
+        collect: Collect<Limited<ReqBody>>,
+        parts: http::request::Parts,
+        service: S,
+        config: Arc<Config>,
+    ) -> Self {
+        let state = State::ReadingRequest { collect, parts: Some(parts), service: Some(service) };
+        Self { state, config }
+    }
+}
+
+impl<S, ReqBody, ResBody> fmt::Debug for ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body,
+    ResBody::Error: Into<BoxError>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+const POLLED_AFTER_COMPLETION: &str = "ResponseFuture polled after completion";
+
+impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body,
+    ResBody::Error: Into<BoxError>,
+{
+    type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::ReadingRequest { collect, parts, service } => {
+                    let collected = ready!(collect.poll(cx));
+                    let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
+                    let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
+                    let outcome = match collected {
+                        Ok(collected) => request::process(this.config, &mut parts, collected.to_bytes()),
+                        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
+                            Err(Rejection::TooLarge { limit: this.config.max_request_body })
+                        }
+                        Err(err) => {
+                            tracing::debug!(error = %err, "request body could not be read");
+                            Err(Rejection::BodyUnreadable)
+                        }
+                    };
+                    match outcome {
+                        Ok((body, plan)) => {
+                            let future = service.call(Request::from_parts(parts, RequestBody::buffered(body)));
+                            this.state.set(State::Calling { future, plan: Some(plan) });
+                        }
+                        Err(rejection) => this.state.set(State::Ready { response: Some(reject(rejection)) }),
+                    }
+                }
+                StateProj::Calling { future, plan } => {
+                    let response = ready!(future.poll(cx))?;
+                    let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
+                    if let ResponsePlan::Passthrough = plan {
+                        return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
+                    }
+                    let (parts, body) = response.into_parts();
+                    let id = plan_id(&plan);
+                    if let Err(reason) = check_readable(this.config, &parts) {
+                        return Poll::Ready(Ok(fail_closed(reason, id)));
+                    }
+                    let route = match &plan {
+                        ResponsePlan::Seal(ctx) => {
+                            response::resolve_route(this.config, ctx.pinned.as_ref(), parts.extensions.get::<Route>())
+                        }
+                        _ => Err(Unrelayable::Batch),
+                    };
+                    let collect = Limited::new(body, this.config.max_response_body).collect();
+                    this.state.set(State::ReadingResponse { collect, parts: Some(parts), plan: Some(plan), route });
+                }
+                StateProj::ReadingResponse { collect, parts, plan, route } => {
+                    let collected = ready!(collect.poll(cx));
+                    let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
+                    let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
+                    let body = match collected {
+                        Ok(collected) => collected.to_bytes(),
+                        Err(err) => {
+                            let reason = if err.downcast_ref::<LengthLimitError>().is_some() {
+                                Unrelayable::TooLarge
+                            } else {
+                                Unrelayable::BodyError
+                            };
+                            return Poll::Ready(Ok(fail_closed(reason, plan_id(&plan))));
+                        }
+                    };
+                    let original_len = body.len();
+                    let sealed = match &plan {
+                        ResponsePlan::Seal(ctx) => response::seal_message(this.config, ctx, route, body),
+                        _ => response::check_batch(body),
+                    };
+                    return Poll::Ready(Ok(match sealed {
+                        Ok(body) => {
+                            if body.len() != original_len || parts.headers.contains_key(header::TRANSFER_ENCODING) {
+                                parts.headers.remove(header::TRANSFER_ENCODING);
+                                parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                            }
+                            Response::from_parts(parts, ResponseBody::full(body))
+                        }
+                        Err(reason) => fail_closed(reason, plan_id(&plan)),
+                    }));
+                }
+                StateProj::Ready { response } => {
+                    return Poll::Ready(Ok(response.take().expect(POLLED_AFTER_COMPLETION)));
+                }
+            }
+        }
+    }
+}
+
+/// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
+fn check_readable(_config: &Config, parts: &http::response::Parts) -> Result<(), Unrelayable> {
+    match parts.headers.get(header::CONTENT_ENCODING) {
+        None => Ok(()),
+        Some(v) if v.as_bytes().eq_ignore_ascii_case(b"identity") => Ok(()),
+        Some(_) => Err(Unrelayable::ContentEncoding),
+    }
+}
+
+fn plan_id(plan: &ResponsePlan) -> Option<String> {
+    match plan {
+        ResponsePlan::Seal(ctx) => ctx.id.clone(),
+        _ => None,
+    }
+}
+
+fn reject<B>(rejection: Rejection) -> Response<ResponseBody<B>> {
+    rejection.into_response().map(ResponseBody::full)
+}
+
+fn fail_closed<B>(reason: Unrelayable, id: Option<String>) -> Response<ResponseBody<B>> {
+    tracing::debug!(reason = reason.reason(), "backend answer failed closed");
+    reject(Rejection::Unrelayable { id })
+}
