@@ -94,6 +94,7 @@ mod future;
 mod jsonrpc;
 pub mod keyring;
 mod layer;
+pub mod mcp_headers;
 mod request;
 mod response;
 mod route;

@@ -1,7 +1,5 @@
 //! The request path: read the buffered body, open any envelope, restore the backend's state.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, header};
@@ -10,13 +8,11 @@ use serde_json::value::RawValue;
 use crate::envelope::{Binding, OpenError, Purpose};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
+use crate::mcp_headers::{MCP_METHOD, MCP_NAME};
+use crate::mcp_headers::decode_header_value;
 use crate::layer::Config;
 use crate::route::{McpRequestHead, PinnedRoute, Route};
 
-/// `Mcp-Method`: mirrors the JSON-RPC method (MCP 2026-07-28).
-pub(crate) const MCP_METHOD: &str = "mcp-method";
-/// `Mcp-Name`: mirrors `params.name`, `params.uri` or `params.taskId`.
-pub(crate) const MCP_NAME: &str = "mcp-name";
 
 /// What the response path must do with the answer to a request.
 #[derive(Debug)]
@@ -199,44 +195,9 @@ pub(crate) fn check_mirrored_headers(
     Ok(())
 }
 
-/// Decodes a mirrored header value: plain visible ASCII as is, or the `=?base64?…?=` form MCP
-/// uses for anything else.
-pub(crate) fn decode_header_value(value: &HeaderValue) -> Option<String> {
-    let text = value.to_str().ok()?;
-    match text.strip_prefix("=?base64?").and_then(|t| t.strip_suffix("?=")) {
-        Some(encoded) => String::from_utf8(STANDARD.decode(encoded).ok()?).ok(),
-        None => Some(text.to_owned()),
-    }
-}
-
-/// Encodes a value for a mirrored header, using the base64 form when plain ASCII will not do.
-pub(crate) fn encode_header_value(value: &str) -> Option<HeaderValue> {
-    let plain = !value.is_empty()
-        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !value.starts_with("=?base64?");
-    if plain {
-        HeaderValue::from_str(value).ok()
-    } else {
-        HeaderValue::from_str(&format!("=?base64?{}?=", STANDARD.encode(value))).ok()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_values_decode_both_forms() {
-        let plain = HeaderValue::from_static("get_weather");
-        assert_eq!(decode_header_value(&plain).as_deref(), Some("get_weather"));
-        let encoded = encode_header_value("日本語").unwrap();
-        assert!(encoded.to_str().unwrap().starts_with("=?base64?"));
-        assert_eq!(decode_header_value(&encoded).as_deref(), Some("日本語"));
-        let spaced = encode_header_value(" x").unwrap();
-        assert_eq!(decode_header_value(&spaced).as_deref(), Some(" x"));
-    }
 
     #[test]
     fn mirrored_headers_must_match_when_present() {
