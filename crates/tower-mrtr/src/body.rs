@@ -9,6 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::BoxError;
+use crate::sse::SseBody;
 
 pin_project! {
     /// The body of a request handed to the inner service: the client's own body, untouched and
@@ -97,6 +98,7 @@ pin_project! {
     enum ResponseKind<B> {
         Passthrough { #[pin] body: B },
         Full { data: Option<Bytes> },
+        Sse { #[pin] body: SseBody<B> },
     }
 }
 
@@ -109,6 +111,10 @@ impl<B> ResponseBody<B> {
         Self { kind: ResponseKind::Full { data: Some(data).filter(|d| !d.is_empty()) } }
     }
 
+    pub(crate) fn sse(body: SseBody<B>) -> Self {
+        Self { kind: ResponseKind::Sse { body } }
+    }
+
 }
 
 impl<B> fmt::Debug for ResponseBody<B> {
@@ -116,6 +122,7 @@ impl<B> fmt::Debug for ResponseBody<B> {
         f.write_str(match &self.kind {
             ResponseKind::Passthrough { .. } => "ResponseBody::Passthrough",
             ResponseKind::Full { .. } => "ResponseBody::Full",
+            ResponseKind::Sse { .. } => "ResponseBody::Sse",
         })
     }
 }
@@ -137,6 +144,7 @@ where
                 }))
             }
             ResponseKindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            ResponseKindProj::Sse { body } => body.poll_frame(cx),
         }
     }
 
@@ -144,6 +152,7 @@ where
         match &self.kind {
             ResponseKind::Passthrough { body } => body.is_end_stream(),
             ResponseKind::Full { data } => data.is_none(),
+            ResponseKind::Sse { body } => body.is_end_stream(),
         }
     }
 
@@ -151,6 +160,7 @@ where
         match &self.kind {
             ResponseKind::Passthrough { body } => body.size_hint(),
             ResponseKind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            ResponseKind::Sse { body } => body.size_hint(),
         }
     }
 }

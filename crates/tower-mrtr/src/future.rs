@@ -20,6 +20,7 @@ use crate::layer::Config;
 use crate::request::{self, ResponsePlan};
 use crate::response::{self, Unrelayable};
 use crate::route::Route;
+use crate::sse::{self, SseBody, StreamSealer};
 
 pin_project! {
     /// Response future of [`Mrtr`](crate::Mrtr).
@@ -160,9 +161,9 @@ where
                     if let ResponsePlan::Passthrough = plan {
                         return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
                     }
-                    let (parts, body) = response.into_parts();
+                    let (mut parts, body) = response.into_parts();
                     let id = plan_id(&plan);
-                    if let Err(reason) = check_readable(this.config, &parts) {
+                    if let Err(reason) = check_readable(&parts) {
                         return Poll::Ready(Ok(fail_closed(reason, id)));
                     }
                     let route = match &plan {
@@ -171,6 +172,17 @@ where
                         }
                         _ => Err(Unrelayable::Batch),
                     };
+                    if sse::is_event_stream(&parts.headers) {
+                        // Rewritten event by event as it streams; its length may change.
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                        let ctx = match plan {
+                            ResponsePlan::Seal(ctx) => Some(ctx),
+                            _ => None,
+                        };
+                        let sealer = StreamSealer { config: this.config.clone(), ctx, route };
+                        let body = ResponseBody::sse(SseBody::new(body, sealer));
+                        return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                    }
                     let collect = Limited::new(body, this.config.max_response_body).collect();
                     this.state.set(State::ReadingResponse { collect, parts: Some(parts), plan: Some(plan), route });
                 }
@@ -214,7 +226,7 @@ where
 }
 
 /// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
-fn check_readable(_config: &Config, parts: &http::response::Parts) -> Result<(), Unrelayable> {
+fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
     match parts.headers.get(header::CONTENT_ENCODING) {
         None => Ok(()),
         Some(v) if v.as_bytes().eq_ignore_ascii_case(b"identity") => Ok(()),
