@@ -34,7 +34,9 @@ where
         while let Ok((stream, _)) = listener.accept().await {
             let service = TowerToHyperService::new(service.clone());
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     });
@@ -48,7 +50,8 @@ struct SseBackend {
     seen_states: Arc<Mutex<Vec<Option<String>>>>,
 }
 
-type SseResponse = Response<StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>>;
+type SseResponse =
+    Response<StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>>;
 
 impl SseBackend {
     async fn handle(self, req: Request<Incoming>) -> Result<SseResponse, Infallible> {
@@ -58,9 +61,15 @@ impl SseBackend {
         self.seen_states.lock().unwrap().push(state.clone());
         let id = &request["id"];
         let result = match state.as_deref() {
-            None => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"a":{{"method":"roots/list"}}}},"requestState":"s1"}}}}"#),
-            Some("s1") => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"b":{{"method":"roots/list"}}}},"requestState":"s2"}}}}"#),
-            Some(other) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","content":[{{"type":"text","text":"finished after {other}"}}]}}}}"#),
+            None => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"a":{{"method":"roots/list"}}}},"requestState":"s1"}}}}"#
+            ),
+            Some("s1") => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"b":{{"method":"roots/list"}}}},"requestState":"s2"}}}}"#
+            ),
+            Some(other) => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","content":[{{"type":"text","text":"finished after {other}"}}]}}}}"#
+            ),
         };
         let chunks = vec![
             ": keep-alive\n\n".to_owned(),
@@ -68,9 +77,14 @@ impl SseBackend {
             format!("event: message\ndata: {}", &result[..20]),
             format!("{}\n\n", &result[20..]),
         ];
-        let frames: Vec<_> = chunks.into_iter().map(|c| Ok(Frame::data(Bytes::from(c)))).collect();
+        let frames: Vec<_> = chunks
+            .into_iter()
+            .map(|c| Ok(Frame::data(Bytes::from(c))))
+            .collect();
         let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
-        response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+        response
+            .headers_mut()
+            .insert("content-type", "text/event-stream".parse().unwrap());
         Ok(response)
     }
 }
@@ -96,7 +110,9 @@ async fn three_sse_rounds_through_real_http() {
             Ok::<_, BoxError>(response)
         }
     });
-    let gateway = ServiceBuilder::new().layer(MrtrLayer::new(Keyring::generate("k1").unwrap())).service(proxy);
+    let gateway = ServiceBuilder::new()
+        .layer(MrtrLayer::new(Keyring::generate("k1").unwrap()))
+        .service(proxy);
     let gateway_addr = serve(gateway).await;
 
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -108,7 +124,9 @@ async fn three_sse_rounds_through_real_http() {
             params["requestState"] = s.clone().into();
             params["inputResponses"] = serde_json::json!({});
         }
-        let body = serde_json::json!({"jsonrpc":"2.0","id": round + 1,"method":"tools/call","params": params}).to_string();
+        let body =
+            serde_json::json!({"jsonrpc":"2.0","id": round + 1,"method":"tools/call","params": params})
+                .to_string();
         let request = Request::post(format!("http://{gateway_addr}/mcp"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -118,17 +136,36 @@ async fn three_sse_rounds_through_real_http() {
             .unwrap();
         let response = client.request(request).await.unwrap();
         assert_eq!(response.headers()["content-type"], "text/event-stream");
-        let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-        assert!(text.starts_with(": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\""), "{text}");
-        assert!(!text.contains("\"s1\"") && !text.contains("\"s2\""), "raw backend state leaked: {text}");
+        let text =
+            String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        assert!(
+            text.starts_with(
+                ": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\""
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("\"s1\"") && !text.contains("\"s2\""),
+            "raw backend state leaked: {text}"
+        );
         let result_line = text.lines().find(|l| l.contains("\"result\"")).unwrap();
         let result: Value = serde_json::from_str(result_line.trim_start_matches("data: ")).unwrap();
         assert_eq!(result["id"], round + 1);
         match result["result"]["resultType"].as_str().unwrap() {
             "input_required" => state = Some(result["result"]["requestState"].as_str().unwrap().to_owned()),
-            _ => final_text = Some(result["result"]["content"][0]["text"].as_str().unwrap().to_owned()),
+            _ => {
+                final_text = Some(
+                    result["result"]["content"][0]["text"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                )
+            }
         }
     }
     assert_eq!(final_text.as_deref(), Some("finished after s2"));
-    assert_eq!(*backend.seen_states.lock().unwrap(), vec![None, Some("s1".to_owned()), Some("s2".to_owned())]);
+    assert_eq!(
+        *backend.seen_states.lock().unwrap(),
+        vec![None, Some("s1".to_owned()), Some("s2".to_owned())]
+    );
 }

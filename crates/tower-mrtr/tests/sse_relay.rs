@@ -54,15 +54,20 @@ fn chunked(stream: &[u8], cuts: &[usize]) -> Vec<Bytes> {
 type ChunkBody = StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
 
 fn sse_body(chunks: Vec<Bytes>) -> ChunkBody {
-    let frames: Vec<Result<Frame<Bytes>, Infallible>> = chunks.into_iter().map(|c| Ok(Frame::data(c))).collect();
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> =
+        chunks.into_iter().map(|c| Ok(Frame::data(c))).collect();
     StreamBody::new(futures_util::stream::iter(frames))
 }
 
 /// A backend answering every request with `chunks` as an SSE stream, reporting route `alpha`.
 fn sse_backend(
     chunks: Vec<Bytes>,
-) -> impl tower::Service<Request<RequestBody<Full<Bytes>>>, Response = Response<ChunkBody>, Error = Infallible, Future = impl Send>
-+ Clone {
+) -> impl tower::Service<
+    Request<RequestBody<Full<Bytes>>>,
+    Response = Response<ChunkBody>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
     tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
         let chunks = chunks.clone();
         async move {
@@ -84,7 +89,11 @@ fn envelope_in(text: &str) -> Option<String> {
 }
 
 async fn relay_stream(layer: &MrtrLayer, chunks: Vec<Bytes>) -> (http::response::Parts, Vec<Bytes>) {
-    let response = layer.layer(sse_backend(chunks)).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = layer
+        .layer(sse_backend(chunks))
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let (parts, body) = response.into_parts();
     let mut frames = Vec::new();
     let mut body = std::pin::pin!(body);
@@ -106,7 +115,11 @@ async fn result_event_is_sealed_and_everything_else_is_byte_identical() {
     let out = frames.concat();
     let text = std::str::from_utf8(&out).unwrap();
     assert!(!text.contains("backend-secret"), "{text}");
-    assert_eq!(&text[..PREFIX_LEN], &STREAM[..PREFIX_LEN], "events before the result are untouched");
+    assert_eq!(
+        &text[..PREFIX_LEN],
+        &STREAM[..PREFIX_LEN],
+        "events before the result are untouched"
+    );
     let envelope = envelope_in(text).expect("sealed");
     let expected_tail = format!(
         "id: 2\nevent: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"resultType\":\"input_required\",\"inputRequests\":{{\"ok\":{{\"method\":\"roots/list\"}}}}, \"requestState\":\"{envelope}\"}}}}\n: trailing comment\n\n"
@@ -120,7 +133,11 @@ async fn a_retry_after_an_sse_round_opens_like_after_a_json_round() {
     let (_, frames) = relay_stream(&layer, vec![Bytes::from_static(STREAM.as_bytes())]).await;
     let envelope = envelope_in(std::str::from_utf8(&frames.concat()).unwrap()).unwrap();
     let backend = Backend::new();
-    let answer = send(layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha"))), post(&tool_call(2, "t", Some(&envelope)))).await;
+    let answer = send(
+        layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha"))),
+        post(&tool_call(2, "t", Some(&envelope))),
+    )
+    .await;
     assert_eq!(answer.json()["result"]["resultType"], "complete");
     let seen: Value = serde_json::from_slice(&backend.last().body).unwrap();
     assert_eq!(seen["params"]["requestState"], "backend-secret");
@@ -129,7 +146,10 @@ async fn a_retry_after_an_sse_round_opens_like_after_a_json_round() {
 
 #[tokio::test]
 async fn an_unterminated_final_event_is_still_sealed() {
-    let stream = STREAM.trim_end_matches('\n').trim_end_matches(": trailing comment").to_owned();
+    let stream = STREAM
+        .trim_end_matches('\n')
+        .trim_end_matches(": trailing comment")
+        .to_owned();
     let layer = MrtrLayer::new(Keyring::generate("k1").unwrap());
     let (_, frames) = relay_stream(&layer, vec![Bytes::from(stream.clone())]).await;
     let text = String::from_utf8(frames.concat().to_vec()).unwrap();
@@ -148,14 +168,23 @@ async fn an_oversized_event_ends_the_stream_with_a_json_rpc_error() {
     let stream = format!("{}{big}", &STREAM[..PREFIX_LEN]);
     let (_, frames) = relay_stream(&layer, chunked(stream.as_bytes(), &[100, 700])).await;
     let text = String::from_utf8(frames.concat().to_vec()).unwrap();
-    assert!(text.starts_with(&STREAM[..PREFIX_LEN]), "what came before is delivered");
+    assert!(
+        text.starts_with(&STREAM[..PREFIX_LEN]),
+        "what came before is delivered"
+    );
     assert!(!text.contains("sss"), "no raw backend state");
-    let events: Vec<_> = sse_stream::SseStream::from_bytes_stream(futures_util::stream::iter(vec![Ok::<_, Infallible>(Bytes::from(text))]))
+    let events: Vec<_> =
+        sse_stream::SseStream::from_bytes_stream(futures_util::stream::iter(vec![Ok::<_, Infallible>(
+            Bytes::from(text),
+        )]))
         .collect::<Vec<_>>()
         .await;
     let last = events.last().unwrap().as_ref().unwrap();
     let error: Value = serde_json::from_str(last.data.as_deref().unwrap()).unwrap();
-    assert_eq!((error["id"].as_i64(), error["error"]["code"].as_i64()), (Some(1), Some(-32603)));
+    assert_eq!(
+        (error["id"].as_i64(), error["error"]["code"].as_i64()),
+        (Some(1), Some(-32603))
+    );
 }
 
 #[tokio::test]
@@ -164,14 +193,26 @@ async fn a_result_that_cannot_be_sealed_ends_the_stream_with_an_error() {
     let layer = MrtrLayer::new(Keyring::generate("k1").unwrap());
     let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
         let mut response = Response::new(sse_body(vec![Bytes::from_static(STREAM.as_bytes())]));
-        response.headers_mut().insert("content-type", "text/event-stream; charset=utf-8".parse().unwrap());
+        response.headers_mut().insert(
+            "content-type",
+            "text/event-stream; charset=utf-8".parse().unwrap(),
+        );
         Ok::<_, Infallible>(response)
     });
-    let response = layer.layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = layer
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let out = response.into_body().collect().await.unwrap().to_bytes();
     let text = std::str::from_utf8(&out).unwrap();
     assert!(!text.contains("backend-secret"));
-    assert!(text.ends_with("\"code\":-32603,\"message\":\"The backend's response could not be relayed safely\"}}\n\n"), "{text}");
+    assert!(
+        text.ends_with(
+            "\"code\":-32603,\"message\":\"The backend's response could not be relayed safely\"}}\n\n"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -182,11 +223,17 @@ async fn a_backend_error_mid_stream_is_a_body_error() {
             Err(std::io::Error::other("backend reset")),
         ];
         let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
-        response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+        response
+            .headers_mut()
+            .insert("content-type", "text/event-stream".parse().unwrap());
         response.extensions_mut().insert(Route::new("a"));
         Ok::<_, Infallible>(response)
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap()).layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let mut body = std::pin::pin!(response.into_body());
     let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert_eq!(first, ": keep-alive\n\n");
@@ -203,7 +250,10 @@ struct Endless {
 impl Body for Endless {
     type Data = Bytes;
     type Error = Infallible;
-    fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if self.sent {
             Poll::Pending
         } else {
@@ -226,18 +276,33 @@ async fn dropping_the_response_drops_the_backend_stream() {
     let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
         let flag = flag.clone();
         async move {
-            let mut response = Response::new(Endless { dropped: flag, sent: false });
-            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            let mut response = Response::new(Endless {
+                dropped: flag,
+                sent: false,
+            });
+            response
+                .headers_mut()
+                .insert("content-type", "text/event-stream".parse().unwrap());
             response.extensions_mut().insert(Route::new("a"));
             Ok::<_, Infallible>(response)
         }
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap()).layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let mut body = Box::pin(response.into_body());
-    assert_eq!(body.frame().await.unwrap().unwrap().into_data().unwrap(), ": keep-alive\n\n");
+    assert_eq!(
+        body.frame().await.unwrap().unwrap().into_data().unwrap(),
+        ": keep-alive\n\n"
+    );
     assert!(!dropped.load(Ordering::SeqCst));
     drop(body);
-    assert!(dropped.load(Ordering::SeqCst), "the backend body must be dropped with the client's");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the backend body must be dropped with the client's"
+    );
 }
 
 #[tokio::test]
@@ -245,7 +310,11 @@ async fn streams_of_methods_that_never_need_sealing_pass_untouched() {
     let stream = STREAM.replace("backend-secret", "not-an-mrtr-method");
     let inner = sse_backend(vec![Bytes::from(stream.clone())]);
     let request = post(r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#);
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap()).layer(inner).oneshot(request).await.unwrap();
+    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(request)
+        .await
+        .unwrap();
     let out = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(out, stream.as_bytes());
 }
@@ -323,16 +392,32 @@ async fn keep_alives_are_forwarded_as_they_arrive() {
     let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
         let rx = rx.lock().unwrap().take().unwrap();
         async move {
-            let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+            let stream =
+                futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
             let mut response = Response::new(StreamBody::new(stream));
-            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+                .headers_mut()
+                .insert("content-type", "text/event-stream".parse().unwrap());
             response.extensions_mut().insert(Route::new("a"));
             Ok::<_, Infallible>(response)
         }
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap()).layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let mut body = Box::pin(response.into_body());
-    tx.send(Ok(Frame::data(Bytes::from_static(b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n")))).await.unwrap();
-    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await.expect("forwarded without waiting");
-    assert_eq!(frame.unwrap().unwrap().into_data().unwrap(), &b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"[..]);
+    tx.send(Ok(Frame::data(Bytes::from_static(
+        b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n",
+    ))))
+    .await
+    .unwrap();
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame())
+        .await
+        .expect("forwarded without waiting");
+    assert_eq!(
+        frame.unwrap().unwrap().into_data().unwrap(),
+        &b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"[..]
+    );
 }

@@ -62,7 +62,6 @@ impl SseItem {
             SseItem::Candidate(event) => event.raw(),
         }
     }
-
 }
 
 /// A block that contains a needle and may be rewritten.
@@ -199,11 +198,7 @@ impl SseFramer {
             // `pending` holds the BOM bytes matched by earlier chunks.
             let matched = self.pending.len();
             let want = BOM.get(matched..).unwrap_or_default();
-            let n = want
-                .iter()
-                .zip(chunk.iter())
-                .take_while(|(a, b)| a == b)
-                .count();
+            let n = want.iter().zip(chunk.iter()).take_while(|(a, b)| a == b).count();
             if n == want.len() {
                 self.at_stream_start = false;
                 if matched > 0 {
@@ -265,13 +260,12 @@ impl SseFramer {
             }
             if self.pending.is_empty() {
                 // A lone blank line is an empty dispatch, never a candidate.
-                let candidate = term > block_start
-                    && self.block_has_needle(&chunk, block_start, term, &mut needle_at);
+                let candidate =
+                    term > block_start && self.block_has_needle(&chunk, block_start, term, &mut needle_at);
                 if candidate {
                     self.flush_raw(&chunk, raw_start, block_start);
                     if cr_at_end {
-                        self.pending
-                            .extend_from_slice(span(&chunk, block_start, end));
+                        self.pending.extend_from_slice(span(&chunk, block_start, end));
                         self.held = true;
                     } else {
                         self.queue.push_back(SseItem::Candidate(CandidateEvent {
@@ -285,8 +279,7 @@ impl SseFramer {
                     self.after_cr = cr_at_end;
                 }
             } else {
-                self.pending
-                    .extend_from_slice(span(&chunk, block_start, end));
+                self.pending.extend_from_slice(span(&chunk, block_start, end));
                 self.flush_raw(&chunk, raw_start, block_start);
                 if self.has_needle(self.pending.get(..size).unwrap_or_default()) {
                     if cr_at_end {
@@ -315,8 +308,7 @@ impl SseFramer {
                 return Err(self.poison(&chunk, raw_start, block_start));
             }
             self.flush_raw(&chunk, raw_start, block_start);
-            self.pending
-                .extend_from_slice(span(&chunk, block_start, len));
+            self.pending.extend_from_slice(span(&chunk, block_start, len));
         } else {
             self.flush_raw(&chunk, raw_start, len);
         }
@@ -399,9 +391,7 @@ impl SseFramer {
     }
 
     fn has_needle(&self, haystack: &[u8]) -> bool {
-        self.finders
-            .iter()
-            .any(|finder| finder.find(haystack).is_some())
+        self.finders.iter().any(|finder| finder.find(haystack).is_some())
     }
 
     /// Whether `chunk[start..end]` contains a needle. `needle_at` caches the
@@ -438,9 +428,7 @@ impl SseFramer {
         // One starts before `end`, but it may run past the block: check
         // exactly, and rescan from the next block onward.
         *needle_at = None;
-        chunk
-            .get(start..end)
-            .is_some_and(|block| self.has_needle(block))
+        chunk.get(start..end).is_some_and(|block| self.has_needle(block))
     }
 }
 
@@ -712,9 +700,8 @@ mod tests {
 
     #[test]
     fn coalesces_in_chunk_raw_zero_copy() {
-        let chunk = Bytes::from_static(
-            b": ping\n\nid: 1\ndata: a\n\n\n\nevent: e\ndata: NEEDLE\n\ndata: b\n\n",
-        );
+        let chunk =
+            Bytes::from_static(b": ping\n\nid: 1\ndata: a\n\n\n\nevent: e\ndata: NEEDLE\n\ndata: b\n\n");
         let mut f = framer(1024, &[NEEDLE]);
         f.push(chunk.clone()).unwrap();
         let mut items = Vec::new();
@@ -732,10 +719,7 @@ mod tests {
         );
         let range = chunk.as_ptr_range();
         for item in &items {
-            assert!(
-                range.contains(&item.raw().as_ptr()),
-                "not a slice of the chunk"
-            );
+            assert!(range.contains(&item.raw().as_ptr()), "not a slice of the chunk");
         }
     }
 
@@ -806,16 +790,14 @@ mod tests {
     #[test]
     fn comment_with_needle_is_candidate_without_data() {
         let items = run(&[b": NEEDLE\n\n: other\n\n"], &[NEEDLE]);
-        assert_eq!(
-            items,
-            vec![cand(b": NEEDLE\n\n", true), raw(b": other\n\n")]
-        );
+        assert_eq!(items, vec![cand(b": NEEDLE\n\n", true), raw(b": other\n\n")]);
         assert_eq!(candidates(&items)[0].data(), None);
     }
 
     #[test]
     fn with_data_keeps_other_lines() {
-        let c = single(b": c1\r\nid: 7\revent: ev\ndata: a\r\nfoo: bar\nretry: 10\ndata: b\n: c2\nbare\r\n\r\n");
+        let c =
+            single(b": c1\r\nid: 7\revent: ev\ndata: a\r\nfoo: bar\nretry: 10\ndata: b\n: c2\nbare\r\n\r\n");
         assert_eq!(
             &c.with_data(br#"{"x":1}"#).unwrap()[..],
             &b": c1\r\nid: 7\revent: ev\ndata: {\"x\":1}\r\nfoo: bar\nretry: 10\n: c2\nbare\r\n\r\n"[..]
@@ -876,14 +858,8 @@ mod tests {
         let items = run(&[b"data: a\n\nid: 1\ndata: x"], &[NEEDLE]);
         assert_eq!(items, vec![raw(b"data: a\n\n"), raw(b"id: 1\ndata: x")]);
         let items = run(&[b"data: a\n\n", b"data: NEED", b"LE\n"], &[NEEDLE]);
-        assert_eq!(
-            items,
-            vec![raw(b"data: a\n\n"), cand(b"data: NEEDLE\n", false)]
-        );
-        assert_eq!(
-            candidates(&items)[0].data().as_deref(),
-            Some(&b"NEEDLE"[..])
-        );
+        assert_eq!(items, vec![raw(b"data: a\n\n"), cand(b"data: NEEDLE\n", false)]);
+        assert_eq!(candidates(&items)[0].data().as_deref(), Some(&b"NEEDLE"[..]));
         // A final lone CR ends the line; still no blank line.
         let items = run(&[b"data: NEEDLE\r"], &[NEEDLE]);
         assert_eq!(items, vec![cand(b"data: NEEDLE\r", false)]);
@@ -949,10 +925,7 @@ mod tests {
         assert_eq!(f.take_unframed().concat(), b"data: 12345");
         assert!(f.push(Bytes::new()).is_err());
         // The rest of the overflowing chunk is returned too.
-        let r = run_with(
-            framer(4, &[]),
-            &[Bytes::from_static(b"a\n\nlong line\n\nb\n\n")],
-        );
+        let r = run_with(framer(4, &[]), &[Bytes::from_static(b"a\n\nlong line\n\nb\n\n")]);
         assert_eq!(r.items, vec![raw(b"a\n\n")]);
         assert_eq!(r.overflow, Some((b"long line\n\nb\n\n".to_vec(), 1)));
         // Blank lines are free.
@@ -968,10 +941,7 @@ mod tests {
         assert_eq!(items, vec![raw(b"\xEF\xBB\xBF"), raw(b":c\n\n")]);
         // BOM then a blank line: an empty dispatch, as for a parser.
         let items = run(&[b"\xEF\xBB\xBF\ndata: NEEDLE\n\n"], &[NEEDLE]);
-        assert_eq!(
-            candidates(&items),
-            candidates(&[cand(b"data: NEEDLE\n\n", true)])
-        );
+        assert_eq!(candidates(&items), candidates(&[cand(b"data: NEEDLE\n\n", true)]));
         // A broken BOM is line content.
         let items = run(&[b"\xEF\xBB", b"data: NEEDLE\n\n"], &[NEEDLE]);
         assert_eq!(items, vec![cand(b"\xEF\xBBdata: NEEDLE\n\n", true)]);
@@ -1138,11 +1108,7 @@ mod tests {
     }
 
     /// Byte identity and chunking independence, checked against the reference.
-    fn check_framing(
-        input: &[u8],
-        sizes: &[usize],
-        needles: &[&[u8]],
-    ) -> Result<(), TestCaseError> {
+    fn check_framing(input: &[u8], sizes: &[usize], needles: &[&[u8]]) -> Result<(), TestCaseError> {
         let expected = reference(input, needles);
         for chunks in chunkings(input, sizes) {
             let r = run_with(framer(usize::MAX, needles), &chunks);

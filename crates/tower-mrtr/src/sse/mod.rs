@@ -72,7 +72,10 @@ impl StreamSealer {
         }
         // The data of a multi-line event was joined with LF; in valid JSON a raw line break can
         // only be whitespace, so it becomes a space and the message fits on one `data:` line.
-        let one_line: Vec<u8> = sealed.iter().map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }).collect();
+        let one_line: Vec<u8> = sealed
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect();
         Ok(Some(Bytes::from(one_line)))
     }
 }
@@ -95,7 +98,14 @@ impl<B> SseBody<B> {
     pub(crate) fn new(inner: B, sealer: StreamSealer) -> Self {
         let needles = RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect();
         let framer = SseFramer::new(sealer.config.max_sse_event, needles);
-        Self { inner: Some(inner), framer, sealer, out: VecDeque::new(), trailers: None, done: false }
+        Self {
+            inner: Some(inner),
+            framer,
+            sealer,
+            out: VecDeque::new(),
+            trailers: None,
+            done: false,
+        }
     }
 }
 
@@ -144,7 +154,10 @@ fn drain(
 /// The event that ends a stream that failed closed. The leading line break ends any line the
 /// client may be in the middle of; an extra blank line dispatches nothing.
 fn error_event(id: Option<&str>) -> Bytes {
-    let error = Rejection::Unrelayable { id: id.map(str::to_owned) }.body();
+    let error = Rejection::Unrelayable {
+        id: id.map(str::to_owned),
+    }
+    .body();
     let mut event = Vec::with_capacity(error.len() + 16);
     event.extend_from_slice(b"\nevent: message\ndata: ");
     event.extend_from_slice(&error);
@@ -160,7 +173,10 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let mut this = self.project();
         loop {
             if let Some(bytes) = this.out.pop_front() {
@@ -185,7 +201,8 @@ where
                             Err(too_large) => {
                                 tracing::debug!(limit = too_large.limit, "SSE event over the limit");
                                 // Whatever came before the oversized event is still delivered.
-                                drain(this.framer, this.sealer, this.out, false).and(Err(Unrelayable::EventTooLarge))
+                                drain(this.framer, this.sealer, this.out, false)
+                                    .and(Err(Unrelayable::EventTooLarge))
                             }
                         }
                     }
