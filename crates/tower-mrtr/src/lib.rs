@@ -103,7 +103,7 @@ mod layer;
 pub mod mcp_headers;
 mod request;
 mod response;
-mod route;
+pub mod route;
 mod service;
 mod sse;
 
