@@ -173,10 +173,7 @@ fn task_follow_up(
     // The extension requires Mcp-Name to equal params.taskId.
     let name = encode_header_value(&backend_id).ok_or_else(invalid)?;
     parts.headers.insert(MCP_NAME, name);
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
-    parts.headers.remove(header::TRANSFER_ENCODING);
+    set_body_length(&mut parts.headers, rewritten.len());
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
     parts.extensions.insert(McpRequestHead::new(
         method,
@@ -261,12 +258,16 @@ fn listen(
     rewritten.extend_from_slice(&body[copied..]);
     let rewritten = Bytes::from(rewritten);
     let pinned = route.ok_or_else(invalid)?;
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
-    parts.headers.remove(header::TRANSFER_ENCODING);
+    set_body_length(&mut parts.headers, rewritten.len());
     parts.extensions.insert(PinnedRoute(pinned.clone()));
     Ok((rewritten, ResponsePlan::Tasks(TaskContext { id, pinned, ids })))
+}
+
+/// Declares the length of a rewritten body: the old `Content-Length` (or chunked framing) no
+/// longer matches it.
+fn set_body_length(headers: &mut HeaderMap, len: usize) {
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    headers.remove(header::TRANSFER_ENCODING);
 }
 
 /// The value of a JSON string from its raw contents (between the quotes, escapes kept).
@@ -339,10 +340,7 @@ fn relay(
     };
     tracing::debug!(method, route = %opened.route, "requestState opened");
 
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
-    parts.headers.remove(header::TRANSFER_ENCODING);
+    set_body_length(&mut parts.headers, rewritten.len());
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
     parts
         .extensions
