@@ -27,6 +27,8 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub(crate) enum Rejection {
     /// The request body is larger than the configured limit.
     TooLarge { limit: usize },
+    /// The request body has a `Content-Encoding` the layer does not decode.
+    Encoded,
     /// The request body could not be read from the client.
     BodyUnreadable,
     /// A body the layer cannot read as one JSON-RPC request carries something it must open.
@@ -55,6 +57,7 @@ impl Rejection {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyUnreadable | Self::Unreadable { .. } | Self::Batch | Self::HeaderMismatch { .. } => {
                 StatusCode::BAD_REQUEST
             }
@@ -71,6 +74,11 @@ impl Rejection {
                 None,
                 INVALID_REQUEST,
                 &format!("Request body exceeds the relay's limit of {limit} bytes"),
+            ),
+            Self::Encoded => error_body(
+                None,
+                INVALID_REQUEST,
+                "Compressed request bodies are not supported by this relay; send identity encoding",
             ),
             Self::BodyUnreadable => error_body(None, INVALID_REQUEST, "Request body could not be read"),
             Self::Unreadable { id } => error_body(

@@ -72,6 +72,7 @@
 //! | a retry with a valid envelope | backend state restored, [`PinnedRoute`] set, forwarded |
 //! | a retry whose envelope is not one, tampered, expired, misbound, or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
 //! | a POST body over the limit | HTTP 413 with a JSON-RPC error; inner service not called |
+//! | a POST body with a `Content-Encoding` (other than `identity`) | HTTP 415, `-32600`: it could not be inspected |
 //! | a body that is not JSON | forwarded untouched |
 //! | valid JSON the layer cannot read as one request (duplicate members, say) | HTTP 400, `-32600` |
 //! | a batch | forwarded untouched, unless an element carries a `requestState` (HTTP 400, `-32600`) |

@@ -503,6 +503,34 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
 }
 
 #[tokio::test]
+async fn compressed_requests_are_refused_not_forwarded_unread() {
+    let mut req = post(&tool_call(1, "t", Some("mrtr1.hidden-in-gzip")));
+    req.headers_mut()
+        .insert("content-encoding", "gzip".parse().unwrap());
+    let answer = send(
+        MrtrLayer::with_shared_keyring(keyring()).layer(must_not_be_called()),
+        req,
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, Some(-32600))
+    );
+    // Identity is no encoding at all.
+    let mut req = post(&tool_call(2, "t", None));
+    req.headers_mut()
+        .insert("content-encoding", "identity".parse().unwrap());
+    let backend = Backend::new();
+    send(
+        MrtrLayer::with_shared_keyring(keyring())
+            .layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+        req,
+    )
+    .await;
+    assert_eq!(backend.seen().len(), 1);
+}
+
+#[tokio::test]
 async fn batches_and_ambiguous_bodies() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
     // A batch carrying a requestState cannot be opened element by element: refused.
