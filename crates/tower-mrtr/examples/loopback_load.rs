@@ -12,13 +12,15 @@
 //!
 //! * an MCP-like hyper **backend** with three tools: `echo` answers a `complete` JSON result of
 //!   `--size` bytes; `confirm` answers `input_required` (with a `requestState` of `--state` bytes)
-//!   and, on a retry carrying that state, `complete`; `stream` answers an SSE stream of `--events`
-//!   progress notifications (about 150 B each) followed by a `complete` result;
+//!   and, on a retry carrying that state back unchanged, `complete`; `stream` answers an SSE
+//!   stream of `--events` progress notifications (about 150 B each, a keep-alive comment every
+//!   100) followed by a `complete` result;
 //! * two **proxies**, identical except that one is wrapped in `MrtrLayer`: each forwards every
 //!   request to the backend with a pooled keep-alive hyper-util client and reports a
 //!   [`Route`], served through `TowerToHyperService` as in `tests/over_http.rs`;
 //! * a **load generator**: `--connections` keep-alive HTTP/1 connections, each sending one request
-//!   after another until the segment's time (or request cap) runs out.
+//!   after another until the segment's time (or request cap) runs out; a request in flight at the
+//!   deadline is finished and counted, and the segment's time runs until the last one ends.
 //!
 //! # What is measured
 //!
@@ -32,8 +34,13 @@
 //!   per cycle); through the bare proxy it sends the backend's raw state back. One cycle is two
 //!   HTTP requests; latency is the whole cycle's.
 //! * **SSE long stream**: `tools/call` answered with a long event stream, which the layer must
-//!   watch event by event (the result at its end could be `input_required`). Reported as MB/s and
-//!   events/s, with the time to the first byte (the layer must not buffer the stream).
+//!   watch event by event (the result at its end could be `input_required`) but passes through
+//!   unchanged. Reported as MB/s and events/s, with the time to the first byte (the layer must not
+//!   buffer the stream). Twice: with the backend handing hyper one frame per event (a server that
+//!   flushes after every event: per-frame costs dominate, in hyper as in the layer) and in 16 KiB
+//!   frames (a backlog written in bulk: per-byte costs, the framer's scan, dominate). Fewer
+//!   concurrent streams (`--sse-connections`, 8) than requests: one stream is tens of
+//!   milliseconds of CPU, and 32 at once would each outlast a whole segment.
 //!
 //! For each: operations per second, p50 and p99 latency, and CPU time per operation (the whole
 //! process: backend, proxy and load generator, from `/proc`; the difference between the two
@@ -77,18 +84,20 @@ use tower::{BoxError, ServiceBuilder};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
 
 const USAGE: &str = "\
-usage: loopback_load [--seconds S] [--connections N] [--rounds N] [--size BYTES] [--state BYTES]
-                     [--events N] [--threads N] [--max-ops N] [--only json|mrtr|sse]
+usage: loopback_load [--seconds S] [--connections N] [--sse-connections N] [--rounds N]
+                     [--size BYTES] [--state BYTES] [--events N] [--threads N] [--max-ops N]
+                     [--only json,mrtr,sse-events,sse-chunks,sse]
 
   --seconds S      measured time per scenario, split over every bare and layered segment (4)
-  --connections N  concurrent keep-alive client connections (32)
+  --connections N  concurrent keep-alive client connections, JSON and MRTR (32)
+  --sse-connections N  concurrent SSE streams (8)
   --rounds N       bare/layered segment pairs per scenario (3)
   --size BYTES     size of the JSON complete result (1024)
   --state BYTES    size of the backend's requestState (256)
   --events N       progress events per SSE stream (2000)
   --threads N      runtime worker threads (all cores)
   --max-ops N      cap on operations per segment (JSON/MRTR 200000, SSE 5000)
-  --only NAME      run one scenario";
+  --only NAMES     run only these scenarios (comma-separated)";
 
 /// Each request gets this long before it counts as an error (the run must end on its own).
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -102,25 +111,46 @@ const WARM_UP: Duration = Duration::from_millis(250);
 enum Scenario {
     Json,
     Mrtr,
-    Sse,
+    /// The backend hands hyper one frame per event, as a server flushing after every event does.
+    SseEvents,
+    /// The same stream in 16 KiB frames, as a server writing a backlog in bulk does.
+    SseChunks,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 3] = [Scenario::Json, Scenario::Mrtr, Scenario::Sse];
+    const ALL: [Scenario; 4] = [
+        Scenario::Json,
+        Scenario::Mrtr,
+        Scenario::SseEvents,
+        Scenario::SseChunks,
+    ];
 
-    fn short(self) -> &'static str {
+    /// The name `--only` takes and the progress lines show.
+    fn key(self) -> &'static str {
         match self {
-            Scenario::Json => "JSON",
-            Scenario::Mrtr => "MRTR",
-            Scenario::Sse => "SSE",
+            Scenario::Json => "json",
+            Scenario::Mrtr => "mrtr",
+            Scenario::SseEvents => "sse-events",
+            Scenario::SseChunks => "sse-chunks",
+        }
+    }
+
+    fn is_sse(self) -> bool {
+        matches!(self, Scenario::SseEvents | Scenario::SseChunks)
+    }
+
+    /// The backend tool that produces this scenario's answer.
+    fn tool(self) -> &'static str {
+        match self {
+            Scenario::Json => "echo",
+            Scenario::Mrtr => "confirm",
+            Scenario::SseEvents => "stream",
+            Scenario::SseChunks => "stream-bulk",
         }
     }
 
     fn default_cap(self) -> u64 {
-        match self {
-            Scenario::Json | Scenario::Mrtr => 200_000,
-            Scenario::Sse => 5_000,
-        }
+        if self.is_sse() { 5_000 } else { 200_000 }
     }
 }
 
@@ -128,13 +158,14 @@ impl Scenario {
 struct Options {
     seconds: f64,
     connections: usize,
+    sse_connections: usize,
     rounds: usize,
     size: usize,
     state: usize,
     events: usize,
     threads: usize,
     max_ops: Option<u64>,
-    only: Option<Scenario>,
+    only: Option<String>,
 }
 
 impl Options {
@@ -142,6 +173,7 @@ impl Options {
         let mut options = Options {
             seconds: 4.0,
             connections: 32,
+            sse_connections: 8,
             rounds: 3,
             size: 1024,
             state: 256,
@@ -160,6 +192,7 @@ impl Options {
             match flag.as_str() {
                 "--seconds" => options.seconds = value.parse().map_err(|_| bad())?,
                 "--connections" => options.connections = value.parse().map_err(|_| bad())?,
+                "--sse-connections" => options.sse_connections = value.parse().map_err(|_| bad())?,
                 "--rounds" => options.rounds = value.parse().map_err(|_| bad())?,
                 "--size" => options.size = value.parse().map_err(|_| bad())?,
                 "--state" => options.state = value.parse().map_err(|_| bad())?,
@@ -167,12 +200,11 @@ impl Options {
                 "--threads" => options.threads = value.parse().map_err(|_| bad())?,
                 "--max-ops" => options.max_ops = Some(value.parse().map_err(|_| bad())?),
                 "--only" => {
-                    options.only = Some(match value.as_str() {
-                        "json" => Scenario::Json,
-                        "mrtr" => Scenario::Mrtr,
-                        "sse" => Scenario::Sse,
-                        _ => return Err(format!("unknown scenario {value:?}")),
-                    })
+                    let known = |name: &str| name == "sse" || Scenario::ALL.iter().any(|s| s.key() == name);
+                    if let Some(name) = value.split(',').find(|name| !known(name)) {
+                        return Err(format!("unknown scenario {name:?}"));
+                    }
+                    options.only = Some(value);
                 }
                 _ => return Err(format!("unknown flag {flag:?}")),
             }
@@ -180,8 +212,15 @@ impl Options {
         if !(options.seconds.is_finite() && options.seconds > 0.0 && options.seconds <= 600.0) {
             return Err("--seconds must be in (0, 600]".into());
         }
-        if options.connections == 0 || options.rounds == 0 || options.threads == 0 {
-            return Err("--connections, --rounds and --threads must be at least 1".into());
+        if [
+            options.connections,
+            options.sse_connections,
+            options.rounds,
+            options.threads,
+        ]
+        .contains(&0)
+        {
+            return Err("--connections, --sse-connections, --rounds and --threads must be at least 1".into());
         }
         if options.max_ops == Some(0) {
             return Err("--max-ops must be at least 1".into());
@@ -196,6 +235,21 @@ impl Options {
 
     fn cap(&self, scenario: Scenario) -> u64 {
         self.max_ops.unwrap_or(scenario.default_cap())
+    }
+
+    fn connections(&self, scenario: Scenario) -> usize {
+        if scenario.is_sse() {
+            self.sse_connections
+        } else {
+            self.connections
+        }
+    }
+
+    fn selected(&self, scenario: Scenario) -> bool {
+        self.only.as_deref().is_none_or(|only| {
+            only.split(',')
+                .any(|name| name == scenario.key() || (name == "sse" && scenario.is_sse()))
+        })
     }
 }
 
@@ -340,6 +394,8 @@ struct Backend {
     state_len: usize,
     /// The SSE stream's progress events and keep-alives, one `Bytes` per event.
     events: Arc<Vec<Bytes>>,
+    /// The same bytes cut into 16 KiB pieces.
+    chunks: Arc<Vec<Bytes>>,
 }
 
 const STATE_PREFIX: &str = "st1.";
@@ -360,7 +416,13 @@ impl Backend {
                 events.push(Bytes::from_static(b": keep-alive\n\n"));
             }
         }
+        let whole = Bytes::from(events.concat());
+        let chunks = (0..whole.len())
+            .step_by(16 * 1024)
+            .map(|at| whole.slice(at..whole.len().min(at + 16 * 1024)))
+            .collect();
         Backend {
+            chunks: Arc::new(chunks),
             echo_text: "y".repeat(options.size.saturating_sub(echo_overhead)),
             state_pad: "s".repeat(options.state.saturating_sub(STATE_PREFIX.len())),
             state_len: options.state.max(STATE_PREFIX.len()),
@@ -420,12 +482,17 @@ impl Backend {
                 )),
                 Some(_) => Self::error(&id, -32602, "unknown requestState"),
             },
-            Some("stream") => {
+            Some(tool @ ("stream" | "stream-bulk")) => {
                 let result = format!(
                     "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"resultType\":\"complete\",\"content\":[{{\"type\":\"text\",\"text\":\"job done\"}}]}}}}\n\n"
                 );
+                let pieces = if tool == "stream" {
+                    &self.events
+                } else {
+                    &self.chunks
+                };
                 let mut response = Response::new(BackendBody::Sse {
-                    events: self.events.clone(),
+                    events: pieces.clone(),
                     next: 0,
                     result: Some(Bytes::from(result)),
                 });
@@ -553,9 +620,14 @@ async fn op_mrtr(
     })
 }
 
-async fn op_sse(sender: &mut SendRequest<Full<Bytes>>, target: &Target, id: u64) -> Result<Sample, BoxError> {
+async fn op_sse(
+    sender: &mut SendRequest<Full<Bytes>>,
+    target: &Target,
+    tool: &'static str,
+    id: u64,
+) -> Result<Sample, BoxError> {
     let start = Instant::now();
-    let response = post(sender, target, "stream", tool_call(id, "stream", None)).await?;
+    let response = post(sender, target, tool, tool_call(id, tool, None)).await?;
     let mut body = response.into_body();
     let mut sample = Sample::default();
     // Blank lines end SSE blocks; one may straddle two frames. The tail keeps the stream's end.
@@ -666,7 +738,9 @@ async fn worker(
             match scenario {
                 Scenario::Json => op_json(&mut sender, &target, n + 1).await,
                 Scenario::Mrtr => op_mrtr(&mut sender, &target, n + 1).await,
-                Scenario::Sse => op_sse(&mut sender, &target, n + 1).await,
+                Scenario::SseEvents | Scenario::SseChunks => {
+                    op_sse(&mut sender, &target, scenario.tool(), n + 1).await
+                }
             }
         };
         let error = match tokio::time::timeout(OP_TIMEOUT, op).await {
@@ -826,19 +900,24 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
                 "MRTR cycle: input_required → retry → complete (state {} B)",
                 options.state
             ),
-            Scenario::Sse => {
+            Scenario::SseEvents | Scenario::SseChunks => {
                 let per_stream = b.bytes.checked_div(b.ops).unwrap_or(0);
                 format!(
-                    "SSE stream: {} progress events + result (≈ {} KB)",
+                    "SSE stream: {} progress events + result (≈ {} KB), {}",
                     options.events,
-                    per_stream / 1000
+                    per_stream / 1000,
+                    if outcome.scenario == Scenario::SseEvents {
+                        "one frame per event"
+                    } else {
+                        "16 KiB frames"
+                    }
                 )
             }
         };
         let unit = match outcome.scenario {
             Scenario::Json => "requests/s",
             Scenario::Mrtr => "cycles/s (2 requests each)",
-            Scenario::Sse => "streams/s",
+            Scenario::SseEvents | Scenario::SseChunks => "streams/s",
         };
         row(
             &title,
@@ -847,7 +926,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
             fmt_rate(l.per_second(l.ops)),
             ratio(l.per_second(l.ops), b.per_second(b.ops)),
         );
-        if outcome.scenario == Scenario::Sse {
+        if outcome.scenario.is_sse() {
             let mbs = |t: &Tally| t.per_second(t.bytes) / 1e6;
             row(
                 "",
@@ -875,7 +954,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
                 ratio(secs(pl), secs(pb)),
             );
         }
-        if outcome.scenario == Scenario::Sse {
+        if outcome.scenario.is_sse() {
             let (pb, pl) = (percentile(&b.first_bytes, 50.0), percentile(&l.first_bytes, 50.0));
             row(
                 "",
@@ -898,9 +977,10 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
 
     println!();
     println!(
-        "### tower-mrtr loopback load: {} connections, {} rounds × {:.2} s per variant and scenario, \
-         {} runtime threads, {} cores",
+        "### tower-mrtr loopback load: {} connections ({} for SSE), {} rounds × {:.2} s per variant \
+         and scenario, {} runtime threads, {} cores",
         options.connections,
+        options.sse_connections,
         options.rounds,
         options.segment().as_secs_f64(),
         options.threads,
@@ -918,7 +998,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
         let (cb, cl) = (cpu_per_op(&outcome.bare), cpu_per_op(&outcome.layered));
         let delta = match (cb, cl) {
             (Some(b), Some(l)) => match outcome.scenario {
-                Scenario::Sse if outcome.layered.ops > 0 => {
+                _ if outcome.scenario.is_sse() && outcome.layered.ops > 0 => {
                     let per_event =
                         (l - b) * 1e3 * outcome.layered.ops as f64 / outcome.layered.events.max(1) as f64;
                     format!("{:+.0} µs per stream ({per_event:+.0} ns per event)", l - b)
@@ -930,7 +1010,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
         println!(
             "* {}: throughput ratio per round {}; layer CPU (layered − bare) {}; ops bare {} / layered {}; \
              errors bare {} / layered {}",
-            outcome.scenario.short(),
+            outcome.scenario.key(),
             ratios.join(", "),
             delta,
             outcome.bare.ops,
@@ -987,23 +1067,26 @@ async fn run(options: Options) -> Result<(), BoxError> {
     let layered = target(serve(layered_proxy).await?, true)?;
 
     eprintln!(
-        "backend {backend_addr}, bare proxy {}, layered proxy {}; {} connections, {} rounds of {:.2} s segments",
+        "backend {backend_addr}, bare proxy {}, layered proxy {}; {} connections ({} for SSE), \
+         {} rounds of {:.2} s segments",
         bare.addr,
         layered.addr,
         options.connections,
+        options.sse_connections,
         options.rounds,
         options.segment().as_secs_f64()
     );
 
     let mut outcomes = Vec::new();
     for scenario in Scenario::ALL {
-        if options.only.is_some_and(|only| only != scenario) {
+        if !options.selected(scenario) {
             continue;
         }
+        let connections = options.connections(scenario);
         let cap = options.cap(scenario);
         // Warm-up: fills both proxies' connection pools and the caches; not measured.
         for t in [&bare, &layered] {
-            segment(scenario, t, options.connections, WARM_UP, cap).await?;
+            segment(scenario, t, connections, WARM_UP, cap).await?;
         }
         let mut outcome = Outcome {
             scenario,
@@ -1022,10 +1105,10 @@ async fn run(options: Options) -> Result<(), BoxError> {
             let mut pair = [None, None];
             for is_layered in order {
                 let t = if is_layered { &layered } else { &bare };
-                let tally = segment(scenario, t, options.connections, options.segment(), cap).await?;
+                let tally = segment(scenario, t, connections, options.segment(), cap).await?;
                 eprintln!(
-                    "{:<4} round {} {:<7} {:>8} ops in {:.2} s ({:.0}/s), {} errors",
-                    scenario.short(),
+                    "{:<10} round {} {:<7} {:>8} ops in {:.2} s ({:.0}/s), {} errors",
+                    scenario.key(),
                     round + 1,
                     if is_layered { "layered" } else { "bare" },
                     tally.ops,
