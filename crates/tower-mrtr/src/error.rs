@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 
-use crate::jsonrpc::error_body;
+use crate::jsonrpc::{error_body, error_body_with_data};
 
 /// JSON-RPC: the request is not a valid request object.
 pub const INVALID_REQUEST: i64 = -32600;
@@ -21,6 +21,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: a mirrored `Mcp-*` header is missing, malformed or differs from the body.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: the request needs a client capability it did not declare.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
 /// Why the layer answered instead of the inner service (or instead of the inner response).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +44,8 @@ pub(crate) enum Rejection {
         id: Option<String>,
         purpose: &'static str,
     },
+    /// A task request from a client that did not declare the Tasks extension in this request.
+    MissingTasksCapability { id: Option<String> },
     /// A `subscriptions/listen` names task handles of different backends.
     MixedTaskRoutes { id: Option<String> },
     /// `Mcp-Method` or `Mcp-Name` disagrees with the body of a request the layer rewrites.
@@ -58,9 +62,11 @@ impl Rejection {
         match self {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::BodyUnreadable | Self::Unreadable { .. } | Self::Batch | Self::HeaderMismatch { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::BodyUnreadable
+            | Self::Unreadable { .. }
+            | Self::Batch
+            | Self::HeaderMismatch { .. }
+            | Self::MissingTasksCapability { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidParams { .. }
             | Self::InvalidEnvelope { .. }
             | Self::MixedTaskRoutes { .. }
@@ -96,6 +102,12 @@ impl Rejection {
                 id.as_deref(),
                 INVALID_PARAMS,
                 &format!("Invalid or expired {purpose}"),
+            ),
+            Self::MissingTasksCapability { id } => error_body_with_data(
+                id.as_deref(),
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Task requests need the io.modelcontextprotocol/tasks extension declared in clientCapabilities",
+                Some(r#"{"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#),
             ),
             Self::MixedTaskRoutes { id } => error_body(
                 id.as_deref(),

@@ -74,6 +74,21 @@ pub(crate) struct Params<'a> {
     pub(crate) task_id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) notifications: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    pub(crate) meta: Option<&'a RawValue>,
+}
+
+/// The Tasks extension's identifier in capabilities.
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether a request's `_meta` declares the Tasks extension among the client's capabilities
+/// (`_meta["io.modelcontextprotocol/clientCapabilities"].extensions["io.modelcontextprotocol/tasks"]`).
+pub(crate) fn declares_tasks_extension(meta: Option<&RawValue>) -> bool {
+    let Some(meta) = meta.and_then(|m| serde_json::from_str::<serde_json::Value>(m.get()).ok()) else {
+        return false;
+    };
+    meta.pointer("/io.modelcontextprotocol~1clientCapabilities/extensions/io.modelcontextprotocol~1tasks")
+        .is_some_and(serde_json::Value::is_object)
 }
 
 /// `params.notifications` of a `subscriptions/listen`: only the task filter is read.
@@ -282,9 +297,15 @@ pub(crate) fn member_removal_range(base: &[u8], value: Range<usize>) -> Option<R
 
 /// Writes a JSON-RPC error response. `id` is the raw JSON id of the request (`null` if none).
 pub(crate) fn error_body(id: Option<&str>, code: i64, message: &str) -> Bytes {
+    error_body_with_data(id, code, message, None)
+}
+
+/// Writes a JSON-RPC error response with an optional raw JSON `data` member.
+pub(crate) fn error_body_with_data(id: Option<&str>, code: i64, message: &str, data: Option<&str>) -> Bytes {
     let message = serde_json::to_string(message).unwrap_or_else(|_| "\"error\"".to_owned());
+    let data = data.map(|d| format!(r#","data":{d}"#)).unwrap_or_default();
     Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":{code},"message":{message}}}}}"#,
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":{code},"message":{message}{data}}}}}"#,
         id.unwrap_or("null")
     ))
 }
@@ -373,6 +394,25 @@ mod tests {
         let escaped = br#"{"k":"q\"t1\\","v":"t1"}"#;
         let out = replace_string_values(escaped, |v| (v == "t1").then(|| "H".to_owned())).unwrap();
         assert_eq!(&out[..], br#"{"k":"q\"t1\\","v":"H"}"#);
+    }
+
+    #[test]
+    fn tasks_extension_declaration() {
+        let yes: &RawValue = serde_json::from_str(
+            r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#,
+        )
+        .unwrap();
+        assert!(declares_tasks_extension(Some(yes)));
+        for no in [
+            r#"{}"#,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{"tasks":{}}}"#,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}"#,
+        ] {
+            let raw: &RawValue = serde_json::from_str(no).unwrap();
+            assert!(!declares_tasks_extension(Some(raw)), "{no}");
+        }
+        assert!(!declares_tasks_extension(None));
     }
 
     #[test]

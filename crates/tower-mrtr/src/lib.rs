@@ -82,6 +82,7 @@
 //! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
 //! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] set; task ids in the answer shown as the client's handle |
 //! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
+//! | a task request whose `_meta` does not declare the Tasks extension | HTTP 400, `-32021` with `requiredCapabilities` (SEP-2663); inner service not called |
 //! | `subscriptions/listen` filtering on task handles | opened and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
 //! | an answer to a pinned request reporting another [`Route`] | JSON-RPC `-32603`: the proxy did not honour the pin |
 //!

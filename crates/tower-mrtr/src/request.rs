@@ -154,6 +154,10 @@ fn task_follow_up(
                 header,
             }
         })?;
+    // SEP-2663: a client that did not declare the extension gets -32021, whatever it sent.
+    if !jsonrpc::declares_tasks_extension(params.meta) {
+        return Err(Rejection::MissingTasksCapability { id });
+    }
     let principal = config.principal.as_ref().and_then(|f| f(parts));
     let opened = open(
         config,
@@ -207,13 +211,13 @@ fn listen(
         id: id.clone(),
         purpose: Purpose::TaskHandle.name(),
     };
-    let task_ids = match message.params.map(jsonrpc::parse_params) {
-        None => None,
+    let (task_ids, meta) = match message.params.map(jsonrpc::parse_params) {
+        None => (None, None),
         Some(None) => return Err(Rejection::InvalidParams { id }),
         Some(Some(params)) => match params.notifications.map(jsonrpc::parse_listen_filter) {
-            None => None,
+            None => (None, params.meta),
             Some(None) => return Err(Rejection::InvalidParams { id }),
-            Some(Some(filter)) => filter.task_ids,
+            Some(Some(filter)) => (filter.task_ids, params.meta),
         },
     };
     let handles: Vec<&RawValue> = match task_ids {
@@ -227,6 +231,9 @@ fn listen(
         .insert(McpRequestHead::new(method, id.as_deref(), None, false));
     if handles.is_empty() {
         return Ok((body.clone(), ResponsePlan::Passthrough));
+    }
+    if !jsonrpc::declares_tasks_extension(meta) {
+        return Err(Rejection::MissingTasksCapability { id });
     }
     let principal = config.principal.as_ref().and_then(|f| f(parts));
     let binding = task_binding(principal.as_deref());

@@ -46,8 +46,14 @@ fn task_backend(
     })
 }
 
+/// `_meta` of a client that declares the Tasks extension.
+fn tasks_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}})
+}
+
 fn task_request(id: u64, method: &str, handle: &str) -> Request<Full<Bytes>> {
-    let mut params = json!({"taskId": handle});
+    let mut params = json!({"taskId": handle, "_meta": tasks_meta()});
     if method == "tasks/update" {
         params["inputResponses"] = json!({"approve": {"action":"accept","content":{"ok":true}}});
     }
@@ -167,12 +173,48 @@ async fn forged_and_cross_purpose_handles_are_refused_without_reaching_a_backend
     let answer = send(layer.layer(must_not_be_called()), req).await;
     assert_eq!(answer.error_code(), Some(-32602));
     // Missing or non-string taskId.
-    for params in [json!({}), json!({"taskId": 5})] {
+    for params in [
+        json!({"_meta": tasks_meta()}),
+        json!({"taskId": 5, "_meta": tasks_meta()}),
+    ] {
         let mut req = post(&json!({"jsonrpc":"2.0","id":8,"method":"tasks/get","params":params}).to_string());
         req.headers_mut().insert("mcp-name", "x".parse().unwrap());
         let answer = send(layer.layer(must_not_be_called()), req).await;
         assert_eq!(answer.error_code(), Some(-32602), "{params}");
     }
+}
+
+#[tokio::test]
+async fn clients_that_did_not_declare_the_extension_get_missing_capability() {
+    let layer = layer();
+    let handle = create_task(&layer, &Backend::new(), "alpha").await;
+    for (method, candidate) in [
+        ("tasks/get", handle.as_str()),
+        ("tasks/cancel", "gate-test"),
+        ("tasks/update", "gate-test"),
+    ] {
+        let body = json!({"jsonrpc":"2.0","id":3,"method":method,"params":{"taskId":candidate,"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}});
+        let mut req = post(&body.to_string());
+        req.headers_mut().insert("mcp-name", candidate.parse().unwrap());
+        let answer = send(layer.layer(must_not_be_called()), req).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32021)),
+            "{method}"
+        );
+        assert!(answer.json()["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object());
+    }
+    let listen = json!({"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[handle]}}});
+    let answer = send(layer.layer(must_not_be_called()), post(&listen.to_string())).await;
+    assert_eq!(answer.error_code(), Some(-32021));
+    // A header mismatch is reported first, as a server validating headers before dispatch does.
+    let mut req =
+        post(&json!({"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"x"}}).to_string());
+    req.headers_mut().insert("mcp-name", "y".parse().unwrap());
+    assert_eq!(
+        send(layer.layer(must_not_be_called()), req).await.error_code(),
+        Some(-32020)
+    );
 }
 
 #[tokio::test]
@@ -323,7 +365,7 @@ async fn listen_streams_name_tasks_by_the_clients_handles() {
     let other = create_task(&layer, &backend, "beta").await;
 
     // Handles of two backends in one filter: a clear error.
-    let mixed = json!({"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[first, other]}}});
+    let mixed = json!({"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[first, other]},"_meta":tasks_meta()}});
     let answer = send(layer.layer(must_not_be_called()), post(&mixed.to_string())).await;
     assert_eq!(answer.error_code(), Some(-32602));
     assert!(
@@ -358,7 +400,7 @@ async fn listen_streams_name_tasks_by_the_clients_handles() {
             Ok::<_, Infallible>(response)
         }
     });
-    let listen = json!({"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"taskIds":[first]}}});
+    let listen = json!({"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"taskIds":[first]},"_meta":tasks_meta()}});
     let response = layer
         .layer(inner)
         .oneshot(post(&listen.to_string()))
