@@ -22,7 +22,15 @@
 //!   [`ServeOptions::allowed_hosts`] says otherwise, and a present `Origin`
 //!   must be a loopback origin (missing `Origin` is accepted).
 
-use std::{io, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    io,
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::Router;
 use rmcp::{
@@ -156,6 +164,7 @@ impl ShutdownHandle {
 #[derive(Debug)]
 pub struct ServedBackend {
     addr: SocketAddr,
+    requests: Arc<AtomicU64>,
     shutdown: ShutdownHandle,
     task: JoinHandle<io::Result<()>>,
 }
@@ -164,6 +173,12 @@ impl ServedBackend {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many HTTP requests the server has received so far (tests use it
+    /// to prove that a gateway refused something without reaching it).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
     }
 
     /// `http://{addr}/mcp`.
@@ -221,7 +236,14 @@ where
     let listener = TcpListener::bind(options.addr).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
-    let app = router(handler, &options, cancel.child_token());
+    let requests = Arc::new(AtomicU64::new(0));
+    let counter = requests.clone();
+    let app = router(handler, &options, cancel.child_token()).layer(axum::middleware::map_request(
+        move |request: axum::extract::Request| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(request)
+        },
+    ));
     let stop = cancel.clone();
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -230,6 +252,7 @@ where
     });
     Ok(ServedBackend {
         addr,
+        requests,
         shutdown: ShutdownHandle(cancel),
         task,
     })

@@ -1,7 +1,7 @@
-//! Runs the MRTR conformance fixture standalone.
+//! Runs the MRTR conformance fixture (or a demo backend) standalone.
 //!
 //! ```text
-//! fixture-server [--listen ADDR] [--sse]
+//! fixture-server [--listen ADDR] [--sse] [--demo alpha|beta]
 //! ```
 //!
 //! `ADDR` defaults to `127.0.0.1:0`. Once bound, the endpoint URL is printed
@@ -10,23 +10,26 @@
 
 use std::{net::SocketAddr, process::ExitCode};
 
-use mrtr_backends::{ConformanceFixture, ResponseMode, ServeOptions, serve_with};
+use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, serve_with};
 
-const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse]\n\
+const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--demo alpha|beta]\n\
     \n\
-    --listen ADDR  socket address to bind (default 127.0.0.1:0)\n\
-    --sse          answer requests with text/event-stream instead of application/json\n";
+    --listen ADDR        socket address to bind (default 127.0.0.1:0)\n\
+    --sse                answer requests with text/event-stream instead of application/json\n\
+    --demo alpha|beta    serve that demo backend instead of the conformance fixture\n";
 
 #[derive(Debug)]
 struct Args {
     listen: SocketAddr,
     mode: ResponseMode,
+    demo: Option<String>,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut parsed = Args {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         mode: ResponseMode::Json,
+        demo: None,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -37,6 +40,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
                 parsed.listen = value
                     .parse()
                     .map_err(|error| format!("invalid --listen address {value:?}: {error}"))?;
+            }
+            "--demo" => {
+                let value = args.next().ok_or("--demo needs alpha or beta")?;
+                if value != "alpha" && value != "beta" {
+                    return Err(format!("--demo must be alpha or beta, not {value:?}"));
+                }
+                parsed.demo = Some(value);
             }
             "-h" | "--help" => return Ok(None),
             other => {
@@ -88,15 +98,31 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let fixture = match ConformanceFixture::new() {
-        Ok(fixture) => fixture,
-        Err(error) => {
-            eprintln!("fixture-server: {error}");
-            return ExitCode::FAILURE;
+    let options = ServeOptions::new(args.mode).with_addr(args.listen);
+    let served = match args.demo.as_deref() {
+        None => match ConformanceFixture::new() {
+            Ok(fixture) => serve_with(fixture, options).await,
+            Err(error) => {
+                eprintln!("fixture-server: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Some(identity) => {
+            let backend = if identity == "alpha" {
+                DemoBackend::alpha(identity)
+            } else {
+                DemoBackend::beta(identity)
+            };
+            match backend {
+                Ok(backend) => serve_with(backend, options).await,
+                Err(error) => {
+                    eprintln!("fixture-server: {error}");
+                    return ExitCode::FAILURE;
+                }
+            }
         }
     };
-    let options = ServeOptions::new(args.mode).with_addr(args.listen);
-    let served = match serve_with(fixture, options).await {
+    let served = match served {
         Ok(served) => served,
         Err(error) => {
             eprintln!("fixture-server: cannot listen on {}: {error}", args.listen);
