@@ -45,5 +45,17 @@ VECTORS = [
 ]
 
 if __name__ == "__main__":
-    for v in VECTORS:
-        print(v, seal(*v), sep="\n  ")
+    import sys
+
+    wires = [seal(*v) for v in VECTORS]
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        # CI: every vector computed here must appear in the document.
+        with open(sys.argv[2], encoding="utf-8") as f:
+            doc = f.read()
+        missing = [w for w in wires if w not in doc]
+        for w in missing:
+            print("missing from", sys.argv[2], ":", w, file=sys.stderr)
+        print(f"{len(wires) - len(missing)} of {len(wires)} vectors found in {sys.argv[2]}")
+        sys.exit(1 if missing else 0)
+    for v, w in zip(VECTORS, wires):
+        print(v, w, sep="\n  ")

@@ -9,6 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::BoxError;
+use crate::sse::SseBody;
 
 pin_project! {
     /// The body of a request handed to the inner service: the client's own body, untouched and
@@ -31,12 +32,18 @@ pin_project! {
 impl<B> RequestBody<B> {
     /// Wraps a body that the layer did not read.
     pub fn new(body: B) -> Self {
-        Self { kind: RequestKind::Streaming { body } }
+        Self {
+            kind: RequestKind::Streaming { body },
+        }
     }
 
     /// A body of buffered bytes.
     pub fn buffered(data: Bytes) -> Self {
-        Self { kind: RequestKind::Buffered { data: Some(data).filter(|d| !d.is_empty()) } }
+        Self {
+            kind: RequestKind::Buffered {
+                data: Some(data).filter(|d| !d.is_empty()),
+            },
+        }
     }
 }
 
@@ -45,7 +52,11 @@ impl<B> fmt::Debug for RequestBody<B> {
         match &self.kind {
             RequestKind::Streaming { .. } => f.write_str("RequestBody::Streaming"),
             RequestKind::Buffered { data } => {
-                write!(f, "RequestBody::Buffered({} bytes)", data.as_ref().map_or(0, Bytes::len))
+                write!(
+                    f,
+                    "RequestBody::Buffered({} bytes)",
+                    data.as_ref().map_or(0, Bytes::len)
+                )
             }
         }
     }
@@ -58,7 +69,10 @@ where
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             RequestKindProj::Streaming { body } => {
                 let frame = ready!(body.poll_frame(cx));
@@ -78,7 +92,9 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             RequestKind::Streaming { body } => body.size_hint(),
-            RequestKind::Buffered { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            RequestKind::Buffered { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
         }
     }
 }
@@ -97,18 +113,30 @@ pin_project! {
     enum ResponseKind<B> {
         Passthrough { #[pin] body: B },
         Full { data: Option<Bytes> },
+        Sse { #[pin] body: SseBody<B> },
     }
 }
 
 impl<B> ResponseBody<B> {
     pub(crate) fn passthrough(body: B) -> Self {
-        Self { kind: ResponseKind::Passthrough { body } }
+        Self {
+            kind: ResponseKind::Passthrough { body },
+        }
     }
 
     pub(crate) fn full(data: Bytes) -> Self {
-        Self { kind: ResponseKind::Full { data: Some(data).filter(|d| !d.is_empty()) } }
+        Self {
+            kind: ResponseKind::Full {
+                data: Some(data).filter(|d| !d.is_empty()),
+            },
+        }
     }
 
+    pub(crate) fn sse(body: SseBody<B>) -> Self {
+        Self {
+            kind: ResponseKind::Sse { body },
+        }
+    }
 }
 
 impl<B> fmt::Debug for ResponseBody<B> {
@@ -116,6 +144,7 @@ impl<B> fmt::Debug for ResponseBody<B> {
         f.write_str(match &self.kind {
             ResponseKind::Passthrough { .. } => "ResponseBody::Passthrough",
             ResponseKind::Full { .. } => "ResponseBody::Full",
+            ResponseKind::Sse { .. } => "ResponseBody::Sse",
         })
     }
 }
@@ -128,15 +157,20 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
             ResponseKindProj::Passthrough { body } => {
                 let frame = ready!(body.poll_frame(cx));
                 Poll::Ready(frame.map(|r| {
-                    r.map(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining()))).map_err(Into::into)
+                    r.map(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))
+                        .map_err(Into::into)
                 }))
             }
             ResponseKindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            ResponseKindProj::Sse { body } => body.poll_frame(cx),
         }
     }
 
@@ -144,6 +178,7 @@ where
         match &self.kind {
             ResponseKind::Passthrough { body } => body.is_end_stream(),
             ResponseKind::Full { data } => data.is_none(),
+            ResponseKind::Sse { body } => body.is_end_stream(),
         }
     }
 
@@ -151,6 +186,7 @@ where
         match &self.kind {
             ResponseKind::Passthrough { body } => body.size_hint(),
             ResponseKind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            ResponseKind::Sse { body } => body.size_hint(),
         }
     }
 }

@@ -111,7 +111,11 @@ pub struct Binding<'a> {
 impl<'a> Binding<'a> {
     /// A binding from its three parts.
     pub fn new(method: &'a str, target: Option<&'a str>, principal: Option<&'a str>) -> Self {
-        Self { method, target, principal }
+        Self {
+            method,
+            target,
+            principal,
+        }
     }
 
     fn write_to(&self, out: &mut Vec<u8>) {
@@ -166,7 +170,12 @@ impl Sealer {
     }
 
     /// Seals `sealed` under the active key with a fresh random nonce.
-    pub fn seal(&self, purpose: Purpose, binding: &Binding<'_>, sealed: &Sealed) -> Result<String, SealError> {
+    pub fn seal(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        sealed: &Sealed,
+    ) -> Result<String, SealError> {
         let nonce = XNonce::try_generate().map_err(|_| SealError::Rng)?;
         self.seal_with_nonce(purpose, binding, sealed, nonce.into())
     }
@@ -208,7 +217,13 @@ impl Sealer {
 
         let aad = associated_data(purpose, &header, binding);
         let ciphertext = cipher
-            .encrypt(&XNonce::from(nonce), Payload { msg: &plaintext, aad: &aad })
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: &plaintext,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| SealError::Cipher)?;
         zero(&mut plaintext);
 
@@ -249,7 +264,13 @@ impl Sealer {
         let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| OpenError::Truncated)?;
         let aad = associated_data(purpose, header, binding);
         let mut plaintext = cipher
-            .decrypt(&XNonce::from(nonce), Payload { msg: ciphertext, aad: &aad })
+            .decrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| OpenError::Authentication)?;
         let parsed = parse_plaintext(&plaintext);
         zero(&mut plaintext);
@@ -284,13 +305,21 @@ fn parse_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
         .ok_or(OpenError::Malformed)?;
     let state = match (flag, state) {
         (0, []) => None,
-        (1, bytes) => Some(std::str::from_utf8(bytes).map_err(|_| OpenError::Malformed)?.to_owned()),
+        (1, bytes) => Some(
+            std::str::from_utf8(bytes)
+                .map_err(|_| OpenError::Malformed)?
+                .to_owned(),
+        ),
         _ => return Err(OpenError::Malformed),
     };
     let expires_at = UNIX_EPOCH
         .checked_add(Duration::from_millis(expires_ms))
         .ok_or(OpenError::Malformed)?;
-    Ok(Sealed { route: Route::new(route), state, expires_at })
+    Ok(Sealed {
+        route: Route::new(route),
+        state,
+        expires_at,
+    })
 }
 
 fn unix_millis(t: SystemTime) -> u64 {
@@ -374,7 +403,9 @@ impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::UnknownVersion(v) => write!(f, "unknown envelope version {v}"),
-            Self::Authentication => f.write_str("authentication failed (tampered, or bound to another request or principal)"),
+            Self::Authentication => {
+                f.write_str("authentication failed (tampered, or bound to another request or principal)")
+            }
             other => f.write_str(other.reason()),
         }
     }

@@ -36,9 +36,15 @@ pub(crate) enum Rejection {
     /// `params` of a method the layer relays could not be read.
     InvalidParams { id: Option<String> },
     /// An envelope did not open (any reason; the reason goes to logs only).
-    InvalidEnvelope { id: Option<String>, purpose: &'static str },
+    InvalidEnvelope {
+        id: Option<String>,
+        purpose: &'static str,
+    },
     /// `Mcp-Method` or `Mcp-Name` disagrees with the body of a request the layer rewrites.
-    HeaderMismatch { id: Option<String>, header: &'static str },
+    HeaderMismatch {
+        id: Option<String>,
+        header: &'static str,
+    },
     /// The backend's answer may carry state the layer could not seal: fail closed.
     Unrelayable { id: Option<String> },
 }
@@ -50,7 +56,9 @@ impl Rejection {
             Self::BodyUnreadable | Self::Unreadable { .. } | Self::Batch | Self::HeaderMismatch { .. } => {
                 StatusCode::BAD_REQUEST
             }
-            Self::InvalidParams { .. } | Self::InvalidEnvelope { .. } | Self::Unrelayable { .. } => StatusCode::OK,
+            Self::InvalidParams { .. } | Self::InvalidEnvelope { .. } | Self::Unrelayable { .. } => {
+                StatusCode::OK
+            }
         }
     }
 
@@ -73,9 +81,11 @@ impl Rejection {
                 "JSON-RPC batches cannot carry requestState or task handles",
             ),
             Self::InvalidParams { id } => error_body(id.as_deref(), INVALID_PARAMS, "Invalid params"),
-            Self::InvalidEnvelope { id, purpose } => {
-                error_body(id.as_deref(), INVALID_PARAMS, &format!("Invalid or expired {purpose}"))
-            }
+            Self::InvalidEnvelope { id, purpose } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                &format!("Invalid or expired {purpose}"),
+            ),
             Self::HeaderMismatch { id, header } => error_body(
                 id.as_deref(),
                 HEADER_MISMATCH,

@@ -20,6 +20,7 @@ use crate::layer::Config;
 use crate::request::{self, ResponsePlan};
 use crate::response::{self, Unrelayable};
 use crate::route::Route;
+use crate::sse::{self, SseBody, StreamSealer};
 
 pin_project! {
     /// Response future of [`Mrtr`](crate::Mrtr).
@@ -84,12 +85,20 @@ where
     ResBody::Error: Into<BoxError>,
 {
     pub(crate) fn passthrough(future: S::Future, config: Arc<Config>) -> Self {
-        let state = State::Calling { future, plan: Some(ResponsePlan::Passthrough) };
+        let state = State::Calling {
+            future,
+            plan: Some(ResponsePlan::Passthrough),
+        };
         Self { state, config }
     }
 
     pub(crate) fn rejected(rejection: Rejection, config: Arc<Config>) -> Self {
-        Self { state: State::Ready { response: Some(reject(rejection)) }, config }
+        Self {
+            state: State::Ready {
+                response: Some(reject(rejection)),
+            },
+            config,
+        }
     }
 
     pub(crate) fn collecting(
@@ -98,7 +107,11 @@ where
         service: S,
         config: Arc<Config>,
     ) -> Self {
-        let state = State::ReadingRequest { collect, parts: Some(parts), service: Some(service) };
+        let state = State::ReadingRequest {
+            collect,
+            parts: Some(parts),
+            service: Some(service),
+        };
         Self { state, config }
     }
 }
@@ -132,14 +145,20 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::ReadingRequest { collect, parts, service } => {
+                StateProj::ReadingRequest {
+                    collect,
+                    parts,
+                    service,
+                } => {
                     let collected = ready!(collect.poll(cx));
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
                     let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
                     let outcome = match collected {
                         Ok(collected) => request::process(this.config, &mut parts, collected.to_bytes()),
                         Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
-                            Err(Rejection::TooLarge { limit: this.config.max_request_body })
+                            Err(Rejection::TooLarge {
+                                limit: this.config.max_request_body,
+                            })
                         }
                         Err(err) => {
                             tracing::debug!(error = %err, "request body could not be read");
@@ -148,10 +167,16 @@ where
                     };
                     match outcome {
                         Ok((body, plan)) => {
-                            let future = service.call(Request::from_parts(parts, RequestBody::buffered(body)));
-                            this.state.set(State::Calling { future, plan: Some(plan) });
+                            let future =
+                                service.call(Request::from_parts(parts, RequestBody::buffered(body)));
+                            this.state.set(State::Calling {
+                                future,
+                                plan: Some(plan),
+                            });
                         }
-                        Err(rejection) => this.state.set(State::Ready { response: Some(reject(rejection)) }),
+                        Err(rejection) => this.state.set(State::Ready {
+                            response: Some(reject(rejection)),
+                        }),
                     }
                 }
                 StateProj::Calling { future, plan } => {
@@ -160,21 +185,48 @@ where
                     if let ResponsePlan::Passthrough = plan {
                         return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
                     }
-                    let (parts, body) = response.into_parts();
+                    let (mut parts, body) = response.into_parts();
                     let id = plan_id(&plan);
-                    if let Err(reason) = check_readable(this.config, &parts) {
+                    if let Err(reason) = check_readable(&parts) {
                         return Poll::Ready(Ok(fail_closed(reason, id)));
                     }
                     let route = match &plan {
-                        ResponsePlan::Seal(ctx) => {
-                            response::resolve_route(this.config, ctx.pinned.as_ref(), parts.extensions.get::<Route>())
-                        }
+                        ResponsePlan::Seal(ctx) => response::resolve_route(
+                            this.config,
+                            ctx.pinned.as_ref(),
+                            parts.extensions.get::<Route>(),
+                        ),
                         _ => Err(Unrelayable::Batch),
                     };
+                    if sse::is_event_stream(&parts.headers) {
+                        // Rewritten event by event as it streams; its length may change.
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                        let ctx = match plan {
+                            ResponsePlan::Seal(ctx) => Some(ctx),
+                            _ => None,
+                        };
+                        let sealer = StreamSealer {
+                            config: this.config.clone(),
+                            ctx,
+                            route,
+                        };
+                        let body = ResponseBody::sse(SseBody::new(body, sealer));
+                        return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                    }
                     let collect = Limited::new(body, this.config.max_response_body).collect();
-                    this.state.set(State::ReadingResponse { collect, parts: Some(parts), plan: Some(plan), route });
+                    this.state.set(State::ReadingResponse {
+                        collect,
+                        parts: Some(parts),
+                        plan: Some(plan),
+                        route,
+                    });
                 }
-                StateProj::ReadingResponse { collect, parts, plan, route } => {
+                StateProj::ReadingResponse {
+                    collect,
+                    parts,
+                    plan,
+                    route,
+                } => {
                     let collected = ready!(collect.poll(cx));
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
                     let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
@@ -196,9 +248,13 @@ where
                     };
                     return Poll::Ready(Ok(match sealed {
                         Ok(body) => {
-                            if body.len() != original_len || parts.headers.contains_key(header::TRANSFER_ENCODING) {
+                            if body.len() != original_len
+                                || parts.headers.contains_key(header::TRANSFER_ENCODING)
+                            {
                                 parts.headers.remove(header::TRANSFER_ENCODING);
-                                parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                                parts
+                                    .headers
+                                    .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
                             }
                             Response::from_parts(parts, ResponseBody::full(body))
                         }
@@ -214,7 +270,7 @@ where
 }
 
 /// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
-fn check_readable(_config: &Config, parts: &http::response::Parts) -> Result<(), Unrelayable> {
+fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
     match parts.headers.get(header::CONTENT_ENCODING) {
         None => Ok(()),
         Some(v) if v.as_bytes().eq_ignore_ascii_case(b"identity") => Ok(()),

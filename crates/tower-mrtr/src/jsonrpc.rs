@@ -72,7 +72,10 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 
 /// The first byte that is not JSON whitespace.
 pub(crate) fn first_significant(bytes: &[u8]) -> Option<u8> {
-    bytes.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    bytes
+        .iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 /// Whether a raw value is a JSON object. Serde would also accept an array for a struct (by
@@ -231,7 +234,10 @@ mod tests {
             (r#"{"a":1,"requestState":"x"}"#, r#"{"a":1}"#),
             (r#"{"a":1, "requestState":"x", "b":2}"#, r#"{"a":1, "b":2}"#),
             (r#"{"a":"q\"","requestState":"x\\"}"#, r#"{"a":"q\""}"#),
-            (r#"{"a":{"requestState":1},"request\u0053tate":"x"}"#, r#"{"a":{"requestState":1}}"#),
+            (
+                r#"{"a":{"requestState":1},"request\u0053tate":"x"}"#,
+                r#"{"a":{"requestState":1}}"#,
+            ),
             (r#"{"k\\":1,"requestState":"x"}"#, r#"{"k\\":1}"#),
         ];
         for (input, expected) in cases {
@@ -267,7 +273,9 @@ mod tests {
     fn escaped_keys_are_decoded() {
         let msg = parse_message(br#"{"m\u0065thod":"tools/call","id":1}"#).unwrap();
         assert_eq!(msg.method.as_deref(), Some("tools/call"));
-        assert!(response_is_candidate(br#"{"result":{"resultType":"input\u005frequired"}}"#));
+        assert!(response_is_candidate(
+            br#"{"result":{"resultType":"input\u005frequired"}}"#
+        ));
     }
 
     #[test]

@@ -104,7 +104,11 @@ impl Key {
     /// Decodes a base64url key (padding optional). The standard alphabet is not accepted, so one
     /// configuration string has exactly one meaning.
     pub fn from_base64url(text: &str) -> Result<Self, KeyringError> {
-        let engine = if text.ends_with('=') { &URL_SAFE } else { &URL_SAFE_NO_PAD };
+        let engine = if text.ends_with('=') {
+            &URL_SAFE
+        } else {
+            &URL_SAFE_NO_PAD
+        };
         let decoded = Zeroizing::new(
             engine
                 .decode(text.trim())
@@ -265,8 +269,10 @@ impl FromStr for Keyring {
                 .split_once(':')
                 .ok_or(KeyringError::MissingSeparator { index })?;
             let id = KeyId::new(id.trim())?;
-            let key = Key::from_base64url(key.trim())
-                .map_err(|e| KeyringError::InvalidKey { id: id.to_string(), source: Box::new(e) })?;
+            let key = Key::from_base64url(key.trim()).map_err(|e| KeyringError::InvalidKey {
+                id: id.to_string(),
+                source: Box::new(e),
+            })?;
             ring = Some(match ring {
                 None => Keyring::new(id, key),
                 Some(r) => r.with_key(id, key)?,
@@ -323,7 +329,9 @@ pub enum KeyringError {
 impl fmt::Display for KeyringError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Empty => f.write_str("keyring is empty: expected `kid:base64url-key[,kid:base64url-key...]`"),
+            Self::Empty => {
+                f.write_str("keyring is empty: expected `kid:base64url-key[,kid:base64url-key...]`")
+            }
             Self::EmptyEntry { index } => write!(f, "keyring entry {index} is empty (stray comma?)"),
             Self::MissingSeparator { index } => {
                 write!(f, "keyring entry {index} has no `:` between key id and key")
@@ -335,7 +343,10 @@ impl fmt::Display for KeyringError {
             Self::DuplicateKeyId(id) => write!(f, "key id {id:?} appears more than once"),
             Self::UnknownKeyId(id) => write!(f, "key id {id:?} is not in the keyring"),
             Self::RemoveActive(id) => {
-                write!(f, "key {id:?} is active and cannot be removed; activate another key first")
+                write!(
+                    f,
+                    "key {id:?} is active and cannot be removed; activate another key first"
+                )
             }
             Self::InvalidKey { id, source } => write!(f, "key {id:?}: {source}"),
             Self::InvalidKeyEncoding => f.write_str("key is not valid base64url (alphabet A-Z a-z 0-9 - _)"),
@@ -370,7 +381,9 @@ mod tests {
     #[test]
     fn config_string_round_trips() {
         let ring: Keyring = format!("a:{K1}").parse().unwrap();
-        let ring = ring.with_key(KeyId::new("b").unwrap(), Key::generate().unwrap()).unwrap();
+        let ring = ring
+            .with_key(KeyId::new("b").unwrap(), Key::generate().unwrap())
+            .unwrap();
         let again: Keyring = ring.to_config_string().parse().unwrap();
         assert_eq!(*again.to_config_string(), *ring.to_config_string());
     }
@@ -384,7 +397,10 @@ mod tests {
             ("bad id:AAAA", "invalid key id"),
             ("a:!!!", "not valid base64url"),
             ("a:AAAA", "3 bytes, expected 32"),
-            ("a:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8+", "not valid base64url"),
+            (
+                "a:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8+",
+                "not valid base64url",
+            ),
         ];
         for (input, expected) in cases {
             let err = input.parse::<Keyring>().unwrap_err().to_string();
@@ -403,7 +419,11 @@ mod tests {
     fn debug_redacts_key_material() {
         let key = Key::from_base64url(K1).unwrap();
         let ring = Keyring::new(KeyId::new("k1").unwrap(), key);
-        let shown = format!("{ring:?} {:?} {:?}", Key::from_base64url(K1).unwrap(), ring.active_key_id());
+        let shown = format!(
+            "{ring:?} {:?} {:?}",
+            Key::from_base64url(K1).unwrap(),
+            ring.active_key_id()
+        );
         assert!(shown.contains("k1"), "{shown}");
         assert!(!shown.contains(K1) && !shown.contains("AAECAw"), "{shown}");
         assert!(!shown.contains("[0, 1, 2"), "{shown}");
@@ -412,13 +432,21 @@ mod tests {
     #[test]
     fn rotation_steps() {
         let ring = Keyring::generate("old").unwrap();
-        let ring = ring.with_key(KeyId::new("new").unwrap(), Key::generate().unwrap()).unwrap();
+        let ring = ring
+            .with_key(KeyId::new("new").unwrap(), Key::generate().unwrap())
+            .unwrap();
         assert_eq!(ring.active_key_id().as_str(), "old");
         let ring = ring.with_active("new").unwrap();
         assert_eq!(ring.active_key_id().as_str(), "new");
         assert!(ring.find(b"old").is_some());
-        assert!(matches!(ring.without_key("new"), Err(KeyringError::RemoveActive(_))));
-        let ring = Keyring::generate("x").unwrap().with_key(KeyId::new("y").unwrap(), Key::generate().unwrap()).unwrap();
+        assert!(matches!(
+            ring.without_key("new"),
+            Err(KeyringError::RemoveActive(_))
+        ));
+        let ring = Keyring::generate("x")
+            .unwrap()
+            .with_key(KeyId::new("y").unwrap(), Key::generate().unwrap())
+            .unwrap();
         let ring = ring.without_key("y").unwrap();
         assert_eq!(ring.len(), 1);
         assert!(ring.find(b"y").is_none());

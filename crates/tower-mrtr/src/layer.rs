@@ -47,7 +47,10 @@ impl fmt::Debug for Config {
             .field("keyring", self.sealer.keyring())
             .field("ttl", &self.ttl)
             .field("default_route", &self.default_route)
-            .field("principal", &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"))
+            .field(
+                "principal",
+                &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"),
+            )
             .field("clock", &self.clock)
             .field("max_request_body", &self.max_request_body)
             .field("max_response_body", &self.max_response_body)

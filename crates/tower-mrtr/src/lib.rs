@@ -99,6 +99,7 @@ mod request;
 mod response;
 mod route;
 mod service;
+mod sse;
 
 pub use body::{RequestBody, ResponseBody};
 pub use clock::{Clock, SystemClock};

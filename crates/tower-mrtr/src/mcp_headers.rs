@@ -54,11 +54,31 @@ mod tests {
 
     #[test]
     fn values_round_trip_in_both_forms() {
-        for value in ["get_weather", "日本語", " x", "x ", "=?base64?not", "file:///a b.txt"] {
+        for value in [
+            "get_weather",
+            "日本語",
+            " x",
+            "x ",
+            "=?base64?not",
+            "file:///a b.txt",
+        ] {
             let encoded = encode_header_value(value).unwrap();
-            assert_eq!(decode_header_value(&encoded).as_deref(), Some(value), "{value:?} -> {encoded:?}");
+            assert_eq!(
+                decode_header_value(&encoded).as_deref(),
+                Some(value),
+                "{value:?} -> {encoded:?}"
+            );
         }
-        assert!(encode_header_value(" x").unwrap().to_str().unwrap().starts_with("=?base64?"));
-        assert_eq!(decode_header_value(&HeaderValue::from_static("=?base64?!!?=")), None);
+        assert!(
+            encode_header_value(" x")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("=?base64?")
+        );
+        assert_eq!(
+            decode_header_value(&HeaderValue::from_static("=?base64?!!?=")),
+            None
+        );
     }
 }

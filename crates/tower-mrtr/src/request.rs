@@ -8,11 +8,10 @@ use serde_json::value::RawValue;
 use crate::envelope::{Binding, OpenError, Purpose};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
-use crate::mcp_headers::{MCP_METHOD, MCP_NAME};
-use crate::mcp_headers::decode_header_value;
 use crate::layer::Config;
+use crate::mcp_headers::decode_header_value;
+use crate::mcp_headers::{MCP_METHOD, MCP_NAME};
 use crate::route::{McpRequestHead, PinnedRoute, Route};
-
 
 /// What the response path must do with the answer to a request.
 #[derive(Debug)]
@@ -45,7 +44,11 @@ impl SealContext {
 /// Inspects a buffered POST body. On success returns the body to forward (the same bytes unless
 /// an envelope was opened) and the response plan; `parts` gains the extensions and, after a
 /// rewrite, a correct `Content-Length`.
-pub(crate) fn process(config: &Config, parts: &mut Parts, body: Bytes) -> Result<(Bytes, ResponsePlan), Rejection> {
+pub(crate) fn process(
+    config: &Config,
+    parts: &mut Parts,
+    body: Bytes,
+) -> Result<(Bytes, ResponsePlan), Rejection> {
     match jsonrpc::first_significant(&body) {
         Some(b'{') => {}
         Some(b'[') => return process_batch(&body).map(|plan| (body, plan)),
@@ -67,10 +70,18 @@ pub(crate) fn process(config: &Config, parts: &mut Parts, body: Bytes) -> Result
         return Ok((body, ResponsePlan::Passthrough));
     };
 
-    let Some(method) = jsonrpc::INPUT_REQUIRED_METHODS.iter().copied().find(|m| *m == method) else {
+    let Some(method) = jsonrpc::INPUT_REQUIRED_METHODS
+        .iter()
+        .copied()
+        .find(|m| *m == method)
+    else {
         let params = message.params.and_then(jsonrpc::parse_params);
-        let target = params.as_ref().and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
-        parts.extensions.insert(McpRequestHead::new(method, id.as_deref(), target, false));
+        let target = params
+            .as_ref()
+            .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
+        parts
+            .extensions
+            .insert(McpRequestHead::new(method, id.as_deref(), target, false));
         return Ok((body, ResponsePlan::Passthrough));
     };
     relay(config, parts, &body, &message, method, id)
@@ -87,7 +98,9 @@ fn relay(
 ) -> Result<(Bytes, ResponsePlan), Rejection> {
     let params = match message.params {
         None => None,
-        Some(raw) => Some(jsonrpc::parse_params(raw).ok_or_else(|| Rejection::InvalidParams { id: id.clone() })?),
+        Some(raw) => {
+            Some(jsonrpc::parse_params(raw).ok_or_else(|| Rejection::InvalidParams { id: id.clone() })?)
+        }
     };
     let target = params.as_ref().and_then(|p| match method {
         "resources/read" => p.uri.as_deref(),
@@ -97,20 +110,34 @@ fn relay(
     let state = params.as_ref().and_then(|p| p.request_state);
 
     let Some(state) = state else {
-        parts.extensions.insert(McpRequestHead::new(method, id.as_deref(), target, false));
+        parts
+            .extensions
+            .insert(McpRequestHead::new(method, id.as_deref(), target, false));
         let target = target.map(str::to_owned);
-        let plan = ResponsePlan::Seal(SealContext { id, method, target, principal, pinned: None });
+        let plan = ResponsePlan::Seal(SealContext {
+            id,
+            method,
+            target,
+            principal,
+            pinned: None,
+        });
         return Ok((body.clone(), plan));
     };
 
     let binding = Binding::new(method, target, principal.as_deref());
     let opened = open(config, Purpose::RequestState, &binding, state).map_err(|reason| {
         tracing::debug!(method, reason = reason.reason(), "requestState rejected");
-        Rejection::InvalidEnvelope { id: id.clone(), purpose: Purpose::RequestState.name() }
+        Rejection::InvalidEnvelope {
+            id: id.clone(),
+            purpose: Purpose::RequestState.name(),
+        }
     })?;
     check_mirrored_headers(&parts.headers, method, target).map_err(|header| {
         tracing::debug!(method, header, "mirrored header disagrees with the body");
-        Rejection::HeaderMismatch { id: id.clone(), header }
+        Rejection::HeaderMismatch {
+            id: id.clone(),
+            header,
+        }
     })?;
 
     // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
@@ -118,18 +145,29 @@ fn relay(
     let rewritten = match &opened.state {
         Some(inner) => jsonrpc::splice(body, span, &[b"\"", inner.as_bytes(), b"\""]),
         None => {
-            let cut = jsonrpc::member_removal_range(body, span).ok_or(Rejection::Unreadable { id: id.clone() })?;
+            let cut =
+                jsonrpc::member_removal_range(body, span).ok_or(Rejection::Unreadable { id: id.clone() })?;
             jsonrpc::splice(body, cut, &[])
         }
     };
     tracing::debug!(method, route = %opened.route, "requestState opened");
 
-    parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
     parts.headers.remove(header::TRANSFER_ENCODING);
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
-    parts.extensions.insert(McpRequestHead::new(method, id.as_deref(), target, true));
+    parts
+        .extensions
+        .insert(McpRequestHead::new(method, id.as_deref(), target, true));
     let target = target.map(str::to_owned);
-    let plan = ResponsePlan::Seal(SealContext { id, method, target, principal, pinned: Some(opened.route) });
+    let plan = ResponsePlan::Seal(SealContext {
+        id,
+        method,
+        target,
+        principal,
+        pinned: Some(opened.route),
+    });
     Ok((rewritten, plan))
 }
 
@@ -163,9 +201,14 @@ fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
             continue;
         }
         let message = jsonrpc::parse_message(element.get().as_bytes()).ok_or(Rejection::Batch)?;
-        let Some(method) = message.method.as_deref() else { continue };
+        let Some(method) = message.method.as_deref() else {
+            continue;
+        };
         if jsonrpc::may_require_input(method) {
-            let params = message.params.map(|p| jsonrpc::parse_params(p).ok_or(Rejection::Batch)).transpose()?;
+            let params = message
+                .params
+                .map(|p| jsonrpc::parse_params(p).ok_or(Rejection::Batch))
+                .transpose()?;
             if params.is_some_and(|p| p.request_state.is_some()) {
                 return Err(Rejection::Batch);
             }
@@ -206,9 +249,18 @@ mod tests {
         headers.insert(MCP_METHOD, HeaderValue::from_static("tools/call"));
         headers.insert(MCP_NAME, HeaderValue::from_static("a"));
         assert_eq!(check_mirrored_headers(&headers, "tools/call", Some("a")), Ok(()));
-        assert_eq!(check_mirrored_headers(&headers, "tools/call", Some("b")), Err("Mcp-Name"));
-        assert_eq!(check_mirrored_headers(&headers, "prompts/get", Some("a")), Err("Mcp-Method"));
+        assert_eq!(
+            check_mirrored_headers(&headers, "tools/call", Some("b")),
+            Err("Mcp-Name")
+        );
+        assert_eq!(
+            check_mirrored_headers(&headers, "prompts/get", Some("a")),
+            Err("Mcp-Method")
+        );
         headers.append(MCP_NAME, HeaderValue::from_static("b"));
-        assert_eq!(check_mirrored_headers(&headers, "tools/call", Some("a")), Err("Mcp-Name"));
+        assert_eq!(
+            check_mirrored_headers(&headers, "tools/call", Some("a")),
+            Err("Mcp-Name")
+        );
     }
 }

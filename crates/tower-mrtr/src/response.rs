@@ -50,7 +50,9 @@ pub(crate) fn resolve_route(
     pinned: Option<&Route>,
     reported: Option<&Route>,
 ) -> Result<Route, Unrelayable> {
-    let route = reported.or(config.default_route.as_ref()).ok_or(Unrelayable::NoRoute)?;
+    let route = reported
+        .or(config.default_route.as_ref())
+        .ok_or(Unrelayable::NoRoute)?;
     match pinned {
         Some(pinned) if pinned != route => Err(Unrelayable::RouteMismatch),
         _ => Ok(route.clone()),
@@ -90,9 +92,16 @@ pub(crate) fn seal_message(
             // The backend sent no state (legal when it sent inputRequests); the client still needs
             // an envelope to carry the route, so one is added as the result's first member.
             let span = jsonrpc::span_of(&body, result.get()).ok_or(Unrelayable::Unreadable)?;
-            let brace = body[span.clone()].iter().position(|&b| b == b'{').ok_or(Unrelayable::Unreadable)?;
+            let brace = body[span.clone()]
+                .iter()
+                .position(|&b| b == b'{')
+                .ok_or(Unrelayable::Unreadable)?;
             let at = span.start + brace + 1;
-            jsonrpc::splice(&body, at..at, &[b"\"requestState\":\"", envelope.as_bytes(), b"\","])
+            jsonrpc::splice(
+                &body,
+                at..at,
+                &[b"\"requestState\":\"", envelope.as_bytes(), b"\","],
+            )
         }
     };
     tracing::debug!(method = ctx.method, "requestState sealed");
@@ -107,9 +116,17 @@ fn seal_state(
 ) -> Result<String, Unrelayable> {
     let state = match state {
         None => None,
-        Some(raw) => Some(jsonrpc::string_contents(raw).ok_or(Unrelayable::StateNotAString)?.to_owned()),
+        Some(raw) => Some(
+            jsonrpc::string_contents(raw)
+                .ok_or(Unrelayable::StateNotAString)?
+                .to_owned(),
+        ),
     };
-    let sealed = Sealed { route, state, expires_at: config.clock.now() + config.ttl };
+    let sealed = Sealed {
+        route,
+        state,
+        expires_at: config.clock.now() + config.ttl,
+    };
     let envelope = config
         .sealer
         .seal(Purpose::RequestState, &ctx.binding(), &sealed)
@@ -159,7 +176,10 @@ pub(crate) fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
     }
     out.extend_from_slice(b"]");
     if replaced {
-        tracing::debug!(reason = Unrelayable::Batch.reason(), "batch element failed closed");
+        tracing::debug!(
+            reason = Unrelayable::Batch.reason(),
+            "batch element failed closed"
+        );
         Ok(out.freeze())
     } else {
         Ok(body)

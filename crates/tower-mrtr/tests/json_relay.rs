@@ -18,12 +18,18 @@ fn keyring() -> Arc<Keyring> {
 }
 
 /// A backend that asks for input `rounds` times, with states `s1`, `s2`…, then completes.
-fn rounds_backend(backend: &Backend, route: &'static str, rounds: usize) -> impl tower::Service<
+fn rounds_backend(
+    backend: &Backend,
+    route: &'static str,
+    rounds: usize,
+) -> impl tower::Service<
     Request<RequestBody<Full<Bytes>>>,
     Response = http::Response<Full<Bytes>>,
     Error = std::convert::Infallible,
     Future = impl Send,
-> + Clone + Send + 'static {
+> + Clone
++ Send
++ 'static {
     backend.service(Some(route), move |req: &Value| {
         let round = match req["params"]["requestState"].as_str() {
             None => 0,
@@ -46,9 +52,16 @@ async fn two_round_flow_seals_restores_and_pins() {
     assert_eq!(first.status, StatusCode::OK);
     let envelope = first.envelope();
     assert!(envelope.starts_with("mrtr1."), "{envelope}");
-    assert!(!first.text().contains("\"s1\""), "backend state leaked: {}", first.text());
+    assert!(
+        !first.text().contains("\"s1\""),
+        "backend state leaked: {}",
+        first.text()
+    );
     // inputRequests and everything else pass through.
-    assert_eq!(first.json()["result"]["inputRequests"]["confirm"]["method"], "elicitation/create");
+    assert_eq!(
+        first.json()["result"]["inputRequests"]["confirm"]["method"],
+        "elicitation/create"
+    );
     assert!(backend.last().pinned.is_none());
 
     let second = send(svc, post(&tool_call(2, "delete_branch", Some(&envelope)))).await;
@@ -58,9 +71,15 @@ async fn two_round_flow_seals_restores_and_pins() {
     let sent: Value = serde_json::from_slice(&seen.body).unwrap();
     assert_eq!(sent["params"]["requestState"], "s1");
     assert_eq!(sent["params"]["inputResponses"]["confirm"]["action"], "accept");
-    assert_eq!(seen.headers["content-length"], seen.body.len().to_string().as_str());
+    assert_eq!(
+        seen.headers["content-length"],
+        seen.body.len().to_string().as_str()
+    );
     let head = seen.head.unwrap();
-    assert_eq!((head.method(), head.target(), head.id_json(), head.is_retry()), ("tools/call", Some("delete_branch"), Some("2"), true));
+    assert_eq!(
+        (head.method(), head.target(), head.id_json(), head.is_retry()),
+        ("tools/call", Some("delete_branch"), Some("2"), true)
+    );
 }
 
 #[tokio::test]
@@ -74,13 +93,19 @@ async fn three_round_flow_over_prompts_and_resources() {
             if let Some(s) = &state {
                 params["requestState"] = Value::String(s.clone());
             }
-            let body = serde_json::json!({"jsonrpc":"2.0","id": round + 10,"method": method,"params": params}).to_string();
+            let body =
+                serde_json::json!({"jsonrpc":"2.0","id": round + 10,"method": method,"params": params})
+                    .to_string();
             let answer = send(svc.clone(), post(&body)).await;
             let sent: Value = serde_json::from_slice(&backend.last().body).unwrap();
             if round == 0 {
                 assert!(sent["params"].get("requestState").is_none());
             } else {
-                assert_eq!(sent["params"]["requestState"], format!("s{round}"), "{method} round {round}");
+                assert_eq!(
+                    sent["params"]["requestState"],
+                    format!("s{round}"),
+                    "{method} round {round}"
+                );
                 assert_eq!(backend.last().pinned, Some(Route::new("beta")));
             }
             if round < 2 {
@@ -98,13 +123,23 @@ async fn backend_state_is_restored_byte_for_byte_absent_empty_or_escaped() {
     let cases: [(Option<&str>, Option<&str>); 4] = [
         (None, None),
         (Some(r#""""#), Some(r#""requestState":"""#)),
-        (Some(r#""caf\u00e9 \"q\" \\ \/ é""#), Some(r#""requestState":"caf\u00e9 \"q\" \\ \/ é""#)),
-        (Some(r#""eyJ4IjoxfQ==""#), Some(r#""requestState":"eyJ4IjoxfQ==""#)),
+        (
+            Some(r#""caf\u00e9 \"q\" \\ \/ é""#),
+            Some(r#""requestState":"caf\u00e9 \"q\" \\ \/ é""#),
+        ),
+        (
+            Some(r#""eyJ4IjoxfQ==""#),
+            Some(r#""requestState":"eyJ4IjoxfQ==""#),
+        ),
     ];
     for (state_json, expected) in cases {
         let backend = Backend::new();
         let inner = backend.service(Some("alpha"), move |req: &Value| {
-            if req["params"].get("inputResponses").is_some() { complete(req, "alpha") } else { input_required(req, state_json) }
+            if req["params"].get("inputResponses").is_some() {
+                complete(req, "alpha")
+            } else {
+                input_required(req, state_json)
+            }
         });
         let svc = MrtrLayer::with_shared_keyring(keyring()).layer(inner);
         let envelope = send(svc.clone(), post(&tool_call(1, "t", None))).await.envelope();
@@ -116,8 +151,14 @@ async fn backend_state_is_restored_byte_for_byte_absent_empty_or_escaped() {
         match expected {
             Some(member) => assert!(seen.contains(member), "{state_json:?}: backend saw {seen}"),
             None => {
-                assert!(!seen.contains("requestState"), "absent state must be removed: {seen}");
-                assert_eq!(seen, r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","inputResponses":{}}}"#);
+                assert!(
+                    !seen.contains("requestState"),
+                    "absent state must be removed: {seen}"
+                );
+                assert_eq!(
+                    seen,
+                    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","inputResponses":{}}}"#
+                );
             }
         }
     }
@@ -136,11 +177,20 @@ async fn input_required_without_state_still_gets_an_envelope() {
 #[tokio::test]
 async fn only_the_request_state_bytes_change_in_the_answer() {
     let raw = r#"{"id" : 7 ,"jsonrpc":"2.0", "result" : {"inputRequests":{"k":{"method":"roots/list"}},"requestState" : "abc","resultType":"input_required","big":1e400,"n":12345678901234567890123}}"#;
-    let svc = MrtrLayer::with_shared_keyring(keyring()).layer(Backend::new().service(Some("alpha"), move |_| raw.to_owned()));
+    let svc = MrtrLayer::with_shared_keyring(keyring())
+        .layer(Backend::new().service(Some("alpha"), move |_| raw.to_owned()));
     let answer = send(svc, post(&tool_call(7, "t", None))).await;
-    let envelope = answer.text().split('"').find(|s| s.starts_with("mrtr1.")).unwrap().to_owned();
+    let envelope = answer
+        .text()
+        .split('"')
+        .find(|s| s.starts_with("mrtr1."))
+        .unwrap()
+        .to_owned();
     assert_eq!(answer.text(), raw.replace(r#""abc""#, &format!("\"{envelope}\"")));
-    assert_eq!(answer.headers["content-length"], answer.body.len().to_string().as_str());
+    assert_eq!(
+        answer.headers["content-length"],
+        answer.body.len().to_string().as_str()
+    );
     assert_eq!(answer.headers["content-type"], "application/json");
 }
 
@@ -151,7 +201,11 @@ async fn assert_rejected(layer: &MrtrLayer, body: String, why: &str) {
     let v = answer.json();
     assert_eq!(v["error"]["code"], -32602, "{why}: {v}");
     assert_eq!(v["error"]["message"], "Invalid or expired requestState", "{why}");
-    assert_eq!(v["id"], serde_json::from_str::<Value>(&body).unwrap()["id"], "{why}");
+    assert_eq!(
+        v["id"],
+        serde_json::from_str::<Value>(&body).unwrap()["id"],
+        "{why}"
+    );
 }
 
 #[tokio::test]
@@ -161,9 +215,16 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
     let layer = MrtrLayer::with_shared_keyring(ring.clone())
         .clock(clock.clone())
         .ttl(Duration::from_secs(60))
-        .bind_principal(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
+        .bind_principal(|parts| {
+            parts
+                .headers
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        });
     let backend = Backend::new();
-    let minting = layer.layer(backend.service(Some("alpha"), |req: &Value| input_required(req, Some(r#""s1""#))));
+    let minting =
+        layer.layer(backend.service(Some("alpha"), |req: &Value| input_required(req, Some(r#""s1""#))));
     let mut first = post(&tool_call(1, "delete_branch", None));
     first.headers_mut().insert("x-user", "alice".parse().unwrap());
     let envelope = send(minting, first).await.envelope();
@@ -176,7 +237,11 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
         req
     };
     // The genuine retry works (control).
-    let ok = send(layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha"))), with_user(tool_call(2, "delete_branch", Some(&envelope)), Some("alice"))).await;
+    let ok = send(
+        layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha"))),
+        with_user(tool_call(2, "delete_branch", Some(&envelope)), Some("alice")),
+    )
+    .await;
     assert_eq!(ok.json()["result"]["resultType"], "complete");
 
     // Tampered at every character position.
@@ -184,43 +249,83 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
         let mut chars: Vec<char> = envelope.chars().collect();
         chars[i] = if chars[i] == 'x' { 'y' } else { 'x' };
         let tampered: String = chars.into_iter().collect();
-        let answer = send(layer.layer(must_not_be_called()), with_user(tool_call(3, "delete_branch", Some(&tampered)), Some("alice"))).await;
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            with_user(tool_call(3, "delete_branch", Some(&tampered)), Some("alice")),
+        )
+        .await;
         assert_eq!(answer.error_code(), Some(-32602), "position {i}");
     }
     let cases = [
-        (tool_call(4, "delete_branch", Some(&envelope[..envelope.len() - 4])), "truncated"),
-        (tool_call(5, "delete_branch", Some(&envelope.replacen("mrtr1.", "mrtr2.", 1))), "wrong prefix"),
+        (
+            tool_call(4, "delete_branch", Some(&envelope[..envelope.len() - 4])),
+            "truncated",
+        ),
+        (
+            tool_call(
+                5,
+                "delete_branch",
+                Some(&envelope.replacen("mrtr1.", "mrtr2.", 1)),
+            ),
+            "wrong prefix",
+        ),
         (tool_call(6, "delete_branch", Some("s1")), "raw backend state"),
         (tool_call(7, "delete_branch", Some("")), "empty"),
         (tool_call(8, "drop_database", Some(&envelope)), "other tool name"),
-        (tool_call(9, "delete_branch", Some(&"A".repeat(70_000))), "over the envelope limit"),
+        (
+            tool_call(9, "delete_branch", Some(&"A".repeat(70_000))),
+            "over the envelope limit",
+        ),
     ];
     for (body, why) in cases {
         let mut req_body: Value = serde_json::from_str(&body).unwrap();
         req_body["params"]["x"] = Value::Null; // keep ids distinct from the control
-        let answer = send(layer.layer(must_not_be_called()), with_user(req_body.to_string(), Some("alice"))).await;
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            with_user(req_body.to_string(), Some("alice")),
+        )
+        .await;
         assert_eq!(answer.error_code(), Some(-32602), "{why}: {}", answer.text());
     }
     // Other method: the same envelope on prompts/get with the same name.
     let other_method = serde_json::json!({"jsonrpc":"2.0","id":10,"method":"prompts/get","params":{"name":"delete_branch","requestState": envelope}});
-    let answer = send(layer.layer(must_not_be_called()), with_user(other_method.to_string(), Some("alice"))).await;
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        with_user(other_method.to_string(), Some("alice")),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32602), "other method");
     // Other principal, and no principal.
     for user in [Some("mallory"), None] {
-        let answer = send(layer.layer(must_not_be_called()), with_user(tool_call(11, "delete_branch", Some(&envelope)), user)).await;
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            with_user(tool_call(11, "delete_branch", Some(&envelope)), user),
+        )
+        .await;
         assert_eq!(answer.error_code(), Some(-32602), "principal {user:?}");
     }
     // Not a string.
     for value in ["null", "42", "{}", "[\"mrtr1.x\"]"] {
-        let body = format!(r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"delete_branch","requestState":{value}}}}}"#);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"delete_branch","requestState":{value}}}}}"#
+        );
         assert_rejected(&layer.clone().bind_principal(|_| None), body, value).await;
     }
     // Unknown key id: a layer whose ring does not hold k1.
     let stranger = MrtrLayer::new(Keyring::generate("k9").unwrap()).clock(clock.clone());
-    assert_rejected(&stranger, tool_call(13, "delete_branch", Some(&envelope)), "unknown key id").await;
+    assert_rejected(
+        &stranger,
+        tool_call(13, "delete_branch", Some(&envelope)),
+        "unknown key id",
+    )
+    .await;
     // Expired.
     clock.advance(Duration::from_secs(61));
-    let answer = send(layer.layer(must_not_be_called()), with_user(tool_call(14, "delete_branch", Some(&envelope)), Some("alice"))).await;
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        with_user(tool_call(14, "delete_branch", Some(&envelope)), Some("alice")),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32602), "expired");
 }
 
@@ -230,33 +335,66 @@ async fn retired_key_is_rejected_and_rotation_keeps_rounds_in_flight() {
     let new = "new:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8";
     let replica = |keys: String| MrtrLayer::new(keys.parse::<Keyring>().unwrap());
     let backend = Backend::new();
-    let mint = |layer: &MrtrLayer| layer.layer(backend.service(Some("alpha"), |r: &Value| input_required(r, Some(r#""s1""#))));
-    let finish = |layer: &MrtrLayer| layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha")));
+    let mint = |layer: &MrtrLayer| {
+        layer.layer(backend.service(Some("alpha"), |r: &Value| input_required(r, Some(r#""s1""#))))
+    };
+    let finish =
+        |layer: &MrtrLayer| layer.layer(backend.service(Some("alpha"), |r: &Value| complete(r, "alpha")));
 
     // Rotation in three steps; during each rollout, replicas at adjacent stages run side by side.
     // Whatever one of them seals (round 1), the other opens (round 2), in both directions.
-    let stages = [old.to_owned(), format!("{old},{new}"), format!("{new},{old}"), new.to_owned()];
+    let stages = [
+        old.to_owned(),
+        format!("{old},{new}"),
+        format!("{new},{old}"),
+        new.to_owned(),
+    ];
     for pair in stages.windows(2) {
         for (a, b) in [(&pair[0], &pair[1]), (&pair[1], &pair[0])] {
             let (first, second) = (replica(a.clone()), replica(b.clone()));
-            let envelope = send(mint(&first), post(&tool_call(1, "t", None))).await.envelope();
+            let envelope = send(mint(&first), post(&tool_call(1, "t", None)))
+                .await
+                .envelope();
             let answer = send(finish(&second), post(&tool_call(2, "t", Some(&envelope)))).await;
-            assert_eq!(answer.json()["result"]["resultType"], "complete", "{a} -> {b}: {}", answer.text());
+            assert_eq!(
+                answer.json()["result"]["resultType"],
+                "complete",
+                "{a} -> {b}: {}",
+                answer.text()
+            );
         }
     }
     // After the old key is dropped, an envelope sealed with it (a round left far too long) fails.
-    let envelope = send(mint(&replica(old.to_owned())), post(&tool_call(1, "t", None))).await.envelope();
-    let answer = send(replica(new.to_owned()).layer(must_not_be_called()), post(&tool_call(2, "t", Some(&envelope)))).await;
+    let envelope = send(mint(&replica(old.to_owned())), post(&tool_call(1, "t", None)))
+        .await
+        .envelope();
+    let answer = send(
+        replica(new.to_owned()).layer(must_not_be_called()),
+        post(&tool_call(2, "t", Some(&envelope))),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32602));
 }
 
 #[tokio::test]
 async fn replicas_sharing_a_keyring_serve_each_others_rounds() {
     let ring = keyring();
-    let (a, b) = (MrtrLayer::with_shared_keyring(ring.clone()), MrtrLayer::with_shared_keyring(ring));
+    let (a, b) = (
+        MrtrLayer::with_shared_keyring(ring.clone()),
+        MrtrLayer::with_shared_keyring(ring),
+    );
     let backend = Backend::new();
-    let envelope = send(a.layer(rounds_backend(&backend, "gamma", 1)), post(&tool_call(1, "t", None))).await.envelope();
-    let answer = send(b.layer(rounds_backend(&backend, "gamma", 1)), post(&tool_call(2, "t", Some(&envelope)))).await;
+    let envelope = send(
+        a.layer(rounds_backend(&backend, "gamma", 1)),
+        post(&tool_call(1, "t", None)),
+    )
+    .await
+    .envelope();
+    let answer = send(
+        b.layer(rounds_backend(&backend, "gamma", 1)),
+        post(&tool_call(2, "t", Some(&envelope))),
+    )
+    .await;
     assert_eq!(answer.json()["result"]["content"][0]["text"], "done by gamma");
 }
 
@@ -274,10 +412,13 @@ async fn requests_that_need_no_change_pass_byte_for_byte() {
     ];
     for body in bodies {
         let backend = Backend::new();
-        let svc = MrtrLayer::with_shared_keyring(keyring()).layer(backend.service(Some("alpha"), |_| r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#.into()));
+        let svc = MrtrLayer::with_shared_keyring(keyring()).layer(backend.service(Some("alpha"), |_| {
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#.into()
+        }));
         let mut req = post(body);
         req.headers_mut().insert("x-custom", "kept".parse().unwrap());
-        req.headers_mut().insert("transfer-encoding", "chunked".parse().unwrap());
+        req.headers_mut()
+            .insert("transfer-encoding", "chunked".parse().unwrap());
         let expected_headers = req.headers().clone();
         send(svc, req).await;
         let seen = backend.last();
@@ -296,14 +437,19 @@ async fn answers_that_need_no_change_pass_byte_for_byte() {
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t1"}}"#,
     ];
     for raw in answers {
-        let svc = MrtrLayer::with_shared_keyring(keyring()).layer(Backend::new().service(None, move |_| raw.to_owned()));
+        let svc = MrtrLayer::with_shared_keyring(keyring())
+            .layer(Backend::new().service(None, move |_| raw.to_owned()));
         let answer = send(svc, post(&tool_call(1, "t", None))).await;
         assert_eq!(answer.text(), raw);
     }
     // Any method, any content: the answer to a non-MRTR method is never read.
-    let svc = MrtrLayer::with_shared_keyring(keyring()).layer(Backend::new().service(None, |r: &Value| input_required(r, Some(r#""raw""#))));
+    let svc = MrtrLayer::with_shared_keyring(keyring())
+        .layer(Backend::new().service(None, |r: &Value| input_required(r, Some(r#""raw""#))));
     let answer = send(svc, post(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)).await;
-    assert!(answer.text().contains(r#""requestState":"raw""#), "tools/list answers are not MRTR-capable and pass through");
+    assert!(
+        answer.text().contains(r#""requestState":"raw""#),
+        "tools/list answers are not MRTR-capable and pass through"
+    );
 }
 
 #[tokio::test]
@@ -311,7 +457,11 @@ async fn get_and_delete_pass_through_unread() {
     for method in [http::Method::GET, http::Method::DELETE] {
         let backend = Backend::new();
         let svc = MrtrLayer::with_shared_keyring(keyring()).layer(backend.service(None, |_| String::new()));
-        let req = Request::builder().method(method.clone()).uri("/mcp").body(Full::new(Bytes::new())).unwrap();
+        let req = Request::builder()
+            .method(method.clone())
+            .uri("/mcp")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
         send(svc, req).await;
         assert!(backend.last().head.is_none(), "{method}: not parsed");
     }
@@ -327,9 +477,14 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
     assert_eq!(answer.error_code(), Some(-32600));
     assert_eq!(answer.headers["content-type"], "application/json");
     // Streamed without a length, in small chunks.
-    let chunks: Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>> =
-        big.as_bytes().chunks(100).map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c)))).collect();
-    let req = Request::post("/mcp").body(StreamBody::new(futures_util::stream::iter(chunks))).unwrap();
+    let chunks: Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>> = big
+        .as_bytes()
+        .chunks(100)
+        .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
+        .collect();
+    let req = Request::post("/mcp")
+        .body(StreamBody::new(futures_util::stream::iter(chunks)))
+        .unwrap();
     let inner = tower::service_fn(|_req: Request<RequestBody<_>>| async {
         panic!("inner service should not be called");
         #[allow(unreachable_code)]
@@ -338,7 +493,10 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
     let response = layer.layer(inner).oneshot(req).await.unwrap();
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // Exactly at the limit is fine.
-    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","pad":"{}"}}"#, "y".repeat(1024 - 55));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","pad":"{}"}}"#,
+        "y".repeat(1024 - 55)
+    );
     assert_eq!(body.len(), 1024);
     let backend = Backend::new();
     send(layer.layer(backend.service(None, |_| String::new())), post(&body)).await;
@@ -351,7 +509,10 @@ async fn batches_and_ambiguous_bodies() {
     // A batch carrying a requestState cannot be opened element by element: refused.
     let batch = format!("[{}]", tool_call(1, "t", Some("mrtr1.abc")));
     let answer = send(layer.layer(must_not_be_called()), post(&batch)).await;
-    assert_eq!((answer.status, answer.error_code()), (StatusCode::BAD_REQUEST, Some(-32600)));
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::BAD_REQUEST, Some(-32600))
+    );
     // Duplicate members: the backend might read the other one.
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"t"}}"#,
@@ -359,7 +520,11 @@ async fn batches_and_ambiguous_bodies() {
         r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
     ] {
         let answer = send(layer.layer(must_not_be_called()), post(body)).await;
-        assert_eq!((answer.status, answer.error_code()), (StatusCode::BAD_REQUEST, Some(-32600)), "{body}");
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32600)),
+            "{body}"
+        );
     }
     // Unreadable params on a relayed method.
     for body in [
@@ -375,51 +540,92 @@ async fn batches_and_ambiguous_bodies() {
     let inner = backend.service(Some("alpha"), |_| {
         r#"[{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}},{"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","requestState":"raw"}}]"#.to_owned()
     });
-    let batch = format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{}]"#, tool_call(2, "t", None));
+    let batch = format!(
+        r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{}]"#,
+        tool_call(2, "t", None)
+    );
     let answer = send(layer.layer(inner), post(&batch)).await;
     assert!(!answer.text().contains("raw"), "{}", answer.text());
     let v = answer.json();
     assert_eq!(v[0]["result"]["resultType"], "complete");
-    assert_eq!((v[1]["id"].as_i64(), v[1]["error"]["code"].as_i64()), (Some(2), Some(-32603)));
+    assert_eq!(
+        (v[1]["id"].as_i64(), v[1]["error"]["code"].as_i64()),
+        (Some(2), Some(-32603))
+    );
 }
 
 #[tokio::test]
 async fn mirrored_headers_must_match_a_rewritten_request() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
-    let envelope = send(layer.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))), post(&tool_call(1, "t", None))).await.envelope();
+    let envelope = send(
+        layer.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))),
+        post(&tool_call(1, "t", None)),
+    )
+    .await
+    .envelope();
     for (header, value) in [("mcp-name", "other"), ("mcp-method", "prompts/get")] {
         let mut req = post(&tool_call(2, "t", Some(&envelope)));
         req.headers_mut().insert(header, value.parse().unwrap());
         let answer = send(layer.layer(must_not_be_called()), req).await;
-        assert_eq!((answer.status, answer.error_code()), (StatusCode::BAD_REQUEST, Some(-32020)), "{header}");
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32020)),
+            "{header}"
+        );
         assert_eq!(answer.json()["id"], 2);
     }
     // The base64 sentinel form is decoded before comparing.
-    let body = serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t"}}).to_string();
+    let body =
+        serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t"}}).to_string();
     let mut req = post(&body);
-    req.headers_mut().insert("mcp-name", "=?base64?dA==?=".parse().unwrap());
-    send(layer.layer(Backend::new().service(Some("a"), |r: &Value| complete(r, "a"))), req).await;
+    req.headers_mut()
+        .insert("mcp-name", "=?base64?dA==?=".parse().unwrap());
+    send(
+        layer.layer(Backend::new().service(Some("a"), |r: &Value| complete(r, "a"))),
+        req,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn routes_default_missing_and_mismatched() {
     let ring = keyring();
     // No Route reported, no default: fail closed, never the raw state.
-    let svc = MrtrLayer::with_shared_keyring(ring.clone()).layer(Backend::new().service(None, |r: &Value| input_required(r, Some(r#""secret""#))));
+    let svc = MrtrLayer::with_shared_keyring(ring.clone())
+        .layer(Backend::new().service(None, |r: &Value| input_required(r, Some(r#""secret""#))));
     let answer = send(svc, post(&tool_call(1, "t", None))).await;
-    assert_eq!((answer.status, answer.error_code()), (StatusCode::OK, Some(-32603)));
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::OK, Some(-32603))
+    );
     assert_eq!(answer.json()["id"], 1);
     assert!(!answer.text().contains("secret"));
     // The default route is used when none is reported, and pinned on the retry.
     let layer = MrtrLayer::with_shared_keyring(ring.clone()).default_route("only");
     let backend = Backend::new();
-    let envelope = send(layer.layer(backend.service(None, |r: &Value| input_required(r, Some(r#""s""#)))), post(&tool_call(1, "t", None))).await.envelope();
-    send(layer.layer(backend.service(None, |r: &Value| complete(r, "only"))), post(&tool_call(2, "t", Some(&envelope)))).await;
+    let envelope = send(
+        layer.layer(backend.service(None, |r: &Value| input_required(r, Some(r#""s""#)))),
+        post(&tool_call(1, "t", None)),
+    )
+    .await
+    .envelope();
+    send(
+        layer.layer(backend.service(None, |r: &Value| complete(r, "only"))),
+        post(&tool_call(2, "t", Some(&envelope))),
+    )
+    .await;
     assert_eq!(backend.last().pinned, Some(Route::new("only")));
     // A retry answered by another backend than the pinned one is a proxy bug: fail closed.
     let layer = MrtrLayer::with_shared_keyring(ring);
-    let envelope = send(layer.layer(Backend::new().service(Some("alpha"), |r: &Value| input_required(r, Some(r#""s""#)))), post(&tool_call(1, "t", None))).await.envelope();
-    let wrong = layer.layer(Backend::new().service(Some("beta"), |r: &Value| input_required(r, Some(r#""beta-secret""#))));
+    let envelope = send(
+        layer.layer(Backend::new().service(Some("alpha"), |r: &Value| input_required(r, Some(r#""s""#)))),
+        post(&tool_call(1, "t", None)),
+    )
+    .await
+    .envelope();
+    let wrong = layer.layer(Backend::new().service(Some("beta"), |r: &Value| {
+        input_required(r, Some(r#""beta-secret""#))
+    }));
     let answer = send(wrong, post(&tool_call(2, "t", Some(&envelope)))).await;
     assert_eq!(answer.error_code(), Some(-32603));
     assert!(!answer.text().contains("beta-secret"));
@@ -430,33 +636,66 @@ async fn unreadable_answers_fail_closed() {
     let ring = keyring();
     // Over the response limit.
     let layer = MrtrLayer::with_shared_keyring(ring.clone()).max_response_body(256);
-    let svc = layer.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(&format!("\"{}\"", "z".repeat(400))))));
+    let svc = layer.layer(Backend::new().service(Some("a"), |r: &Value| {
+        input_required(r, Some(&format!("\"{}\"", "z".repeat(400))))
+    }));
     let answer = send(svc, post(&tool_call(1, "t", None))).await;
     assert_eq!(answer.error_code(), Some(-32603));
     // Compressed.
     let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
         let mut r = http::Response::new(Full::new(Bytes::from_static(b"\x1f\x8b...")));
-        r.headers_mut().insert("content-encoding", "gzip".parse().unwrap());
+        r.headers_mut()
+            .insert("content-encoding", "gzip".parse().unwrap());
         r.extensions_mut().insert(Route::new("a"));
         Ok::<_, std::convert::Infallible>(r)
     });
-    let answer = send(MrtrLayer::with_shared_keyring(ring.clone()).layer(inner), post(&tool_call(1, "t", None))).await;
+    let answer = send(
+        MrtrLayer::with_shared_keyring(ring.clone()).layer(inner),
+        post(&tool_call(1, "t", None)),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32603));
     // Mentions input_required but cannot be read (duplicate members).
     let dup = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"a","requestState":"b"}}"#;
-    let answer = send(MrtrLayer::with_shared_keyring(ring.clone()).layer(Backend::new().service(Some("a"), move |_| dup.to_owned())), post(&tool_call(1, "t", None))).await;
+    let answer = send(
+        MrtrLayer::with_shared_keyring(ring.clone())
+            .layer(Backend::new().service(Some("a"), move |_| dup.to_owned())),
+        post(&tool_call(1, "t", None)),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32603));
     // Escaped resultType is still recognised.
-    let escaped = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input\u005frequired","requestState":"hidden"}}"#;
-    let answer = send(MrtrLayer::with_shared_keyring(ring.clone()).layer(Backend::new().service(Some("a"), move |_| escaped.to_owned())), post(&tool_call(1, "t", None))).await;
-    assert!(!answer.text().contains("hidden") && answer.text().contains("mrtr1."), "{}", answer.text());
+    let escaped =
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input\u005frequired","requestState":"hidden"}}"#;
+    let answer = send(
+        MrtrLayer::with_shared_keyring(ring.clone())
+            .layer(Backend::new().service(Some("a"), move |_| escaped.to_owned())),
+        post(&tool_call(1, "t", None)),
+    )
+    .await;
+    assert!(
+        !answer.text().contains("hidden") && answer.text().contains("mrtr1."),
+        "{}",
+        answer.text()
+    );
     // A state that is not a string.
     let numeric = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":5}}"#;
-    let answer = send(MrtrLayer::with_shared_keyring(ring.clone()).layer(Backend::new().service(Some("a"), move |_| numeric.to_owned())), post(&tool_call(1, "t", None))).await;
+    let answer = send(
+        MrtrLayer::with_shared_keyring(ring.clone())
+            .layer(Backend::new().service(Some("a"), move |_| numeric.to_owned())),
+        post(&tool_call(1, "t", None)),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32603));
     // A sealed state longer than the envelope limit.
     let layer = MrtrLayer::with_shared_keyring(ring).max_envelope_len(128);
-    let answer = send(layer.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(&format!("\"{}\"", "q".repeat(200)))))), post(&tool_call(1, "t", None))).await;
+    let answer = send(
+        layer.layer(Backend::new().service(Some("a"), |r: &Value| {
+            input_required(r, Some(&format!("\"{}\"", "q".repeat(200))))
+        })),
+        post(&tool_call(1, "t", None)),
+    )
+    .await;
     assert_eq!(answer.error_code(), Some(-32603));
 }
 
@@ -464,14 +703,20 @@ async fn unreadable_answers_fail_closed() {
 async fn a_backend_body_error_fails_closed() {
     let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
         let frames: Vec<Result<http_body::Frame<Bytes>, std::io::Error>> = vec![
-            Ok(http_body::Frame::data(Bytes::from_static(b"{\"jsonrpc\":\"2.0\""))),
+            Ok(http_body::Frame::data(Bytes::from_static(
+                b"{\"jsonrpc\":\"2.0\"",
+            ))),
             Err(std::io::Error::other("backend reset")),
         ];
         let mut r = http::Response::new(StreamBody::new(futures_util::stream::iter(frames)));
         r.extensions_mut().insert(Route::new("a"));
         Ok::<_, std::convert::Infallible>(r)
     });
-    let response = MrtrLayer::with_shared_keyring(keyring()).layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap();
+    let response = MrtrLayer::with_shared_keyring(keyring())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["error"]["code"], -32603);
@@ -488,11 +733,20 @@ async fn principal_can_come_from_an_auth_layers_extension() {
     let backend = Backend::new();
     let mut first = post(&tool_call(1, "t", None));
     first.extensions_mut().insert(Claims { sub: "alice".into() });
-    let envelope = send(layer.layer(backend.service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))), first).await.envelope();
+    let envelope = send(
+        layer.layer(backend.service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))),
+        first,
+    )
+    .await
+    .envelope();
     for (sub, ok) in [("alice", true), ("bob", false)] {
         let mut retry = post(&tool_call(2, "t", Some(&envelope)));
         retry.extensions_mut().insert(Claims { sub: sub.into() });
-        let answer = send(layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))), retry).await;
+        let answer = send(
+            layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+            retry,
+        )
+        .await;
         assert_eq!(answer.error_code().is_none(), ok, "{sub}");
     }
 }
@@ -502,6 +756,10 @@ async fn inner_errors_propagate() {
     let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
         Err::<http::Response<Full<Bytes>>, _>(std::io::Error::other("connect refused"))
     });
-    let err = MrtrLayer::with_shared_keyring(keyring()).layer(inner).oneshot(post(&tool_call(1, "t", None))).await.unwrap_err();
+    let err = MrtrLayer::with_shared_keyring(keyring())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "connect refused");
 }

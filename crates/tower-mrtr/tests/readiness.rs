@@ -17,7 +17,9 @@ type Res = Response<Full<Bytes>>;
 /// ready, the mock panics inside the spawned call; this then fails instead of hanging.
 async fn next_request(handle: &mut mock::Handle<Req, Res>) -> (Req, mock::SendResponse<Res>) {
     let next = tokio::time::timeout(std::time::Duration::from_secs(10), handle.next_request());
-    next.await.expect("the call panicked or stalled").expect("the mock is open")
+    next.await
+        .expect("the call panicked or stalled")
+        .expect("the mock is open")
 }
 
 fn layer() -> MrtrLayer {
@@ -30,7 +32,10 @@ async fn not_ready_inner_means_not_ready_layer() {
     handle.allow(0);
     assert_pending!(svc.poll_ready());
     handle.allow(1);
-    assert!(svc.is_woken(), "readiness of the inner service must wake the caller");
+    assert!(
+        svc.is_woken(),
+        "readiness of the inner service must wake the caller"
+    );
     assert_ready_ok!(svc.poll_ready());
 }
 
@@ -78,12 +83,23 @@ async fn a_retry_reaches_the_mock_with_the_pinned_route() {
     reply.send_response(Response::new(Full::new(Bytes::from_static(
         br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"st"}}"#,
     ))));
-    let first = first.await.unwrap().unwrap().into_body().collect().await.unwrap().to_bytes();
+    let first = first
+        .await
+        .unwrap()
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
     let envelope: serde_json::Value = serde_json::from_slice(&first).unwrap();
     let envelope = envelope["result"]["requestState"].as_str().unwrap().to_owned();
 
     assert_ready_ok!(svc.poll_ready());
     let _second = tokio::spawn(svc.call(post(&tool_call(2, "t", Some(&envelope)))));
     let (request, _reply) = next_request(&mut handle).await;
-    assert_eq!(request.extensions().get::<PinnedRoute>().map(|p| p.0.as_str()), Some("only"));
+    assert_eq!(
+        request.extensions().get::<PinnedRoute>().map(|p| p.0.as_str()),
+        Some("only")
+    );
 }

@@ -46,28 +46,44 @@ struct Vector {
 const VECTORS: &[Vector] = &[
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding { method: "tools/call", target: Some("delete_branch"), principal: None },
+        binding: Binding {
+            method: "tools/call",
+            target: Some("delete_branch"),
+            principal: None,
+        },
         route: "backend-a",
         state: Some("opaque-state"),
         wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf1mhKwxhazqGIP7sYDs6s7UA",
     },
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding { method: "resources/read", target: Some("file:///tmp/a.txt"), principal: Some("alice") },
+        binding: Binding {
+            method: "resources/read",
+            target: Some("file:///tmp/a.txt"),
+            principal: Some("alice"),
+        },
         route: "b",
         state: None,
         wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvpOZJQPbGvJ0sqB2WH8ko0E",
     },
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding { method: "prompts/get", target: Some("greet"), principal: None },
+        binding: Binding {
+            method: "prompts/get",
+            target: Some("greet"),
+            principal: None,
+        },
         route: "b",
         state: Some(""),
         wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvySqst_d8ZLujHvy3HGD_0I",
     },
     Vector {
         purpose: Purpose::TaskHandle,
-        binding: Binding { method: "tasks", target: None, principal: None },
+        binding: Binding {
+            method: "tasks",
+            target: None,
+            principal: None,
+        },
         route: "backend-a",
         state: Some("task-7f3a"),
         wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFZzgg8UcGm3Zol-iMKuiere88ZBCgmxv4JQ",
@@ -75,7 +91,11 @@ const VECTORS: &[Vector] = &[
 ];
 
 fn vector_sealed(v: &Vector) -> Sealed {
-    Sealed { route: Route::new(v.route), state: v.state.map(str::to_owned), expires_at: at_ms(EXPIRES_MS) }
+    Sealed {
+        route: Route::new(v.route),
+        state: v.state.map(str::to_owned),
+        expires_at: at_ms(EXPIRES_MS),
+    }
 }
 
 #[test]
@@ -83,18 +103,31 @@ fn test_vectors_match_and_are_documented() {
     let sealer = vector_sealer();
     let doc = include_str!("../../../../docs/envelope.md");
     for v in VECTORS {
-        let wire = sealer.seal_with_nonce(v.purpose, &v.binding, &vector_sealed(v), vector_nonce()).unwrap();
+        let wire = sealer
+            .seal_with_nonce(v.purpose, &v.binding, &vector_sealed(v), vector_nonce())
+            .unwrap();
         assert_eq!(wire, v.wire, "vector for {:?} {:?}", v.purpose, v.binding);
         assert!(doc.contains(v.wire), "docs/envelope.md lacks vector {}", v.wire);
-        let opened = sealer.open(v.purpose, &v.binding, v.wire, at_ms(EXPIRES_MS - 1)).unwrap();
+        let opened = sealer
+            .open(v.purpose, &v.binding, v.wire, at_ms(EXPIRES_MS - 1))
+            .unwrap();
         assert_eq!(opened, vector_sealed(v));
     }
 }
 
 fn sample() -> (Sealer, Binding<'static>, Sealed, SystemTime) {
     let now = at_ms(EXPIRES_MS - 60_000);
-    let sealed = Sealed { route: Route::new("backend-a"), state: Some("st".into()), expires_at: at_ms(EXPIRES_MS) };
-    (vector_sealer(), Binding::new("tools/call", Some("t"), Some("alice")), sealed, now)
+    let sealed = Sealed {
+        route: Route::new("backend-a"),
+        state: Some("st".into()),
+        expires_at: at_ms(EXPIRES_MS),
+    };
+    (
+        vector_sealer(),
+        Binding::new("tools/call", Some("t"), Some("alice")),
+        sealed,
+        now,
+    )
 }
 
 #[test]
@@ -103,7 +136,13 @@ fn absent_and_empty_state_stay_distinct() {
     for state in [None, Some(String::new()), Some("x".to_owned())] {
         sealed.state = state.clone();
         let wire = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
-        assert_eq!(sealer.open(Purpose::RequestState, &binding, &wire, now).unwrap().state, state);
+        assert_eq!(
+            sealer
+                .open(Purpose::RequestState, &binding, &wire, now)
+                .unwrap()
+                .state,
+            state
+        );
     }
 }
 
@@ -117,9 +156,17 @@ fn every_flipped_byte_of_the_envelope_is_rejected() {
             let mut tampered = raw.clone();
             tampered[i] ^= flip;
             let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&tampered));
-            let err = sealer.open(Purpose::RequestState, &binding, &tampered, now).unwrap_err();
+            let err = sealer
+                .open(Purpose::RequestState, &binding, &tampered, now)
+                .unwrap_err();
             assert!(
-                matches!(err, OpenError::Authentication | OpenError::UnknownKey | OpenError::UnknownVersion(_) | OpenError::Truncated),
+                matches!(
+                    err,
+                    OpenError::Authentication
+                        | OpenError::UnknownKey
+                        | OpenError::UnknownVersion(_)
+                        | OpenError::Truncated
+                ),
                 "byte {i}: {err:?}"
             );
         }
@@ -129,7 +176,12 @@ fn every_flipped_byte_of_the_envelope_is_rejected() {
         let mut chars: Vec<char> = wire.chars().collect();
         chars[i] = if chars[i] == 'A' { 'B' } else { 'A' };
         let tampered: String = chars.into_iter().collect();
-        assert!(sealer.open(Purpose::RequestState, &binding, &tampered, now).is_err(), "char {i}");
+        assert!(
+            sealer
+                .open(Purpose::RequestState, &binding, &tampered, now)
+                .is_err(),
+            "char {i}"
+        );
     }
 }
 
@@ -138,21 +190,42 @@ fn truncated_extended_and_foreign_envelopes_are_rejected() {
     let (sealer, binding, sealed, now) = sample();
     let wire = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
     for len in 0..wire.len() {
-        assert!(sealer.open(Purpose::RequestState, &binding, &wire[..len], now).is_err(), "len {len}");
+        assert!(
+            sealer
+                .open(Purpose::RequestState, &binding, &wire[..len], now)
+                .is_err(),
+            "len {len}"
+        );
     }
     for suffix in ["A", "AA", "AAAA", "=", "=="] {
-        assert!(sealer.open(Purpose::RequestState, &binding, &format!("{wire}{suffix}"), now).is_err());
+        assert!(
+            sealer
+                .open(Purpose::RequestState, &binding, &format!("{wire}{suffix}"), now)
+                .is_err()
+        );
     }
     let cases = [
-        ("mrtr2.".to_owned() + &wire[PREFIX.len()..], OpenError::NotAnEnvelope),
+        (
+            "mrtr2.".to_owned() + &wire[PREFIX.len()..],
+            OpenError::NotAnEnvelope,
+        ),
         (wire[PREFIX.len()..].to_owned(), OpenError::NotAnEnvelope),
-        ("MRTR1.".to_owned() + &wire[PREFIX.len()..], OpenError::NotAnEnvelope),
+        (
+            "MRTR1.".to_owned() + &wire[PREFIX.len()..],
+            OpenError::NotAnEnvelope,
+        ),
         ("mrtr1.+/==".to_owned(), OpenError::Encoding),
         ("mrtr1.".to_owned(), OpenError::Truncated),
         ("plain-backend-state".to_owned(), OpenError::NotAnEnvelope),
     ];
     for (input, expected) in cases {
-        assert_eq!(sealer.open(Purpose::RequestState, &binding, &input, now).unwrap_err(), expected, "{input}");
+        assert_eq!(
+            sealer
+                .open(Purpose::RequestState, &binding, &input, now)
+                .unwrap_err(),
+            expected,
+            "{input}"
+        );
     }
 }
 
@@ -172,20 +245,50 @@ fn binding_mismatches_are_rejected() {
         Binding::new("tools/call", Some("ta"), Some("lice")),
     ];
     for other in others {
-        assert_eq!(sealer.open(Purpose::RequestState, &other, &wire, now).unwrap_err(), OpenError::Authentication, "{other:?}");
+        assert_eq!(
+            sealer
+                .open(Purpose::RequestState, &other, &wire, now)
+                .unwrap_err(),
+            OpenError::Authentication,
+            "{other:?}"
+        );
     }
-    assert_eq!(sealer.open(Purpose::TaskHandle, &binding, &wire, now).unwrap_err(), OpenError::Authentication);
+    assert_eq!(
+        sealer
+            .open(Purpose::TaskHandle, &binding, &wire, now)
+            .unwrap_err(),
+        OpenError::Authentication
+    );
     let handle = sealer.seal(Purpose::TaskHandle, &binding, &sealed).unwrap();
-    assert_eq!(sealer.open(Purpose::RequestState, &binding, &handle, now).unwrap_err(), OpenError::Authentication);
+    assert_eq!(
+        sealer
+            .open(Purpose::RequestState, &binding, &handle, now)
+            .unwrap_err(),
+        OpenError::Authentication
+    );
 }
 
 #[test]
 fn expiry_is_exclusive() {
     let (sealer, binding, sealed, _) = sample();
     let wire = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
-    assert!(sealer.open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS - 1)).is_ok());
-    assert_eq!(sealer.open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS)).unwrap_err(), OpenError::Expired);
-    assert_eq!(sealer.open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS + 1)).unwrap_err(), OpenError::Expired);
+    assert!(
+        sealer
+            .open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS - 1))
+            .is_ok()
+    );
+    assert_eq!(
+        sealer
+            .open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS))
+            .unwrap_err(),
+        OpenError::Expired
+    );
+    assert_eq!(
+        sealer
+            .open(Purpose::RequestState, &binding, &wire, at_ms(EXPIRES_MS + 1))
+            .unwrap_err(),
+        OpenError::Expired
+    );
 }
 
 #[test]
@@ -194,10 +297,23 @@ fn keys_unknown_or_retired_are_rejected() {
     let wire = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
     // Same key bytes under another id: the id is authenticated, and looked up, not guessed.
     let renamed = Sealer::new(Arc::new(Keyring::new(KeyId::new("k2").unwrap(), vector_key())));
-    assert_eq!(renamed.open(Purpose::RequestState, &binding, &wire, now).unwrap_err(), OpenError::UnknownKey);
+    assert_eq!(
+        renamed
+            .open(Purpose::RequestState, &binding, &wire, now)
+            .unwrap_err(),
+        OpenError::UnknownKey
+    );
     // Same id, other key bytes.
-    let other = Sealer::new(Arc::new(Keyring::new(KeyId::new("k1").unwrap(), Key::generate().unwrap())));
-    assert_eq!(other.open(Purpose::RequestState, &binding, &wire, now).unwrap_err(), OpenError::Authentication);
+    let other = Sealer::new(Arc::new(Keyring::new(
+        KeyId::new("k1").unwrap(),
+        Key::generate().unwrap(),
+    )));
+    assert_eq!(
+        other
+            .open(Purpose::RequestState, &binding, &wire, now)
+            .unwrap_err(),
+        OpenError::Authentication
+    );
 }
 
 #[test]
@@ -222,7 +338,12 @@ fn rotation_keeps_every_round_in_flight_working() {
     let wire = stage2.seal(Purpose::RequestState, &binding, &sealed).unwrap();
     assert!(stage3.open(Purpose::RequestState, &binding, &wire, now).is_ok());
     let wire = stage0.seal(Purpose::RequestState, &binding, &sealed).unwrap();
-    assert_eq!(stage3.open(Purpose::RequestState, &binding, &wire, now).unwrap_err(), OpenError::UnknownKey);
+    assert_eq!(
+        stage3
+            .open(Purpose::RequestState, &binding, &wire, now)
+            .unwrap_err(),
+        OpenError::UnknownKey
+    );
 }
 
 proptest! {

@@ -30,7 +30,9 @@ pub struct Backend {
 
 impl Backend {
     pub fn new() -> Self {
-        Self { seen: Arc::new(Mutex::new(Vec::new())) }
+        Self {
+            seen: Arc::new(Mutex::new(Vec::new())),
+        }
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -72,7 +74,9 @@ impl Backend {
                 });
                 let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let mut response = Response::new(Full::new(Bytes::from(answer(&request))));
-                response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                response
+                    .headers_mut()
+                    .insert("content-type", "application/json".parse().unwrap());
                 if let Some(route) = route {
                     response.extensions_mut().insert(Route::new(route));
                 }
@@ -106,12 +110,16 @@ pub fn post(body: &str) -> Request<Full<Bytes>> {
         .header("content-length", body.len());
     if let Some(method) = value["method"].as_str() {
         builder = builder.header("mcp-method", method);
-        let name = value["params"]["name"].as_str().or(value["params"]["uri"].as_str());
+        let name = value["params"]["name"]
+            .as_str()
+            .or(value["params"]["uri"].as_str());
         if let Some(name) = name {
             builder = builder.header("mcp-name", name);
         }
     }
-    builder.body(Full::new(Bytes::copy_from_slice(body.as_bytes()))).unwrap()
+    builder
+        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
+        .unwrap()
 }
 
 /// A `tools/call` with the given id, name and optional requestState / inputResponses.
@@ -124,7 +132,8 @@ pub fn tool_call(id: u64, name: &str, state: Option<&str>) -> String {
     });
     if let Some(state) = state {
         params["requestState"] = Value::String(state.to_owned());
-        params["inputResponses"] = serde_json::json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        params["inputResponses"] =
+            serde_json::json!({"confirm": {"action": "accept", "content": {"ok": true}}});
     }
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
 }
@@ -132,7 +141,9 @@ pub fn tool_call(id: u64, name: &str, state: Option<&str>) -> String {
 /// An `input_required` answer to `request`, with `state` as the raw JSON of `requestState`
 /// (`None` leaves it out).
 pub fn input_required(request: &Value, state_json: Option<&str>) -> String {
-    let state = state_json.map(|s| format!(r#","requestState":{s}"#)).unwrap_or_default();
+    let state = state_json
+        .map(|s| format!(r#","requestState":{s}"#))
+        .unwrap_or_default();
     format!(
         r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"input_required","inputRequests":{{"confirm":{{"method":"elicitation/create","params":{{"message":"Sure?","requestedSchema":{{"type":"object","properties":{{}}}}}}}}}}{state}}}}}"#,
         request["id"]
@@ -165,7 +176,10 @@ impl Answer {
     /// The envelope handed to the client.
     pub fn envelope(&self) -> String {
         let v = self.json();
-        v["result"]["requestState"].as_str().unwrap_or_else(|| panic!("no requestState in {v}")).to_owned()
+        v["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no requestState in {v}"))
+            .to_owned()
     }
 
     pub fn error_code(&self) -> Option<i64> {
@@ -181,11 +195,24 @@ where
 {
     let response = svc.oneshot(req).await.expect("service error");
     let (parts, body) = response.into_parts();
-    let body = body.collect().await.map_err(|e: BoxError| e).expect("body error").to_bytes();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e: BoxError| e)
+        .expect("body error")
+        .to_bytes();
     if let Some(len) = parts.headers.get("content-length") {
-        assert_eq!(len.to_str().unwrap(), body.len().to_string(), "Content-Length must match the body");
+        assert_eq!(
+            len.to_str().unwrap(),
+            body.len().to_string(),
+            "Content-Length must match the body"
+        );
     }
-    Answer { status: parts.status, headers: parts.headers, body }
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
 }
 
 /// A clock the test moves by hand.
@@ -194,7 +221,9 @@ pub struct ManualClock(Mutex<SystemTime>);
 
 impl ManualClock {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self(Mutex::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))))
+        Arc::new(Self(Mutex::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        )))
     }
 
     pub fn advance(&self, by: Duration) {

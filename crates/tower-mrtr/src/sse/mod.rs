@@ -1,0 +1,245 @@
+//! Sealing inside `text/event-stream` answers, incrementally and byte for byte.
+//!
+//! A backend may answer `tools/call`, `prompts/get` or `resources/read` with a stream:
+//! progress and log notifications first, the JSON-RPC response last (the official Rust SDK does
+//! this by default). [`SseBody`] wraps such a stream. A hand-written [framer](framer) cuts it into
+//! events without decoding them; an event whose bytes cannot hold an `input_required` result
+//! (a cheap substring search) is forwarded as is, often as a zero-copy slice of the backend's
+//! chunk. Only candidate events are parsed, and only the one carrying the `input_required`
+//! response is rewritten: its `data:` lines become one line holding the sealed message, and its
+//! other lines (`id:`, `event:`, `retry:`, comments) stay where they were.
+//!
+//! Memory is bounded by one event (`max_sse_event`) plus the chunk in hand. An event over the
+//! limit, or one that cannot be sealed, ends the stream with a JSON-RPC error event for the
+//! request and drops the backend's body: the client never sees a raw backend state. Dropping the
+//! client's response drops the backend's body too, which MCP treats as cancellation.
+//!
+//! Streams are not re-chunked: what a backend chunk completes is forwarded at once (consecutive
+//! untouched events as one slice), so keep-alives and progress reach the client without delay.
+
+pub(crate) mod framer;
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use self::framer::{SseFramer, SseItem};
+use crate::BoxError;
+use crate::error::Rejection;
+use crate::jsonrpc::RESPONSE_NEEDLES;
+use crate::layer::Config;
+use crate::request::SealContext;
+use crate::response::{self, Unrelayable};
+use crate::route::Route;
+
+/// Whether a `Content-Type` is `text/event-stream` (parameters and case ignored).
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
+/// What a stream needs to seal its result: the request's context, or none for a batch (then any
+/// `input_required` fails closed).
+pub(crate) struct StreamSealer {
+    pub(crate) config: Arc<Config>,
+    pub(crate) ctx: Option<SealContext>,
+    pub(crate) route: Result<Route, Unrelayable>,
+}
+
+impl StreamSealer {
+    fn id(&self) -> Option<&str> {
+        self.ctx.as_ref().and_then(|c| c.id.as_deref())
+    }
+
+    /// The sealed form of one event's data, `None` if it needs no change.
+    fn seal(&self, data: &[u8]) -> Result<Option<Bytes>, Unrelayable> {
+        let data = Bytes::copy_from_slice(data);
+        let sealed = match &self.ctx {
+            Some(ctx) => response::seal_message(&self.config, ctx, &self.route, data.clone())?,
+            None => response::check_batch(data.clone())?,
+        };
+        if sealed == data {
+            return Ok(None);
+        }
+        // The data of a multi-line event was joined with LF; in valid JSON a raw line break can
+        // only be whitespace, so it becomes a space and the message fits on one `data:` line.
+        let one_line: Vec<u8> = sealed
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect();
+        Ok(Some(Bytes::from(one_line)))
+    }
+}
+
+pin_project! {
+    /// A `text/event-stream` body rewritten event by event; see the [module docs](self).
+    pub(crate) struct SseBody<B> {
+        // `None` once the backend's body is finished or dropped (fail closed).
+        #[pin]
+        inner: Option<B>,
+        framer: SseFramer,
+        sealer: StreamSealer,
+        out: VecDeque<Bytes>,
+        trailers: Option<HeaderMap>,
+        done: bool,
+    }
+}
+
+impl<B> SseBody<B> {
+    pub(crate) fn new(inner: B, sealer: StreamSealer) -> Self {
+        let needles = RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect();
+        let framer = SseFramer::new(sealer.config.max_sse_event, needles);
+        Self {
+            inner: Some(inner),
+            framer,
+            sealer,
+            out: VecDeque::new(),
+            trailers: None,
+            done: false,
+        }
+    }
+}
+
+/// Moves every ready item from the framer to the output, sealing candidates; with `at_end`, the
+/// framer's tail too. On failure the stream must end with the error event.
+fn drain(
+    framer: &mut SseFramer,
+    sealer: &StreamSealer,
+    out: &mut VecDeque<Bytes>,
+    at_end: bool,
+) -> Result<(), Unrelayable> {
+    let mut emit = |item: SseItem| -> Result<(), Unrelayable> {
+        let bytes = match item {
+            SseItem::Raw(bytes) => bytes,
+            SseItem::Candidate(event) => match event.data() {
+                None => event.into_raw(),
+                Some(data) => match sealer.seal(&data)? {
+                    None => event.into_raw(),
+                    Some(sealed) => {
+                        tracing::debug!("requestState sealed in an SSE event");
+                        event.with_data(&sealed).map_err(|_| Unrelayable::Unreadable)?
+                    }
+                },
+            },
+        };
+        if !bytes.is_empty() {
+            out.push_back(bytes);
+        }
+        Ok(())
+    };
+    while let Some(item) = framer.next_item() {
+        emit(item)?;
+    }
+    if at_end {
+        // `finish` queues the tail and hands out its first item; the rest follows as usual.
+        if let Some(item) = framer.finish() {
+            emit(item)?;
+        }
+        while let Some(item) = framer.next_item() {
+            emit(item)?;
+        }
+    }
+    Ok(())
+}
+
+/// The event that ends a stream that failed closed. The leading line break ends any line the
+/// client may be in the middle of; an extra blank line dispatches nothing.
+fn error_event(id: Option<&str>) -> Bytes {
+    let error = Rejection::Unrelayable {
+        id: id.map(str::to_owned),
+    }
+    .body();
+    let mut event = Vec::with_capacity(error.len() + 16);
+    event.extend_from_slice(b"\nevent: message\ndata: ");
+    event.extend_from_slice(&error);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+impl<B> Body for SseBody<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        loop {
+            if let Some(bytes) = this.out.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            if let Some(trailers) = this.trailers.take() {
+                return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            }
+            if *this.done {
+                return Poll::Ready(None);
+            }
+            let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+                *this.done = true;
+                continue;
+            };
+            let result = match ready!(inner.poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(mut data) => {
+                        let chunk = data.copy_to_bytes(data.remaining());
+                        match this.framer.push(chunk) {
+                            Ok(()) => drain(this.framer, this.sealer, this.out, false),
+                            Err(too_large) => {
+                                tracing::debug!(limit = too_large.limit, "SSE event over the limit");
+                                // Whatever came before the oversized event is still delivered.
+                                drain(this.framer, this.sealer, this.out, false)
+                                    .and(Err(Unrelayable::EventTooLarge))
+                            }
+                        }
+                    }
+                    Err(frame) => {
+                        // Trailers end the body: flush the framer first.
+                        *this.trailers = frame.into_trailers().ok();
+                        this.inner.set(None);
+                        drain(this.framer, this.sealer, this.out, true)
+                    }
+                },
+                Some(Err(err)) => {
+                    // A backend failure mid-stream is the client's failure too: it must not look
+                    // like a clean end of the stream.
+                    this.inner.set(None);
+                    *this.done = true;
+                    return Poll::Ready(Some(Err(err.into())));
+                }
+                None => {
+                    this.inner.set(None);
+                    drain(this.framer, this.sealer, this.out, true)
+                }
+            };
+            if let Err(reason) = result {
+                tracing::debug!(reason = reason.reason(), "SSE answer failed closed");
+                this.out.push_back(error_event(this.sealer.id()));
+                this.trailers.take();
+                this.inner.set(None);
+                *this.done = true;
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.out.is_empty() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
