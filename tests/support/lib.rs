@@ -25,7 +25,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An rmcp client handler that accepts every form elicitation, filling each property with a
 /// value of its type, and counts them.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Answerer {
     elicitations: Arc<AtomicUsize>,
 }
@@ -96,6 +96,7 @@ pub async fn call(client: &RunningService<RoleClient, Answerer>, name: &str, arg
 }
 
 /// Two demo backends (`alpha`, `beta`) behind one or more gateways.
+#[derive(Debug)]
 pub struct Stack {
     pub alpha: ServedBackend,
     pub beta: ServedBackend,
