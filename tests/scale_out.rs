@@ -14,23 +14,47 @@ async fn rounds_alternate_between_two_gateways_with_one_keyring() -> anyhow::Res
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Sse).await?;
     let keys = Keyring::generate("k1")?.to_config_string();
     // Each gateway parses the keyring itself, as separate replicas would.
-    let first = gateway(GatewayConfig::new(Stack::backends(&alpha, &beta)), Arc::new(keys.parse()?)).await?;
-    let second = gateway(GatewayConfig::new(Stack::backends(&alpha, &beta)), Arc::new(keys.parse()?)).await?;
-    let stack = Stack { alpha, beta, gateways: vec![first, second] };
+    let first = gateway(
+        GatewayConfig::new(Stack::backends(&alpha, &beta)),
+        Arc::new(keys.parse()?),
+    )
+    .await?;
+    let second = gateway(
+        GatewayConfig::new(Stack::backends(&alpha, &beta)),
+        Arc::new(keys.parse()?),
+    )
+    .await?;
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways: vec![first, second],
+    };
     let urls = [stack.gateways[0].url(), stack.gateways[1].url()];
     let urls = [urls[0].as_str(), urls[1].as_str()];
 
     for (name, arguments, backend) in [
         ("provision_cluster", json!({"name": "c1"}), "alpha"),
         ("migrate_database", json!({"database": "orders"}), "beta"),
-        ("beta__deploy", json!({"service": "api", "environment": "prod"}), "beta"),
+        (
+            "beta__deploy",
+            json!({"service": "api", "environment": "prod"}),
+            "beta",
+        ),
     ] {
         let (done, rounds) = drive(&urls, &Call::tool(name, arguments)).await?;
         assert!(rounds >= 2, "{name}: {rounds} rounds");
-        assert!(done.text().starts_with(&format!("[{backend}] ")), "{name}: {}", done.body);
+        assert!(
+            done.text().starts_with(&format!("[{backend}] ")),
+            "{name}: {}",
+            done.body
+        );
     }
     // A gateway with a different keyring cannot open them.
-    let foreign = gateway(GatewayConfig::new(Stack::backends(&stack.alpha, &stack.beta)), Arc::new(Keyring::generate("k1")?)).await?;
+    let foreign = gateway(
+        GatewayConfig::new(Stack::backends(&stack.alpha, &stack.beta)),
+        Arc::new(Keyring::generate("k1")?),
+    )
+    .await?;
     let call = Call::tool("provision_cluster", json!({"name": "c1"}));
     let round1 = send(urls[0], &call).await?;
     let refused = send(&foreign.url(), &call.retry(round1.answers(), &round1.state()?)).await?;
@@ -54,9 +78,19 @@ async fn key_rotation_with_rounds_in_flight() -> anyhow::Result<()> {
     ];
     let mut gateways = Vec::new();
     for ring in &rings {
-        gateways.push(gateway(GatewayConfig::new(Stack::backends(&alpha, &beta)), Arc::new(ring.parse()?)).await?);
+        gateways.push(
+            gateway(
+                GatewayConfig::new(Stack::backends(&alpha, &beta)),
+                Arc::new(ring.parse()?),
+            )
+            .await?,
+        );
     }
-    let stack = Stack { alpha, beta, gateways };
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways,
+    };
     let url = |i: usize| stack.gateways[i].url();
 
     // provision_cluster takes three input rounds: one request per configuration.
@@ -65,7 +99,11 @@ async fn key_rotation_with_rounds_in_flight() -> anyhow::Result<()> {
     let r2 = send(&url(1), &call.retry(r1.answers(), &r1.state()?)).await?; // opened with old, sealed with old
     let r3 = send(&url(2), &call.retry(r2.answers(), &r2.state()?)).await?; // opened with old, sealed with new
     let done = send(&url(3), &call.retry(r3.answers(), &r3.state()?)).await?; // opened with new
-    assert!(done.text().starts_with("[alpha] provision_cluster"), "{}", done.body);
+    assert!(
+        done.text().starts_with("[alpha] provision_cluster"),
+        "{}",
+        done.body
+    );
 
     // After retirement an envelope sealed with the old key no longer opens.
     let stale = send(&url(0), &call).await?;

@@ -10,8 +10,8 @@ use anyhow::{Context as _, bail};
 use mrtr_backends::{DemoBackend, DemoCatalog, ResponseMode, ServedBackend, StateSealer, serve};
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway, start_shared};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, JsonObject, ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, JsonObject, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -47,7 +47,8 @@ impl ClientHandler for Answerer {
         let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
-        let schema = serde_json::to_value(&requested_schema).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let schema = serde_json::to_value(&requested_schema)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(fill_form(&schema)))
     }
 
@@ -77,19 +78,33 @@ pub fn fill_form(schema: &Value) -> Value {
 
 /// An rmcp client on `url` using the 2026-07-28 `server/discover` lifecycle.
 pub async fn connect(url: &str, handler: Answerer) -> anyhow::Result<RunningService<RoleClient, Answerer>> {
-    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let transport =
+        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
     Ok(tokio::time::timeout(TIMEOUT, handler.serve_with_lifecycle(transport, lifecycle)).await??)
 }
 
 /// The text blocks of a tool result, joined.
 pub fn text(result: &CallToolResult) -> String {
-    result.content.iter().filter_map(|b| b.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+    result
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `tools/call` through rmcp's automatic MRTR loop; returns the text.
-pub async fn call(client: &RunningService<RoleClient, Answerer>, name: &str, arguments: Value) -> anyhow::Result<String> {
-    let Value::Object(arguments) = arguments else { bail!("arguments must be an object") };
+pub async fn call(
+    client: &RunningService<RoleClient, Answerer>,
+    name: &str,
+    arguments: Value,
+) -> anyhow::Result<String> {
+    let Value::Object(arguments) = arguments else {
+        bail!("arguments must be an object")
+    };
     let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments as JsonObject);
     let result = tokio::time::timeout(TIMEOUT, client.call_tool(params)).await??;
     Ok(text(&result))
@@ -105,7 +120,10 @@ pub struct Stack {
 
 impl Stack {
     /// `alpha` and `beta` in the given response modes, with independent state keys.
-    pub async fn start(alpha_mode: ResponseMode, beta_mode: ResponseMode) -> anyhow::Result<(ServedBackend, ServedBackend)> {
+    pub async fn start(
+        alpha_mode: ResponseMode,
+        beta_mode: ResponseMode,
+    ) -> anyhow::Result<(ServedBackend, ServedBackend)> {
         let alpha = serve(DemoBackend::alpha("alpha")?, alpha_mode).await?;
         let beta = serve(DemoBackend::beta("beta")?, beta_mode).await?;
         Ok((alpha, beta))
@@ -115,14 +133,25 @@ impl Stack {
     /// `requestState`: only the gateway can tell them apart.
     pub async fn start_shared_key() -> anyhow::Result<(ServedBackend, ServedBackend)> {
         let sealer = StateSealer::with_key("shared", vec![7u8; 32])?;
-        let alpha = serve(DemoBackend::with_sealer("alpha", DemoCatalog::Alpha, sealer.clone()), ResponseMode::Json).await?;
-        let beta = serve(DemoBackend::with_sealer("beta", DemoCatalog::Beta, sealer), ResponseMode::Json).await?;
+        let alpha = serve(
+            DemoBackend::with_sealer("alpha", DemoCatalog::Alpha, sealer.clone()),
+            ResponseMode::Json,
+        )
+        .await?;
+        let beta = serve(
+            DemoBackend::with_sealer("beta", DemoCatalog::Beta, sealer),
+            ResponseMode::Json,
+        )
+        .await?;
         Ok((alpha, beta))
     }
 
     /// The backends alpha and beta as gateway configuration.
     pub fn backends(alpha: &ServedBackend, beta: &ServedBackend) -> Vec<Backend> {
-        vec![Backend::new("alpha", &alpha.url()).unwrap(), Backend::new("beta", &beta.url()).unwrap()]
+        vec![
+            Backend::new("alpha", &alpha.url()).unwrap(),
+            Backend::new("beta", &beta.url()).unwrap(),
+        ]
     }
 
     /// Default stack: alpha and beta (modes given) behind one gateway.
@@ -130,7 +159,11 @@ impl Stack {
         let (alpha, beta) = Self::start(alpha_mode, beta_mode).await?;
         let config = GatewayConfig::new(Self::backends(&alpha, &beta));
         let gateway = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
-        Ok(Self { alpha, beta, gateways: vec![gateway] })
+        Ok(Self {
+            alpha,
+            beta,
+            gateways: vec![gateway],
+        })
     }
 
     pub fn url(&self) -> String {
@@ -168,7 +201,11 @@ pub struct Call {
 impl Call {
     /// `method` with `params` (the `_meta` is added).
     pub fn new(method: &str, params: Value) -> Self {
-        Self { method: method.to_owned(), params, headers: Vec::new() }
+        Self {
+            method: method.to_owned(),
+            params,
+            headers: Vec::new(),
+        }
     }
 
     /// `tools/call` of `name` with `arguments`.
@@ -205,7 +242,10 @@ impl Reply {
         if result["resultType"] != "input_required" {
             bail!("not input_required: {}", self.body);
         }
-        Ok(result["requestState"].as_str().context("no requestState")?.to_owned())
+        Ok(result["requestState"]
+            .as_str()
+            .context("no requestState")?
+            .to_owned())
     }
 
     /// Answers to every input request: accepted elicitations with filled-in forms.
@@ -227,7 +267,10 @@ impl Reply {
 
     /// The first text content block of a complete tool result.
     pub fn text(&self) -> String {
-        self.body["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+        self.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 }
 
@@ -257,20 +300,26 @@ pub async fn send(url: &str, call: &Call) -> anyhow::Result<Reply> {
     }
     let response = tokio::time::timeout(TIMEOUT, request.json(&body).send()).await??;
     let status = response.status().as_u16();
-    let sse = response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"));
+    let sse = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
     let text = tokio::time::timeout(TIMEOUT, response.text()).await??;
     let message = if sse {
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
             .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .filter(|m| m.get("result").is_some() || m.get("error").is_some())
-            .last()
+            .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
             .with_context(|| format!("no response event in {text:?}"))?
     } else {
         serde_json::from_str(&text).with_context(|| format!("not JSON (HTTP {status}): {text:?}"))?
     };
-    Ok(Reply { status, body: message })
+    Ok(Reply {
+        status,
+        body: message,
+    })
 }
 
 /// Drives `call` to completion through `urls` (round i goes to `urls[i % len]`), answering every

@@ -39,9 +39,8 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
         GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
         ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
-        PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
-        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role,
-        ServerCapabilities, ServerConfig, Tool,
+        PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -125,9 +124,7 @@ impl DemoTool {
         match self {
             DemoTool::WhoAmI => "Returns the identity of this backend (no input rounds).",
             DemoTool::DeleteBranch => "Deletes a branch after one confirmation round.",
-            DemoTool::Deploy => {
-                "Deploys a service after two rounds: confirmation, then a change ticket."
-            }
+            DemoTool::Deploy => "Deploys a service after two rounds: confirmation, then a change ticket.",
             DemoTool::ProvisionCluster => {
                 "Provisions a cluster after three rounds: region, node count, approval."
             }
@@ -190,11 +187,7 @@ impl DemoBackend {
 
     /// Creates a backend with an explicit sealer (e.g. a fixed key shared by
     /// several replicas of the same backend).
-    pub fn with_sealer(
-        identity: impl Into<Arc<str>>,
-        catalog: DemoCatalog,
-        sealer: StateSealer,
-    ) -> Self {
+    pub fn with_sealer(identity: impl Into<Arc<str>>, catalog: DemoCatalog, sealer: StateSealer) -> Self {
         Self {
             identity: identity.into(),
             catalog,
@@ -245,10 +238,7 @@ impl DemoBackend {
         Ok(Ask::elicit(
             key,
             self.tag(message),
-            schema(|b| {
-                b.required_bool("confirm")
-                    .description("Confirm the operation")
-            })?,
+            schema(|b| b.required_bool("confirm").description("Confirm the operation"))?,
         ))
     }
 
@@ -276,11 +266,7 @@ impl DemoBackend {
         let ask = match (tool, step) {
             (DemoTool::DeleteBranch, 0) => self.confirm(
                 "confirm_delete",
-                format!(
-                    "Delete branch {} in {}?",
-                    args.get("branch"),
-                    args.get("repo")
-                ),
+                format!("Delete branch {} in {}?", args.get("branch"), args.get("repo")),
             )?,
             (DemoTool::ArchiveRepo, 0) => self.confirm(
                 "confirm_archive",
@@ -288,11 +274,7 @@ impl DemoBackend {
             )?,
             (DemoTool::Deploy, 0) => self.confirm(
                 "confirm_deploy",
-                format!(
-                    "Deploy {} to {}?",
-                    args.get("service"),
-                    args.get("environment")
-                ),
+                format!("Deploy {} to {}?", args.get("service"), args.get("environment")),
             )?,
             (DemoTool::Deploy, 1) => self.ask_text(
                 "change_ticket",
@@ -313,10 +295,9 @@ impl DemoBackend {
                 )),
                 schema(|b| b.required_integer("nodes", 1, 100))?,
             ),
-            (DemoTool::ProvisionCluster, 2) => self.confirm(
-                "approve",
-                format!("Approve provisioning {}?", args.get("name")),
-            )?,
+            (DemoTool::ProvisionCluster, 2) => {
+                self.confirm("approve", format!("Approve provisioning {}?", args.get("name")))?
+            }
             (DemoTool::MigrateDatabase, 0) => self.ask_text(
                 "target_version",
                 "version",
@@ -352,9 +333,8 @@ impl DemoBackend {
                 })
                 .unwrap_or_else(|| "?".to_owned())
         };
-        let confirmed = |key: &str| {
-            answer::field(answers.get(key), "confirm").and_then(Value::as_bool) == Some(true)
-        };
+        let confirmed =
+            |key: &str| answer::field(answers.get(key), "confirm").and_then(Value::as_bool) == Some(true);
         let text = match tool {
             DemoTool::WhoAmI => format!("whoami: backend {}", self.identity),
             DemoTool::DeleteBranch if confirmed("confirm_delete") => format!(
@@ -552,12 +532,10 @@ impl ServerHandler for DemoBackend {
             Outcome::Complete(answers) => {
                 let audience = answer::text_field(answers.get("audience"), "audience");
                 let text = match audience {
-                    Some(audience) if answer::accepted(answers.get("audience")) => {
-                        self.tag(format!(
-                            "Write release notes for version {} aimed at {audience}.",
-                            args.get("version")
-                        ))
-                    }
+                    Some(audience) if answer::accepted(answers.get("audience")) => self.tag(format!(
+                        "Write release notes for version {} aimed at {audience}.",
+                        args.get("version")
+                    )),
                     _ => self.tag(format!(
                         "Write release notes for version {} for a general audience.",
                         args.get("version")
@@ -579,9 +557,7 @@ impl ServerHandler for DemoBackend {
     ) -> Result<ListResourcesResult, ErrorData> {
         Ok(ListResourcesResult::with_all_items(vec![
             Resource::new(self.resource_uri(), "audit-log")
-                .with_description(
-                    "Audit log; reading it requires a justification (one input round).",
-                )
+                .with_description("Audit log; reading it requires a justification (one input round).")
                 .with_mime_type("text/plain"),
         ]))
     }

@@ -44,9 +44,9 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-        ElicitationCapability, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-        Implementation, JsonObject, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
-        Prompt, PromptMessage, ProtocolVersion, Role, ServerCapabilities, ServerConfig, Tool,
+        ElicitationCapability, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+        JsonObject, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+        ProtocolVersion, Role, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -105,9 +105,7 @@ impl FixtureTool {
             FixtureTool::ListRoots => "MRTR: one roots/list round (client_roots).",
             FixtureTool::RequestState => "MRTR: elicitation plus integrity-protected requestState.",
             FixtureTool::MultipleInputs => "MRTR: elicitation, sampling and roots in one round.",
-            FixtureTool::MultiRound => {
-                "MRTR: two elicitation rounds, each with a new requestState."
-            }
+            FixtureTool::MultiRound => "MRTR: two elicitation rounds, each with a new requestState.",
             FixtureTool::TamperedState => "MRTR: rejects a tampered requestState with -32602.",
             FixtureTool::Capabilities => "MRTR: only asks for inputs the client declared.",
         }
@@ -134,11 +132,7 @@ impl FixtureTool {
 }
 
 fn ask_name(key: &str, message: &str) -> Result<Ask, ErrorData> {
-    Ok(Ask::elicit(
-        key,
-        message,
-        schema(|b| b.required_string("name"))?,
-    ))
+    Ok(Ask::elicit(key, message, schema(|b| b.required_string("name"))?))
 }
 
 fn ask_ok(key: &str) -> Result<Ask, ErrorData> {
@@ -177,10 +171,7 @@ impl ConformanceFixture {
 
     /// Names of the listed tools, in listing order.
     pub fn tool_names() -> Vec<&'static str> {
-        FixtureTool::ALL
-            .into_iter()
-            .map(FixtureTool::name)
-            .collect()
+        FixtureTool::ALL.into_iter().map(FixtureTool::name).collect()
     }
 
     fn round(
@@ -345,10 +336,9 @@ impl ServerHandler for ConformanceFixture {
             Self::round(tool, &caps, step, answers)
         })? {
             Outcome::InputRequired(result) => Ok(result.into()),
-            Outcome::Complete(answers) => Ok(CallToolResult::success(vec![ContentBlock::text(
-                Self::result(tool, &answers),
-            )])
-            .into()),
+            Outcome::Complete(answers) => {
+                Ok(CallToolResult::success(vec![ContentBlock::text(Self::result(tool, &answers))]).into())
+            }
         }
     }
 
@@ -396,8 +386,7 @@ impl ServerHandler for ConformanceFixture {
         match outcome {
             Outcome::InputRequired(result) => Ok(result.into()),
             Outcome::Complete(answers) => {
-                let context =
-                    answer::text_field(answers.get("user_context"), "context").unwrap_or("(none)");
+                let context = answer::text_field(answers.get("user_context"), "context").unwrap_or("(none)");
                 Ok(GetPromptResult::new(vec![PromptMessage::new_text(
                     Role::User,
                     format!("Answer using this context: {context}"),

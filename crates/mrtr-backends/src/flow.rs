@@ -31,8 +31,8 @@ use rmcp::{
     model::{
         ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest,
         ElicitRequestParams, ElicitationCapability, ElicitationSchema, InputRequest, InputRequests,
-        InputRequiredResult, InputResponses, ListRootsRequest, RootsCapabilities,
-        SamplingCapability, SamplingMessage,
+        InputRequiredResult, InputResponses, ListRootsRequest, RootsCapabilities, SamplingCapability,
+        SamplingMessage,
     },
 };
 use serde_json::Value;
@@ -69,19 +69,13 @@ impl Ask {
     }
 
     /// A `sampling/createMessage` request with one user text message.
-    pub(crate) fn sample(
-        key: impl Into<String>,
-        prompt: impl Into<String>,
-        max_tokens: u32,
-    ) -> Self {
+    pub(crate) fn sample(key: impl Into<String>, prompt: impl Into<String>, max_tokens: u32) -> Self {
         Self {
             key: key.into(),
-            request: InputRequest::CreateMessage(CreateMessageRequest::new(
-                CreateMessageRequestParams::new(
-                    vec![SamplingMessage::user_text(prompt)],
-                    max_tokens,
-                ),
-            )),
+            request: InputRequest::CreateMessage(CreateMessageRequest::new(CreateMessageRequestParams::new(
+                vec![SamplingMessage::user_text(prompt)],
+                max_tokens,
+            ))),
         }
     }
 
@@ -262,9 +256,7 @@ pub(crate) fn schema(
 ) -> Result<ElicitationSchema, ErrorData> {
     build(ElicitationSchema::builder())
         .build()
-        .map_err(|error| {
-            ErrorData::internal_error(format!("invalid elicitation schema: {error}"), None)
-        })
+        .map_err(|error| ErrorData::internal_error(format!("invalid elicitation schema: {error}"), None))
 }
 
 /// Helpers to read collected answers.
@@ -374,9 +366,7 @@ mod tests {
             .collect();
         assert_eq!(keys, ["b"]);
 
-        let second = responses(
-            json!({"b": {"role": "assistant", "content": {"type": "text", "text": "x"}}}),
-        );
+        let second = responses(json!({"b": {"role": "assistant", "content": {"type": "text", "text": "x"}}}));
         let Outcome::InputRequired(r2) = drive(
             &sealer,
             &binding,

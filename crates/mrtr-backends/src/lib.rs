@@ -34,9 +34,7 @@ mod state;
 
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
-pub use serve::{
-    MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with,
-};
+pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
 
 /// Errors constructing a backend.

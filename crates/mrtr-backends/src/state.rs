@@ -83,10 +83,7 @@ impl StateSealer {
     ///
     /// Use this when several replicas of a backend must open each other's
     /// states.
-    pub fn with_key(
-        scope: impl Into<Arc<str>>,
-        key: impl Into<Vec<u8>>,
-    ) -> Result<Self, RequestStateError> {
+    pub fn with_key(scope: impl Into<Arc<str>>, key: impl Into<Vec<u8>>) -> Result<Self, RequestStateError> {
         Ok(Self {
             codec: Arc::new(RequestStateCodec::try_new(key)?),
             scope: scope.into(),
@@ -109,21 +106,15 @@ impl StateSealer {
     ///
     /// `target` is the tool or prompt name, or the resource URI. Missing
     /// arguments and `{}` bind identically.
-    pub(crate) fn binding(
-        &self,
-        method: &str,
-        target: &str,
-        arguments: Option<&JsonObject>,
-    ) -> Vec<u8> {
+    pub(crate) fn binding(&self, method: &str, target: &str, arguments: Option<&JsonObject>) -> Vec<u8> {
         let mut canonical = String::new();
         match arguments {
             Some(arguments) => write_canonical_object(arguments, &mut canonical),
             None => canonical.push_str("{}"),
         }
         let digest = Sha256::digest(canonical.as_bytes());
-        let mut binding = Vec::with_capacity(
-            BINDING_DOMAIN.len() + self.scope.len() + method.len() + target.len() + 36,
-        );
+        let mut binding =
+            Vec::with_capacity(BINDING_DOMAIN.len() + self.scope.len() + method.len() + target.len() + 36);
         for part in [BINDING_DOMAIN, &self.scope, method, target] {
             // Length prefixes keep the concatenation unambiguous.
             binding.extend_from_slice(&(part.len() as u64).to_be_bytes());
@@ -136,13 +127,8 @@ impl StateSealer {
     /// Seals `state` for the request identified by `binding`.
     pub(crate) fn seal(&self, state: &FlowState, binding: &[u8]) -> Result<String, ErrorData> {
         self.codec
-            .seal_json_with(
-                state,
-                &SealOptions::new().associated_data(binding).ttl(self.ttl),
-            )
-            .map_err(|error| {
-                ErrorData::internal_error(format!("failed to seal requestState: {error}"), None)
-            })
+            .seal_json_with(state, &SealOptions::new().associated_data(binding).ttl(self.ttl))
+            .map_err(|error| ErrorData::internal_error(format!("failed to seal requestState: {error}"), None))
     }
 
     /// Opens a `requestState` echoed by the client.
@@ -239,10 +225,7 @@ mod tests {
         let a = args(serde_json::json!({"x": 1, "y": [1, {"b": 2, "a": 1}]}));
         let reordered = args(serde_json::json!({"y": [1, {"a": 1, "b": 2}], "x": 1}));
         let base = alpha.binding("tools/call", "deploy", Some(&a));
-        assert_eq!(
-            base,
-            alpha.binding("tools/call", "deploy", Some(&reordered))
-        );
+        assert_eq!(base, alpha.binding("tools/call", "deploy", Some(&reordered)));
         assert_ne!(base, beta.binding("tools/call", "deploy", Some(&a)));
         assert_ne!(base, alpha.binding("prompts/get", "deploy", Some(&a)));
         assert_ne!(base, alpha.binding("tools/call", "provision", Some(&a)));
@@ -261,14 +244,7 @@ mod tests {
     fn garbage_is_rejected_without_panicking() {
         let sealer = sealer("alpha");
         let binding = sealer.binding("tools/call", "x", None);
-        for garbage in [
-            "",
-            ".",
-            "rs1..",
-            "rs1.%%%.%%%",
-            "rs2.a.b.c",
-            &"A".repeat(10_000),
-        ] {
+        for garbage in ["", ".", "rs1..", "rs1.%%%.%%%", "rs2.a.b.c", &"A".repeat(10_000)] {
             assert!(sealer.open(garbage, &binding).is_err(), "{garbage:?}");
         }
     }

@@ -16,11 +16,7 @@ use rmcp::{
     },
 };
 
-async fn mock(
-    status: u16,
-    content_type: &'static str,
-    body: &'static str,
-) -> anyhow::Result<String> {
+async fn mock(status: u16, content_type: &'static str, body: &'static str) -> anyhow::Result<String> {
     let app = Router::new().route(
         "/mcp",
         post(move || async move {
@@ -55,8 +51,7 @@ async fn post_to(
         .await)
 }
 
-const JSONRPC_ERROR: &str =
-    r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad state"}}"#;
+const JSONRPC_ERROR: &str = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad state"}}"#;
 
 #[tokio::test]
 async fn json_rpc_error_bodies_survive_error_statuses() -> anyhow::Result<()> {

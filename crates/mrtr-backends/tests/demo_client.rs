@@ -15,14 +15,12 @@ use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, serve};
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceError,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-        ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, GetPromptRequestParams,
-        Implementation, JsonObject, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+        ElicitResult, ElicitationAction, ErrorCode, GetPromptRequestParams, Implementation, JsonObject,
+        ProtocolVersion, ReadResourceRequestParams, ResourceContents,
     },
     service::{RequestContext, RunningService},
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
+    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
 };
 use serde_json::{Value, json};
 
@@ -58,10 +56,7 @@ impl ClientHandler for Answerer {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         self.elicitations.fetch_add(1, Ordering::SeqCst);
-        let ElicitRequestParams::FormElicitationParams {
-            requested_schema, ..
-        } = request
-        else {
+        let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         if self.action != ElicitationAction::Accept {
@@ -88,20 +83,13 @@ impl ClientHandler for Answerer {
         if self.declare_elicitation {
             capabilities = ClientCapabilities::builder().enable_elicitation().build();
         }
-        ClientConfig::new(
-            capabilities,
-            Implementation::new("demo-test-client", "0.1.0"),
-        )
+        ClientConfig::new(capabilities, Implementation::new("demo-test-client", "0.1.0"))
     }
 }
 
-async fn connect(
-    url: &str,
-    handler: Answerer,
-) -> anyhow::Result<RunningService<RoleClient, Answerer>> {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
+async fn connect(url: &str, handler: Answerer) -> anyhow::Result<RunningService<RoleClient, Answerer>> {
+    let transport =
+        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
     let client = tokio::time::timeout(
         TIMEOUT,
         handler.serve_with_lifecycle(
@@ -152,10 +140,7 @@ async fn exercise_demo(mode: ResponseMode) -> anyhow::Result<()> {
         .into_iter()
         .map(|t| t.name.to_string())
         .collect();
-    assert_eq!(
-        tools,
-        ["whoami", "delete_branch", "deploy", "provision_cluster"]
-    );
+    assert_eq!(tools, ["whoami", "delete_branch", "deploy", "provision_cluster"]);
 
     let cases = [
         ("whoami", json!({}), 0, "[alpha] whoami: backend alpha"),
@@ -187,8 +172,7 @@ async fn exercise_demo(mode: ResponseMode) -> anyhow::Result<()> {
     let prompt = tokio::time::timeout(
         TIMEOUT,
         client.get_prompt(
-            GetPromptRequestParams::new("release_notes")
-                .with_arguments(args(json!({"version": "1.2.0"}))),
+            GetPromptRequestParams::new("release_notes").with_arguments(args(json!({"version": "1.2.0"}))),
         ),
     )
     .await??;
@@ -201,11 +185,8 @@ async fn exercise_demo(mode: ResponseMode) -> anyhow::Result<()> {
     );
 
     let uri = "demo://alpha/audit-log";
-    let resource = tokio::time::timeout(
-        TIMEOUT,
-        client.read_resource(ReadResourceRequestParams::new(uri)),
-    )
-    .await??;
+    let resource =
+        tokio::time::timeout(TIMEOUT, client.read_resource(ReadResourceRequestParams::new(uri))).await??;
     assert_eq!(answerer.take_count(), 1, "{mode:?} resource rounds");
     let [
         ResourceContents::TextResourceContents {
@@ -320,9 +301,7 @@ async fn raw_http_modes_and_tampering() -> anyhow::Result<()> {
                 .header("MCP-Protocol-Version", "2026-07-28")
                 .header("Mcp-Method", "tools/call")
                 .header("Mcp-Name", "test_input_required_result_tampered_state")
-                .json(
-                    &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
-                )
+                .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
                 .send()
         };
         let first = tokio::time::timeout(
@@ -351,9 +330,7 @@ async fn raw_http_modes_and_tampering() -> anyhow::Result<()> {
                 .ok_or_else(|| anyhow::anyhow!("no data event in {body:?}"))?,
         };
         assert_eq!(message["result"]["resultType"], "input_required");
-        let state = message["result"]["requestState"]
-            .as_str()
-            .unwrap_or_default();
+        let state = message["result"]["requestState"].as_str().unwrap_or_default();
         assert!(!state.is_empty());
 
         let tampered = tokio::time::timeout(

@@ -42,7 +42,9 @@ impl Backend {
     pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
         let valid_name = !name.is_empty()
             && name.len() <= 64
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             && !name.contains(crate::catalog::SEPARATOR);
         if !valid_name {
             return Err(BackendSpecError(format!(
@@ -63,7 +65,11 @@ impl Backend {
             .ok_or_else(|| BackendSpecError(format!("backend {name:?}: the URL has no host")))?;
         let host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| BackendSpecError(format!("backend {name:?}: {e}")))?;
-        Ok(Self { route: Route::new(name), url, host })
+        Ok(Self {
+            route: Route::new(name),
+            url,
+            host,
+        })
     }
 
     /// The backend's name.

@@ -111,7 +111,9 @@ impl Names {
 
     /// The exposed name of backend `backend`'s `original`.
     pub fn exposed(&self, backend: usize, original: &str) -> Option<&str> {
-        self.by_origin.get(&(backend, original.to_owned())).map(String::as_str)
+        self.by_origin
+            .get(&(backend, original.to_owned()))
+            .map(String::as_str)
     }
 }
 
@@ -130,14 +132,22 @@ pub fn expose(backends: &[&str], offered: &[Option<Vec<String>>]) -> Names {
         .iter()
         .enumerate()
         .filter_map(|(b, names)| names.as_ref().map(|n| (b, n)))
-        .flat_map(|(b, names)| names.iter().filter(|n| count[n.as_str()] > 1).map(move |n| (b, n)))
+        .flat_map(|(b, names)| {
+            names
+                .iter()
+                .filter(|n| count[n.as_str()] > 1)
+                .map(move |n| (b, n))
+        })
         .map(|(b, n)| prefixed(b, n))
         .collect();
     let mut names = Names::default();
     for (b, offered) in offered.iter().enumerate() {
         for name in offered.iter().flatten() {
-            let exposed =
-                if count[name.as_str()] > 1 || taken_by_prefix.contains(name) { prefixed(b, name) } else { name.clone() };
+            let exposed = if count[name.as_str()] > 1 || taken_by_prefix.contains(name) {
+                prefixed(b, name)
+            } else {
+                name.clone()
+            };
             if names.by_exposed.contains_key(&exposed) {
                 // Only possible with contrived names (`a__b__c` style); the first backend keeps it.
                 tracing::warn!(name = %exposed, backend = backends[b], "exposed name collides; hidden");
@@ -164,7 +174,9 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
     }
     literals.push(rest);
     let (first, others) = literals.split_first().expect("at least one literal");
-    let Some(mut remaining) = uri.strip_prefix(first) else { return false };
+    let Some(mut remaining) = uri.strip_prefix(first) else {
+        return false;
+    };
     let last = others.len();
     for (i, literal) in others.iter().enumerate() {
         if i + 1 == last {
@@ -198,7 +210,11 @@ pub(crate) struct Catalog {
 impl Catalog {
     pub(crate) fn new(backend_names: Vec<String>, ttl: Duration) -> Self {
         let empty = || {
-            Mutex::new(KindState { refreshed: None, offered: vec![None; backend_names.len()], names: Names::default() })
+            Mutex::new(KindState {
+                refreshed: None,
+                offered: vec![None; backend_names.len()],
+                names: Names::default(),
+            })
         };
         Self {
             ttl,
@@ -209,7 +225,9 @@ impl Catalog {
     }
 
     fn state(&self, kind: Kind) -> std::sync::MutexGuard<'_, KindState> {
-        self.kinds[kind.index()].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.kinds[kind.index()]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records what each backend listed (`None`: it did not answer; its previous names are kept)
@@ -243,16 +261,20 @@ impl Catalog {
 
     /// Backend index and original name behind an exposed tool or prompt name.
     pub(crate) fn resolve_name(&self, kind: Kind, exposed: &str) -> Option<(usize, String)> {
-        self.state(kind).names.resolve(exposed).map(|(b, n)| (b, n.to_owned()))
+        self.state(kind)
+            .names
+            .resolve(exposed)
+            .map(|(b, n)| (b, n.to_owned()))
     }
 
     /// The backend that owns a resource URI: a listed resource, else a matching template.
     pub(crate) fn resolve_uri(&self, uri: &str) -> Option<usize> {
         let owner = |kind: Kind, matches: &dyn Fn(&str) -> bool| {
-            self.state(kind)
-                .offered
-                .iter()
-                .position(|listed| listed.as_ref().is_some_and(|l| l.iter().any(|item| matches(item))))
+            self.state(kind).offered.iter().position(|listed| {
+                listed
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|item| matches(item)))
+            })
         };
         owner(Kind::Resources, &|listed| listed == uri)
             .or_else(|| owner(Kind::Templates, &|template| template_matches(template, uri)))
@@ -268,19 +290,29 @@ pub(crate) struct Listing {
 }
 
 /// One page of a list result: its items appended to `listing`; returns `nextCursor`.
-pub(crate) fn read_page(kind: Kind, result: &RawValue, listing: &mut Listing) -> Result<Option<Box<RawValue>>, ()> {
+pub(crate) fn read_page(
+    kind: Kind,
+    result: &RawValue,
+    listing: &mut Listing,
+) -> Result<Option<Box<RawValue>>, ()> {
     let result: RawObject = serde_json::from_str(result.get()).map_err(drop)?;
     let items = result.get(kind.items_member()).ok_or(())?;
     let items: Vec<Box<RawValue>> = serde_json::from_str(items.get()).map_err(drop)?;
     listing.items.extend(items);
     read_cache_hints(&result, &mut listing.ttl_ms, &mut listing.private);
-    let cursor = result.get("nextCursor").filter(|c| c.get() != "null").map(ToOwned::to_owned);
+    let cursor = result
+        .get("nextCursor")
+        .filter(|c| c.get() != "null")
+        .map(ToOwned::to_owned);
     Ok(cursor)
 }
 
 fn read_cache_hints(result: &RawObject, ttl_ms: &mut Option<u64>, private: &mut bool) {
     // Missing hints are read conservatively: not cacheable, not shareable.
-    let ttl = result.get("ttlMs").and_then(|t| serde_json::from_str::<u64>(t.get()).ok()).unwrap_or(0);
+    let ttl = result
+        .get("ttlMs")
+        .and_then(|t| serde_json::from_str::<u64>(t.get()).ok())
+        .unwrap_or(0);
     *ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
     *private |= result.get("cacheScope").is_none_or(|s| s.get() != r#""public""#);
 }
@@ -298,29 +330,41 @@ pub(crate) fn item_keys(kind: Kind, items: &[Box<RawValue>]) -> Vec<String> {
 
 /// Merges the listings of the backends that answered (`(backend index, listing)`, in
 /// configuration order) into one list result, applying `names`.
-pub(crate) fn merge_listings(kind: Kind, names: &Names, listings: &[(usize, Listing)], server_info: &Value) -> Value {
+pub(crate) fn merge_listings(
+    kind: Kind,
+    names: &Names,
+    listings: &[(usize, Listing)],
+    server_info: &Value,
+) -> Value {
     let mut items: Vec<Box<RawValue>> = Vec::new();
     let mut seen_uris: HashSet<String> = HashSet::new();
     let mut ttl_ms: Option<u64> = None;
     let mut private = false;
     for (backend, listing) in listings {
-        ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| t.min(listing.ttl_ms.unwrap_or(0))));
+        ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| {
+            t.min(listing.ttl_ms.unwrap_or(0))
+        }));
         private |= listing.private;
         for item in &listing.items {
-            let Ok(mut object) = serde_json::from_str::<RawObject>(item.get()) else { continue };
-            let Some(key) = object.get(kind.key_member()).and_then(|k| serde_json::from_str::<String>(k.get()).ok())
+            let Ok(mut object) = serde_json::from_str::<RawObject>(item.get()) else {
+                continue;
+            };
+            let Some(key) = object
+                .get(kind.key_member())
+                .and_then(|k| serde_json::from_str::<String>(k.get()).ok())
             else {
                 continue;
             };
             match kind {
                 Kind::Tools | Kind::Prompts => {
-                    let Some(exposed) = names.exposed(*backend, &key) else { continue };
-                    if exposed != key {
-                        if let Some((_, slot)) = object.0.iter_mut().find(|(k, _)| k == "name") {
-                            if let Ok(raw) = serde_json::value::to_raw_value(exposed) {
-                                *slot = raw;
-                            }
-                        }
+                    let Some(exposed) = names.exposed(*backend, &key) else {
+                        continue;
+                    };
+                    if exposed != key
+                        && let Some((_, slot)) = object.0.iter_mut().find(|(k, _)| k == "name")
+                        && let Ok(raw) = serde_json::value::to_raw_value(exposed)
+                    {
+                        *slot = raw;
                     }
                     if let Ok(raw) = serde_json::value::to_raw_value(&object) {
                         items.push(raw);
@@ -335,7 +379,10 @@ pub(crate) fn merge_listings(kind: Kind, names: &Names, listings: &[(usize, List
         }
     }
     let mut result = Map::new();
-    result.insert(kind.items_member().to_owned(), serde_json::to_value(items).unwrap_or(Value::Array(vec![])));
+    result.insert(
+        kind.items_member().to_owned(),
+        serde_json::to_value(items).unwrap_or(Value::Array(vec![])),
+    );
     finish_result(&mut result, ttl_ms.unwrap_or(0), private, server_info);
     Value::Object(result)
 }
@@ -343,8 +390,14 @@ pub(crate) fn merge_listings(kind: Kind, names: &Names, listings: &[(usize, List
 fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, server_info: &Value) {
     result.insert("resultType".to_owned(), json!("complete"));
     result.insert("ttlMs".to_owned(), json!(ttl_ms));
-    result.insert("cacheScope".to_owned(), json!(if private { "private" } else { "public" }));
-    result.insert("_meta".to_owned(), json!({ "io.modelcontextprotocol/serverInfo": server_info }));
+    result.insert(
+        "cacheScope".to_owned(),
+        json!(if private { "private" } else { "public" }),
+    );
+    result.insert(
+        "_meta".to_owned(),
+        json!({ "io.modelcontextprotocol/serverInfo": server_info }),
+    );
 }
 
 /// Merges `server/discover` results (`(backend name, result)`, in configuration order):
@@ -361,8 +414,12 @@ pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], s
     let mut ttl_ms: Option<u64> = None;
     let mut private = false;
     for (backend, result) in results {
-        let supported: Vec<&str> =
-            result["supportedVersions"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let supported: Vec<&str> = result["supportedVersions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         versions.retain(|v| supported.contains(v));
         let caps = &result["capabilities"];
         for key in ["tools", "prompts", "resources", "completions"] {
@@ -419,7 +476,10 @@ mod tests {
 
     #[test]
     fn a_unique_name_equal_to_a_prefixed_one_is_prefixed_too() {
-        let n = expose(&["a", "b", "c"], &[names(&["x"]), names(&["x"]), names(&["a__x"])]);
+        let n = expose(
+            &["a", "b", "c"],
+            &[names(&["x"]), names(&["x"]), names(&["a__x"])],
+        );
         assert_eq!(n.resolve("a__x"), Some((0, "x")));
         assert_eq!(n.resolve("c__a__x"), Some((2, "a__x")));
     }
@@ -432,9 +492,15 @@ mod tests {
 
     #[test]
     fn templates_match_uris() {
-        assert!(template_matches("demo://{id}/audit-log", "demo://alpha/audit-log"));
+        assert!(template_matches(
+            "demo://{id}/audit-log",
+            "demo://alpha/audit-log"
+        ));
         assert!(!template_matches("demo://{id}/audit-log", "demo:///audit-log"));
-        assert!(!template_matches("demo://{id}/audit-log", "other://alpha/audit-log"));
+        assert!(!template_matches(
+            "demo://{id}/audit-log",
+            "other://alpha/audit-log"
+        ));
         assert!(template_matches("file:///{path}", "file:///a/b.txt"));
         assert!(template_matches("x://{a}-{b}", "x://1-2"));
         assert!(!template_matches("x://{a}-{b}", "x://1-"));
@@ -446,10 +512,31 @@ mod tests {
     fn list_merge_renames_and_merges_cache_hints() {
         let n = expose(&["a", "b"], &[names(&["t", "u"]), names(&["t"])]);
         let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
-        let a = Listing { items: vec![raw(r#"{"name":"t","inputSchema":{"z":1,"a":2}}"#), raw(r#"{"name":"u"}"#)], ttl_ms: Some(500), private: false };
-        let b = Listing { items: vec![raw(r#"{"name":"t"}"#)], ttl_ms: Some(100), private: true };
-        let merged = merge_listings(Kind::Tools, &n, &[(0, a), (1, b)], &json!({"name":"gw","version":"1"}));
-        let names: Vec<&str> = merged["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        let a = Listing {
+            items: vec![
+                raw(r#"{"name":"t","inputSchema":{"z":1,"a":2}}"#),
+                raw(r#"{"name":"u"}"#),
+            ],
+            ttl_ms: Some(500),
+            private: false,
+        };
+        let b = Listing {
+            items: vec![raw(r#"{"name":"t"}"#)],
+            ttl_ms: Some(100),
+            private: true,
+        };
+        let merged = merge_listings(
+            Kind::Tools,
+            &n,
+            &[(0, a), (1, b)],
+            &json!({"name":"gw","version":"1"}),
+        );
+        let names: Vec<&str> = merged["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["a__t", "u", "b__t"]);
         assert_eq!(merged["ttlMs"], 100);
         assert_eq!(merged["cacheScope"], "private");
@@ -460,9 +547,16 @@ mod tests {
     fn discover_merge_intersects_versions_and_extensions() {
         let a = json!({"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{"listChanged":true},"extensions":{"x":{},"y":{}}},"ttlMs":60000,"cacheScope":"public","instructions":"use a"});
         let b = json!({"supportedVersions":["2026-07-28"],"capabilities":{"prompts":{},"extensions":{"y":{}}},"ttlMs":1000,"cacheScope":"public"});
-        let merged = merge_discover(&["2026-07-28"], &[("a", a), ("b", b)], &json!({"name":"gw","version":"1"}));
+        let merged = merge_discover(
+            &["2026-07-28"],
+            &[("a", a), ("b", b)],
+            &json!({"name":"gw","version":"1"}),
+        );
         assert_eq!(merged["supportedVersions"], json!(["2026-07-28"]));
-        assert_eq!(merged["capabilities"], json!({"tools":{},"prompts":{},"extensions":{"y":{}}}));
+        assert_eq!(
+            merged["capabilities"],
+            json!({"tools":{},"prompts":{},"extensions":{"y":{}}})
+        );
         assert_eq!(merged["ttlMs"], 1000);
         assert_eq!(merged["cacheScope"], "public");
         assert_eq!(merged["instructions"], "[a] use a");

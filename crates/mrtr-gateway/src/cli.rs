@@ -61,7 +61,12 @@ pub struct Settings {
 
 fn command() -> Clap {
     let secs = |name: &'static str, default: &'static str, help: &'static str| {
-        Arg::new(name).long(name).value_name("SECONDS").default_value(default).value_parser(value_parser!(u64)).help(help)
+        Arg::new(name)
+            .long(name)
+            .value_name("SECONDS")
+            .default_value(default)
+            .value_parser(value_parser!(u64))
+            .help(help)
     };
     Clap::new("mrtr-gateway")
         .version(env!("CARGO_PKG_VERSION"))
@@ -152,12 +157,19 @@ where
     if let Some(kid) = matches.get_one::<String>("generate-key") {
         return Ok(Command::GenerateKey(kid.clone()));
     }
-    settings(&matches, env).map(|s| Command::Run(Box::new(s))).map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
+    settings(&matches, env)
+        .map(|s| Command::Run(Box::new(s)))
+        .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
 }
 
 fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
     let demo = m.get_flag("demo");
-    let backends: Vec<Backend> = m.get_many::<Backend>("backend").into_iter().flatten().cloned().collect();
+    let backends: Vec<Backend> = m
+        .get_many::<Backend>("backend")
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
     let mut names: Vec<&str> = backends.iter().map(Backend::name).collect();
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -166,13 +178,19 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
     if backends.is_empty() && !demo {
         return Err("no backend: give --backend NAME=URL (at least once) or --demo".to_owned());
     }
-    let keyring = match (m.get_one::<String>("keys-file"), env(KEYS_ENV).filter(|k| !k.trim().is_empty())) {
+    let keyring = match (
+        m.get_one::<String>("keys-file"),
+        env(KEYS_ENV).filter(|k| !k.trim().is_empty()),
+    ) {
         (Some(_), Some(_)) => return Err(format!("set either {KEYS_ENV} or --keys-file, not both")),
         (Some(path), None) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --keys-file {path}: {e}"))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("cannot read --keys-file {path}: {e}"))?;
             Some(parse_keys(&text).map_err(|e| format!("invalid keyring in {path}: {e}"))?)
         }
-        (None, Some(keys)) => Some(parse_keys(&keys).map_err(|e| format!("invalid keyring in {KEYS_ENV}: {e}"))?),
+        (None, Some(keys)) => {
+            Some(parse_keys(&keys).map_err(|e| format!("invalid keyring in {KEYS_ENV}: {e}"))?)
+        }
         (None, None) => None,
     };
     if keyring.is_none() && !demo {
@@ -182,16 +200,27 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
         ));
     }
     let secs = |name: &str| Duration::from_secs(*m.get_one::<u64>(name).expect("has a default"));
-    let origins = m.get_many::<String>("allowed-origin").into_iter().flatten().cloned();
+    let origins = m
+        .get_many::<String>("allowed-origin")
+        .into_iter()
+        .flatten()
+        .cloned();
     let mut config = GatewayConfig::new(backends);
     config.principal_header = m.get_one::<HeaderName>("principal-header").cloned();
     config.origins = OriginPolicy::new(origins, !m.get_flag("no-loopback-origins"));
-    config.hosts = m.get_many::<String>("allowed-host").map(|hosts| HostPolicy::only(hosts.cloned()));
+    config.hosts = m
+        .get_many::<String>("allowed-host")
+        .map(|hosts| HostPolicy::only(hosts.cloned()));
     config.catalog_ttl = secs("catalog-ttl");
     config.envelope_ttl = secs("envelope-ttl");
     config.backend_timeout = secs("backend-timeout");
     config.max_request_body = *m.get_one::<usize>("max-request-body").expect("has a default");
-    Ok(Settings { listen: *m.get_one::<SocketAddr>("listen").expect("has a default"), demo, keyring, config })
+    Ok(Settings {
+        listen: *m.get_one::<SocketAddr>("listen").expect("has a default"),
+        demo,
+        keyring,
+        config,
+    })
 }
 
 /// Parses a keyring written with commas and/or newlines between entries, ignoring `#` lines.
@@ -213,7 +242,10 @@ mod tests {
 
     fn run(args: &[&str], keys: Option<&str>) -> Result<Settings, String> {
         let keys = keys.map(str::to_owned);
-        match parse(std::iter::once("mrtr-gateway").chain(args.iter().copied()), |_| keys.clone()) {
+        match parse(
+            std::iter::once("mrtr-gateway").chain(args.iter().copied()),
+            |_| keys.clone(),
+        ) {
             Ok(Command::Run(s)) => Ok(*s),
             Ok(Command::GenerateKey(_)) => Err("generate".into()),
             Err(e) => Err(e.to_string()),
@@ -225,7 +257,16 @@ mod tests {
         let error = run(&["--backend", "a=http://127.0.0.1:1/mcp"], None).unwrap_err();
         assert!(error.contains("no keys: set MRTR_KEYS"), "{error}");
         let keys = Keyring::generate("k1").unwrap().to_config_string();
-        let settings = run(&["--backend", "a=http://127.0.0.1:1/mcp", "--principal-header", "x-user"], Some(&keys)).unwrap();
+        let settings = run(
+            &[
+                "--backend",
+                "a=http://127.0.0.1:1/mcp",
+                "--principal-header",
+                "x-user",
+            ],
+            Some(&keys),
+        )
+        .unwrap();
         assert_eq!(settings.keyring.unwrap().active_key_id().as_str(), "k1");
         assert_eq!(settings.config.principal_header.unwrap().as_str(), "x-user");
     }
@@ -234,7 +275,14 @@ mod tests {
     fn refuses_bad_backends() {
         let keys = Keyring::generate("k1").unwrap().to_config_string();
         assert!(run(&[], Some(&keys)).unwrap_err().contains("no backend"));
-        assert!(run(&["--backend", "a=http://x/mcp", "--backend", "a=http://y/mcp"], Some(&keys)).unwrap_err().contains("twice"));
+        assert!(
+            run(
+                &["--backend", "a=http://x/mcp", "--backend", "a=http://y/mcp"],
+                Some(&keys)
+            )
+            .unwrap_err()
+            .contains("twice")
+        );
         assert!(run(&["--backend", "a__b=http://x/mcp"], Some(&keys)).is_err());
     }
 

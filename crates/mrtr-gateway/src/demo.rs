@@ -31,7 +31,10 @@ pub async fn start_backends() -> io::Result<DemoBackends> {
         Backend::new("alpha", &alpha.url()).map_err(io::Error::other)?,
         Backend::new("beta", &beta.url()).map_err(io::Error::other)?,
     ];
-    Ok(DemoBackends { backends, servers: vec![alpha, beta] })
+    Ok(DemoBackends {
+        backends,
+        servers: vec![alpha, beta],
+    })
 }
 
 /// What `--demo` prints once the gateway listens at `url`.

@@ -98,7 +98,10 @@ impl Forwarder {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
-        Self { client, response_timeout }
+        Self {
+            client,
+            response_timeout,
+        }
     }
 
     /// POSTs `body` to `backend` with the client's headers (filtered, see the module docs).
@@ -149,7 +152,11 @@ impl Forwarder {
         .map_err(|_| ForwardError::Timeout)?
         .map_err(|e| ForwardError::Unreachable(format!("reading the answer: {e}")))?
         .to_bytes();
-        let message = if is_sse { last_sse_response(&bytes) } else { Some(bytes) };
+        let message = if is_sse {
+            last_sse_response(&bytes)
+        } else {
+            Some(bytes)
+        };
         Ok(Answer { status, message })
     }
 }

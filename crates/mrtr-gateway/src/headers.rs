@@ -27,7 +27,11 @@ pub(crate) struct HeaderError {
 
 impl HeaderError {
     fn mismatch(message: impl Into<String>) -> Self {
-        Self { code: HEADER_MISMATCH, message: message.into(), data: None }
+        Self {
+            code: HEADER_MISMATCH,
+            message: message.into(),
+            data: None,
+        }
     }
 }
 
@@ -42,7 +46,9 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         data: Some(serde_json::json!({ "supported": SUPPORTED_VERSIONS })),
         ..HeaderError::mismatch("Missing MCP-Protocol-Version header")
     })?;
-    let version = version.to_str().map_err(|_| HeaderError::mismatch("Invalid MCP-Protocol-Version header"))?;
+    let version = version
+        .to_str()
+        .map_err(|_| HeaderError::mismatch("Invalid MCP-Protocol-Version header"))?;
     if !SUPPORTED_VERSIONS.contains(&version) {
         return Err(HeaderError {
             code: UNSUPPORTED_VERSION,
@@ -51,16 +57,25 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         });
     }
 
-    let method = headers.get(MCP_METHOD).ok_or_else(|| HeaderError::mismatch("Missing Mcp-Method header"))?;
+    let method = headers
+        .get(MCP_METHOD)
+        .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Method header"))?;
     if decode_header_value(method).as_deref() != Some(head.method()) {
-        return Err(HeaderError::mismatch("Mcp-Method header does not match the request body"));
+        return Err(HeaderError::mismatch(
+            "Mcp-Method header does not match the request body",
+        ));
     }
 
     if names_target(head.method()) {
-        let name = headers.get(MCP_NAME).ok_or_else(|| HeaderError::mismatch("Missing Mcp-Name header"))?;
-        let name = decode_header_value(name).ok_or_else(|| HeaderError::mismatch("Invalid Mcp-Name header"))?;
+        let name = headers
+            .get(MCP_NAME)
+            .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Name header"))?;
+        let name =
+            decode_header_value(name).ok_or_else(|| HeaderError::mismatch("Invalid Mcp-Name header"))?;
         if head.target() != Some(name.as_str()) {
-            return Err(HeaderError::mismatch("Mcp-Name header does not match the request body"));
+            return Err(HeaderError::mismatch(
+                "Mcp-Name header does not match the request body",
+            ));
         }
     }
     Ok(())

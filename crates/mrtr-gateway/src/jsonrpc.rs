@@ -98,7 +98,10 @@ pub fn rename_target(body: &[u8], member: &str, value: &str) -> Option<Bytes> {
 pub fn rename_path(body: &[u8], path: &[&str], value: &str) -> Option<Bytes> {
     fn rewrite(raw: &RawValue, path: &[&str], value: &str) -> Option<Box<RawValue>> {
         let Some((first, rest)) = path.split_first() else {
-            return raw.get().starts_with('"').then(|| serde_json::value::to_raw_value(value).ok())?;
+            return raw
+                .get()
+                .starts_with('"')
+                .then(|| serde_json::value::to_raw_value(value).ok())?;
         };
         let mut object: RawObject = serde_json::from_str(raw.get()).ok()?;
         let slot = object.get_mut(first)?;
@@ -188,7 +191,10 @@ mod tests {
     fn set_param_inserts_or_replaces() {
         let cursor = serde_json::value::to_raw_value("c2").unwrap();
         let out = set_param(br#"{"id":1,"method":"tools/list"}"#, "cursor", cursor.clone()).unwrap();
-        assert_eq!(&out[..], br#"{"id":1,"method":"tools/list","params":{"cursor":"c2"}}"#);
+        assert_eq!(
+            &out[..],
+            br#"{"id":1,"method":"tools/list","params":{"cursor":"c2"}}"#
+        );
         let out = set_param(br#"{"params":{"cursor":"c1","_meta":{}}}"#, "cursor", cursor).unwrap();
         assert_eq!(&out[..], br#"{"params":{"cursor":"c2","_meta":{}}}"#);
     }
@@ -196,8 +202,16 @@ mod tests {
     #[test]
     fn error_bodies_carry_the_raw_id() {
         let body = error_body(Some(r#""abc""#), INVALID_PARAMS, "nope", None);
-        assert_eq!(&body[..], br#"{"jsonrpc":"2.0","id":"abc","error":{"code":-32602,"message":"nope"}}"#);
-        let body = error_body(Some("not json"), INTERNAL_ERROR, "x", Some(serde_json::json!({"a":1})));
+        assert_eq!(
+            &body[..],
+            br#"{"jsonrpc":"2.0","id":"abc","error":{"code":-32602,"message":"nope"}}"#
+        );
+        let body = error_body(
+            Some("not json"),
+            INTERNAL_ERROR,
+            "x",
+            Some(serde_json::json!({"a":1})),
+        );
         assert!(body.starts_with(br#"{"jsonrpc":"2.0","id":null,"error":{"#));
     }
 }

@@ -107,7 +107,11 @@ impl GatewayConfig {
 ///
 /// If `config.backends` is empty.
 pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Router {
-    let proxy = Proxy::new(config.backends.clone(), config.catalog_ttl, config.backend_timeout);
+    let proxy = Proxy::new(
+        config.backends.clone(),
+        config.catalog_ttl,
+        config.backend_timeout,
+    );
     let mut layer = MrtrLayer::with_shared_keyring(keyring)
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
@@ -116,14 +120,25 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
     }
     if let Some(header) = config.principal_header.clone() {
         layer = layer.bind_principal(move |parts| {
-            parts.headers.get(&header).and_then(|v| v.to_str().ok()).map(str::to_owned)
+            parts
+                .headers
+                .get(&header)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
         });
     }
     let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
     let hosts = config.hosts.clone().unwrap_or_else(|| {
-        if listen.ip().is_loopback() { HostPolicy::loopback() } else { HostPolicy::any() }
+        if listen.ip().is_loopback() {
+            HostPolicy::loopback()
+        } else {
+            HostPolicy::any()
+        }
     });
-    let guard = Arc::new(origin::Guard { origins: config.origins.clone(), hosts });
+    let guard = Arc::new(origin::Guard {
+        origins: config.origins.clone(),
+        hosts,
+    });
     // `post_service` answers every other method with 405 and `Allow: POST`.
     Router::new()
         .route(MCP_PATH, post_service(mcp))
@@ -167,9 +182,16 @@ pub async fn start(config: GatewayConfig, keyring: Keyring, addr: SocketAddr) ->
 }
 
 /// [`start`] with a keyring shared with other gateways (tests, embedding).
-pub async fn start_shared(config: GatewayConfig, keyring: Arc<Keyring>, addr: SocketAddr) -> io::Result<RunningGateway> {
+pub async fn start_shared(
+    config: GatewayConfig,
+    keyring: Arc<Keyring>,
+    addr: SocketAddr,
+) -> io::Result<RunningGateway> {
     if config.backends.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "at least one backend is required"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "at least one backend is required",
+        ));
     }
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;

@@ -15,7 +15,11 @@ async fn main() -> ExitCode {
         Ok(command) => command,
         Err(error) => {
             let _ = error.print();
-            return if error.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if error.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     let settings = match command {
@@ -67,7 +71,11 @@ async fn main() -> ExitCode {
             }
         },
     };
-    let names: Vec<String> = config.backends.iter().map(|b| format!("{}={}", b.name(), b.url())).collect();
+    let names: Vec<String> = config
+        .backends
+        .iter()
+        .map(|b| format!("{}={}", b.name(), b.url()))
+        .collect();
     let gateway = match start_shared(config, Arc::new(keyring), settings.listen).await {
         Ok(gateway) => gateway,
         Err(error) => {

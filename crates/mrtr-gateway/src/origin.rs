@@ -33,7 +33,10 @@ impl OriginPolicy {
     /// Accepts requests without `Origin`, the listed origins (exact, case-insensitive) and, if
     /// `loopback`, any `http(s)://localhost|127.0.0.1|[::1]` origin on any port.
     pub fn new(allowed: impl IntoIterator<Item = String>, loopback: bool) -> Self {
-        let allowed = allowed.into_iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect();
+        let allowed = allowed
+            .into_iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect();
         Self { allowed, loopback }
     }
 
@@ -41,11 +44,13 @@ impl OriginPolicy {
     pub fn allows(&self, origin: Option<&str>) -> bool {
         let Some(origin) = origin else { return true };
         let origin = origin.to_ascii_lowercase();
-        if self.allowed.iter().any(|a| *a == origin) {
+        if self.allowed.contains(&origin) {
             return true;
         }
-        let host = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
-        self.loopback && host.is_some_and(|h| is_loopback_authority(h))
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        self.loopback && host.is_some_and(is_loopback_authority)
     }
 }
 
@@ -64,7 +69,9 @@ impl HostPolicy {
 
     /// Accepts only these host names (any port).
     pub fn only(hosts: impl IntoIterator<Item = String>) -> Self {
-        Self { allowed: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect() }
+        Self {
+            allowed: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+        }
     }
 
     /// Loopback names only: the default for a gateway listening on a loopback address.
@@ -110,15 +117,28 @@ pub(crate) async fn guard(State(guard): State<Arc<Guard>>, request: Request, nex
         tracing::debug!(origin, "refused Origin");
         return plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed");
     }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).or_else(|| request.uri().host());
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().host());
     if !guard.hosts.allows(host) {
         tracing::debug!(host, "refused Host");
         return plain(StatusCode::FORBIDDEN, "Forbidden: Host is not allowed");
     }
     if request.method() == Method::POST {
-        let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if !content_type.trim_start().to_ascii_lowercase().starts_with("application/json") {
-            return plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !content_type
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+        {
+            return plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            );
         }
         let accept: Vec<String> = headers
             .get_all(header::ACCEPT)
@@ -129,14 +149,22 @@ pub(crate) async fn guard(State(guard): State<Arc<Guard>>, request: Request, nex
             .collect();
         let accepts = |media: &str| accept.iter().any(|a| a == media || a == "*/*");
         if !(accepts("application/json") && accepts("text/event-stream")) {
-            return plain(StatusCode::NOT_ACCEPTABLE, "Accept must list application/json and text/event-stream");
+            return plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept must list application/json and text/event-stream",
+            );
         }
     }
     next.run(request).await
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from(text)).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from(text),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

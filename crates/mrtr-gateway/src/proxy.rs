@@ -41,7 +41,8 @@ use crate::catalog::{self, Catalog, Kind, Listing, SEPARATOR};
 use crate::forward::{Answer, ForwardError, Forwarder};
 use crate::headers::{self, SUPPORTED_VERSIONS};
 use crate::jsonrpc::{
-    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject, error_response,
+    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
+    error_response,
 };
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
@@ -115,7 +116,16 @@ where
                 Err(e) => {
                     tracing::debug!(error = %e, "request body failed");
                     let route = pinned.clone().unwrap_or_else(|| Route::new(GATEWAY_ROUTE));
-                    (route, error_response(StatusCode::BAD_REQUEST, None, INVALID_REQUEST, "Unreadable body", None))
+                    (
+                        route,
+                        error_response(
+                            StatusCode::BAD_REQUEST,
+                            None,
+                            INVALID_REQUEST,
+                            "Unreadable body",
+                            None,
+                        ),
+                    )
                 }
             };
             response.extensions_mut().insert(route);
@@ -156,7 +166,9 @@ impl Inner {
             // The layer inserts a head for every JSON-RPC request object it reads.
             let (code, message) = match serde_json::from_slice::<&RawValue>(&body) {
                 Err(_) => (PARSE_ERROR, "Parse error: the body is not JSON"),
-                Ok(raw) if raw.get().starts_with('[') => (INVALID_REQUEST, "JSON-RPC batches are not supported"),
+                Ok(raw) if raw.get().starts_with('[') => {
+                    (INVALID_REQUEST, "JSON-RPC batches are not supported")
+                }
                 Ok(_) => (INVALID_REQUEST, "The body is not a JSON-RPC request"),
             };
             return self.own(error_response(StatusCode::BAD_REQUEST, None, code, message, None));
@@ -164,7 +176,13 @@ impl Inner {
         let id = head.id_json();
         if let Err(e) = headers::validate(&parts.headers, head) {
             tracing::debug!(method = head.method(), error = %e.message, "header validation failed");
-            return self.own(error_response(StatusCode::BAD_REQUEST, id, e.code, &e.message, e.data));
+            return self.own(error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                e.code,
+                &e.message,
+                e.data,
+            ));
         }
 
         if let Some(route) = pinned {
@@ -201,9 +219,18 @@ impl Inner {
 
     /// Forwards to backend `index`, replacing the string at `rename.0` by `rename.1` (and
     /// `Mcp-Name` with it when the path is `params.name`).
-    async fn forward(&self, index: usize, parts: &Parts, body: Bytes, rename: Option<(&[&str], &str)>) -> Routed {
+    async fn forward(
+        &self,
+        index: usize,
+        parts: &Parts,
+        body: Bytes,
+        rename: Option<(&[&str], &str)>,
+    ) -> Routed {
         let backend = &self.backends[index];
-        let id = parts.extensions.get::<McpRequestHead>().and_then(McpRequestHead::id_json);
+        let id = parts
+            .extensions
+            .get::<McpRequestHead>()
+            .and_then(McpRequestHead::id_json);
         let mut headers = parts.headers.clone();
         let body = match rename {
             None => body,
@@ -225,7 +252,10 @@ impl Inner {
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
                 let message = format!("Backend {:?} is unavailable", backend.name());
-                (backend.route().clone(), error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None))
+                (
+                    backend.route().clone(),
+                    error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
+                )
             }
         }
     }
@@ -268,7 +298,10 @@ impl Inner {
         let Some(exposed) = head.target() else {
             return self.own(invalid_params(id, "Missing params.name"));
         };
-        let mut resolved = self.catalog.resolve_name(kind, exposed).filter(|_| self.catalog.fresh_since(kind).is_some());
+        let mut resolved = self
+            .catalog
+            .resolve_name(kind, exposed)
+            .filter(|_| self.catalog.fresh_since(kind).is_some());
         if resolved.is_none() {
             self.refresh(&[kind], parts, &body).await;
             resolved = self.catalog.resolve_name(kind, exposed);
@@ -287,10 +320,12 @@ impl Inner {
         let Some(uri) = head.target() else {
             return self.own(invalid_params(id, "Missing params.uri"));
         };
-        let fresh = self.catalog.fresh_since(Kind::Resources).is_some() && self.catalog.fresh_since(Kind::Templates).is_some();
+        let fresh = self.catalog.fresh_since(Kind::Resources).is_some()
+            && self.catalog.fresh_since(Kind::Templates).is_some();
         let mut owner = self.catalog.resolve_uri(uri).filter(|_| fresh);
         if owner.is_none() {
-            self.refresh(&[Kind::Resources, Kind::Templates], parts, &body).await;
+            self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+                .await;
             owner = self.catalog.resolve_uri(uri);
         }
         match owner {
@@ -337,7 +372,8 @@ impl Inner {
                 }
                 match resolved {
                     Some((index, original)) => {
-                        let rename = (original != exposed).then_some((&["params", "ref", "name"][..], original.as_str()));
+                        let rename = (original != exposed)
+                            .then_some((&["params", "ref", "name"][..], original.as_str()));
                         self.forward(index, parts, body, rename).await
                     }
                     None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
@@ -346,7 +382,8 @@ impl Inner {
             ("ref/resource", _, Some(uri)) => {
                 let mut owner = self.catalog.resolve_uri(&uri);
                 if owner.is_none() {
-                    self.refresh(&[Kind::Resources, Kind::Templates], parts, &body).await;
+                    self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+                        .await;
                     owner = self.catalog.resolve_uri(&uri);
                 }
                 match owner {
@@ -389,7 +426,9 @@ impl Inner {
     async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let answers = join_all(
-            self.backends.iter().map(|backend| self.forwarder.exchange(backend, &parts.headers, body.clone())),
+            self.backends
+                .iter()
+                .map(|backend| self.forwarder.exchange(backend, &parts.headers, body.clone())),
         )
         .await;
         let mut results = Vec::new();
@@ -397,7 +436,10 @@ impl Inner {
         for (index, answer) in answers.into_iter().enumerate() {
             let backend = self.backends[index].name();
             match answer {
-                Ok(answer) => match answer.result().and_then(|r| serde_json::from_str::<Value>(r.get()).ok()) {
+                Ok(answer) => match answer
+                    .result()
+                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+                {
                     Some(result) => results.push((backend, result)),
                     None => failures.push((index, Failure::Answer(answer))),
                 },
@@ -418,42 +460,67 @@ impl Inner {
     /// the client's request), else 502.
     fn all_failed(&self, id: Option<&str>, failures: Vec<(usize, Failure)>) -> Response<Body> {
         for (_, failure) in &failures {
-            if let Failure::Answer(answer) = failure {
-                if let (true, Some(message)) = (answer.is_error(), answer.message.clone()) {
-                    return jsonrpc::json_response(answer.status, message);
-                }
+            if let Failure::Answer(answer) = failure
+                && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
+            {
+                return jsonrpc::json_response(answer.status, message);
             }
         }
         for (index, failure) in &failures {
             tracing::warn!(backend = self.backends[*index].name(), %failure, "backend failed");
         }
-        error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, "No backend could answer", None)
+        error_response(
+            StatusCode::BAD_GATEWAY,
+            id,
+            INTERNAL_ERROR,
+            "No backend could answer",
+            None,
+        )
     }
 
     /// Every backend's full listing of `kind`, in configuration order.
     async fn list_all(&self, kind: Kind, headers: &HeaderMap, body: Bytes) -> Vec<Result<Listing, Failure>> {
-        join_all((0..self.backends.len()).map(|index| self.list_backend(index, kind, headers, body.clone()))).await
+        join_all((0..self.backends.len()).map(|index| self.list_backend(index, kind, headers, body.clone())))
+            .await
     }
 
-    async fn list_backend(&self, index: usize, kind: Kind, headers: &HeaderMap, mut body: Bytes) -> Result<Listing, Failure> {
+    async fn list_backend(
+        &self,
+        index: usize,
+        kind: Kind,
+        headers: &HeaderMap,
+        mut body: Bytes,
+    ) -> Result<Listing, Failure> {
         let backend = &self.backends[index];
         let mut listing = Listing::default();
         for _ in 0..MAX_PAGES {
-            let answer = self.forwarder.exchange(backend, headers, body.clone()).await.map_err(Failure::Unavailable)?;
+            let answer = self
+                .forwarder
+                .exchange(backend, headers, body.clone())
+                .await
+                .map_err(Failure::Unavailable)?;
             let Some(result) = answer.result().map(ToOwned::to_owned) else {
                 return Err(Failure::Answer(answer));
             };
             match catalog::read_page(kind, &result, &mut listing).map_err(|()| Failure::Malformed)? {
                 None => return Ok(listing),
-                Some(cursor) => body = jsonrpc::set_param(&body, "cursor", cursor).ok_or(Failure::Malformed)?,
+                Some(cursor) => {
+                    body = jsonrpc::set_param(&body, "cursor", cursor).ok_or(Failure::Malformed)?
+                }
             }
         }
-        tracing::warn!(backend = backend.name(), "more than {MAX_PAGES} pages; listing truncated");
+        tracing::warn!(
+            backend = backend.name(),
+            "more than {MAX_PAGES} pages; listing truncated"
+        );
         Ok(listing)
     }
 
     fn record(&self, kind: Kind, outcomes: &[Result<Listing, Failure>]) -> catalog::Names {
-        let listed = outcomes.iter().map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items))).collect();
+        let listed = outcomes
+            .iter()
+            .map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items)))
+            .collect();
         self.catalog.record(kind, listed)
     }
 
@@ -483,7 +550,11 @@ impl Inner {
             let mut headers = parts.headers.clone();
             headers.insert(MCP_METHOD, HeaderValue::from_static(kind.list_method()));
             headers.remove(MCP_NAME);
-            let params: Vec<_> = headers.keys().filter(|k| k.as_str().starts_with("mcp-param-")).cloned().collect();
+            let params: Vec<_> = headers
+                .keys()
+                .filter(|k| k.as_str().starts_with("mcp-param-"))
+                .cloned()
+                .collect();
             for name in params {
                 headers.remove(name);
             }
@@ -504,7 +575,10 @@ fn invalid_params(id: Option<&str>, message: &str) -> Response<Body> {
 
 fn success(id: Option<&str>, result: &Value) -> Response<Body> {
     let id = id.unwrap_or("null");
-    jsonrpc::json_response(StatusCode::OK, Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)))
+    jsonrpc::json_response(
+        StatusCode::OK,
+        Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)),
+    )
 }
 
 /// `params` of a request body, member by member.
@@ -514,7 +588,10 @@ fn request_params(body: &[u8]) -> Option<RawObject> {
 }
 
 fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
-    request_params(body)?.get("cursor").filter(|c| c.get() != "null").map(ToOwned::to_owned)
+    request_params(body)?
+        .get("cursor")
+        .filter(|c| c.get() != "null")
+        .map(ToOwned::to_owned)
 }
 
 fn request_meta(body: &[u8]) -> Option<Box<RawValue>> {

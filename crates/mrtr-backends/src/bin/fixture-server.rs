@@ -158,9 +158,7 @@ mod tests {
 
     #[test]
     fn parses_flags() {
-        let args = parse(&["--listen", "127.0.0.1:8123", "--sse"])
-            .unwrap()
-            .unwrap();
+        let args = parse(&["--listen", "127.0.0.1:8123", "--sse"]).unwrap().unwrap();
         assert_eq!(args.listen.port(), 8123);
         assert_eq!(args.mode, ResponseMode::Sse);
         let args = parse(&["--listen=127.0.0.1:9"]).unwrap().unwrap();
