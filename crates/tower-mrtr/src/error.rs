@@ -27,6 +27,8 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub(crate) enum Rejection {
     /// The request body is larger than the configured limit.
     TooLarge { limit: usize },
+    /// The request body has a `Content-Encoding` the layer does not decode.
+    Encoded,
     /// The request body could not be read from the client.
     BodyUnreadable,
     /// A body the layer cannot read as one JSON-RPC request carries something it must open.
@@ -40,6 +42,8 @@ pub(crate) enum Rejection {
         id: Option<String>,
         purpose: &'static str,
     },
+    /// A `subscriptions/listen` names task handles of different backends.
+    MixedTaskRoutes { id: Option<String> },
     /// `Mcp-Method` or `Mcp-Name` disagrees with the body of a request the layer rewrites.
     HeaderMismatch {
         id: Option<String>,
@@ -53,12 +57,14 @@ impl Rejection {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyUnreadable | Self::Unreadable { .. } | Self::Batch | Self::HeaderMismatch { .. } => {
                 StatusCode::BAD_REQUEST
             }
-            Self::InvalidParams { .. } | Self::InvalidEnvelope { .. } | Self::Unrelayable { .. } => {
-                StatusCode::OK
-            }
+            Self::InvalidParams { .. }
+            | Self::InvalidEnvelope { .. }
+            | Self::MixedTaskRoutes { .. }
+            | Self::Unrelayable { .. } => StatusCode::OK,
         }
     }
 
@@ -68,6 +74,11 @@ impl Rejection {
                 None,
                 INVALID_REQUEST,
                 &format!("Request body exceeds the relay's limit of {limit} bytes"),
+            ),
+            Self::Encoded => error_body(
+                None,
+                INVALID_REQUEST,
+                "Compressed request bodies are not supported by this relay; send identity encoding",
             ),
             Self::BodyUnreadable => error_body(None, INVALID_REQUEST, "Request body could not be read"),
             Self::Unreadable { id } => error_body(
@@ -85,6 +96,11 @@ impl Rejection {
                 id.as_deref(),
                 INVALID_PARAMS,
                 &format!("Invalid or expired {purpose}"),
+            ),
+            Self::MixedTaskRoutes { id } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                "taskIds of tasks held by different backends cannot share one subscription; listen to each separately",
             ),
             Self::HeaderMismatch { id, header } => error_body(
                 id.as_deref(),

@@ -84,6 +84,15 @@ where
         if declared.is_some_and(too_large) || too_large(req.body().size_hint().lower()) {
             return ResponseFuture::rejected(Rejection::TooLarge { limit }, self.config.clone());
         }
+        // A compressed body cannot be inspected, so it could smuggle an unverified state past the
+        // layer. Decompress first (tower-http's RequestDecompressionLayer) or refuse, as here.
+        let encoded = req
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if encoded {
+            return ResponseFuture::rejected(Rejection::Encoded, self.config.clone());
+        }
 
         // The body must be read before the inner service is called, so the future owns the
         // service. `poll_ready` readied `self.inner`, not a clone of it: move the ready one into

@@ -434,7 +434,6 @@ async fn answers_that_need_no_change_pass_byte_for_byte() {
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"input_required is just a word here"}]}}"#,
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"input_required"}}"#,
         "upstream exploded",
-        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t1"}}"#,
     ];
     for raw in answers {
         let svc = MrtrLayer::with_shared_keyring(keyring())
@@ -501,6 +500,34 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
     let backend = Backend::new();
     send(layer.layer(backend.service(None, |_| String::new())), post(&body)).await;
     assert_eq!(backend.last().body.len(), 1024);
+}
+
+#[tokio::test]
+async fn compressed_requests_are_refused_not_forwarded_unread() {
+    let mut req = post(&tool_call(1, "t", Some("mrtr1.hidden-in-gzip")));
+    req.headers_mut()
+        .insert("content-encoding", "gzip".parse().unwrap());
+    let answer = send(
+        MrtrLayer::with_shared_keyring(keyring()).layer(must_not_be_called()),
+        req,
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, Some(-32600))
+    );
+    // Identity is no encoding at all.
+    let mut req = post(&tool_call(2, "t", None));
+    req.headers_mut()
+        .insert("content-encoding", "identity".parse().unwrap());
+    let backend = Backend::new();
+    send(
+        MrtrLayer::with_shared_keyring(keyring())
+            .layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+        req,
+    )
+    .await;
+    assert_eq!(backend.seen().len(), 1);
 }
 
 #[tokio::test]
