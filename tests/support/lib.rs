@@ -337,3 +337,44 @@ pub async fn drive(urls: &[&str], call: &Call) -> anyhow::Result<(Reply, usize)>
     }
     Ok((reply, rounds))
 }
+
+/// A raw POST (or other method) with exactly these headers and body; returns status, headers
+/// and body text.
+pub async fn raw(
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> anyhow::Result<(u16, reqwest::header::HeaderMap, String)> {
+    let mut request = reqwest::Client::new().request(method, url).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = tokio::time::timeout(TIMEOUT, request.send()).await??;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    Ok((
+        status,
+        headers,
+        tokio::time::timeout(TIMEOUT, response.text()).await??,
+    ))
+}
+
+/// The headers a conformant 2026-07-28 client sends for `method`.
+pub fn mcp_headers(method: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ]
+}
+
+/// A request body for `method` with `params` plus a conformant `_meta`.
+pub fn body(id: u64, method: &str, mut params: Value) -> String {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} }
+    });
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string()
+}

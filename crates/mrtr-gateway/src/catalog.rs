@@ -234,14 +234,19 @@ impl Catalog {
     /// and returns the resulting names.
     pub(crate) fn record(&self, kind: Kind, listed: Vec<Option<Vec<String>>>) -> Names {
         let mut state = self.state(kind);
+        let mut answered = false;
         for (slot, fresh) in state.offered.iter_mut().zip(listed) {
             if fresh.is_some() {
                 *slot = fresh;
+                answered = true;
             }
         }
         let names: Vec<&str> = self.backend_names.iter().map(String::as_str).collect();
         state.names = expose(&names, &state.offered);
-        state.refreshed = Some(Instant::now());
+        if answered {
+            // A fan-out nobody answered must not make a stale table look fresh.
+            state.refreshed = Some(Instant::now());
+        }
         state.names.clone()
     }
 

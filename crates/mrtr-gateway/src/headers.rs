@@ -84,7 +84,7 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
 #[cfg(test)]
 mod tests {
     // `McpRequestHead` can only be built by the layer, so these checks are covered end to end
-    // in `tests/gateway_http.rs`; here only the method table.
+    // in the workspace tests (`tests/gateway_http.rs`); here only the method table.
     use super::*;
 
     #[test]
