@@ -53,11 +53,17 @@ Try it with any MCP 2026-07-28 client, or with curl:
   curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/list' \
     -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{'"$META"'}}}}'
 
-  # round 1: the backend asks for confirmation; requestState comes back sealed ("mrtr1....")
+  # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr1....")
   curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
-    -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},'"$META"'}}}}'
+    -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},'"$META"'}}}}' \
+    | sed -n 's/^data: //; /^{{/p' | tee round1.json
 
-  # round 2: send the answer and the sealed state back (see docs/gateway.md, "Walkthrough")
+  # round 2: answer and echo the sealed state; the gateway sends it back to beta
+  STATE=$(jq -r .result.requestState round1.json)
+  curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
+    -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},"inputResponses":{{"confirm_delete":{{"action":"accept","content":{{"confirm":true}}}}}},"requestState":"'"$STATE"'",'"$META"'}}}}'
+
+More in docs/gateway.md ("Walkthrough"). Stop with Ctrl-C.
 "#
     )
 }

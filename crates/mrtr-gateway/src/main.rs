@@ -126,9 +126,15 @@ fn init_tracing() {
     let filter: Targets = std::env::var("RUST_LOG")
         .ok()
         .and_then(|f| f.parse().ok())
-        .unwrap_or_else(|| "info".parse().expect("valid filter"));
+        // rmcp logs every served request at info level; the demo backends would drown the rest.
+        .unwrap_or_else(|| "info,rmcp=warn".parse().expect("valid filter"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi),
+        )
         .with(filter)
         .init();
 }
