@@ -10,11 +10,12 @@
 //!
 //! Everything listens on 127.0.0.1 (ephemeral ports) inside this one process:
 //!
-//! * an MCP-like hyper **backend** with three tools: `echo` answers a `complete` JSON result of
+//! * an MCP-like hyper **backend** with four tools: `echo` answers a `complete` JSON result of
 //!   `--size` bytes; `confirm` answers `input_required` (with a `requestState` of `--state` bytes)
 //!   and, on a retry carrying that state back unchanged, `complete`; `stream` answers an SSE
 //!   stream of `--events` progress notifications (about 150 B each, a keep-alive comment every
-//!   100) followed by a `complete` result;
+//!   100) followed by a `complete` result, one frame per event; `stream-bulk` answers the same
+//!   stream in 16 KiB frames;
 //! * two **proxies**, identical except that one is wrapped in `MrtrLayer`: each forwards every
 //!   request to the backend with a pooled keep-alive hyper-util client and reports a
 //!   [`Route`], served through `TowerToHyperService` as in `tests/over_http.rs`;
@@ -24,7 +25,7 @@
 //!
 //! # What is measured
 //!
-//! Three scenarios, each checked for correctness on every response (a wrong answer counts as an
+//! Four scenarios, each checked for correctness on every response (a wrong answer counts as an
 //! error, not as throughput):
 //!
 //! * **JSON pass-through**: `tools/call` → `complete`. The layer buffers and parses the request
@@ -57,7 +58,11 @@
 //!
 //! Backend, proxies and load generator share one runtime (`--threads`, default: every core), so
 //! the proxy gets only part of the CPU, as it would next to other work; the ratios describe the
-//! whole loopback system, and the CPU-per-operation delta isolates the layer's own cost.
+//! whole loopback system. The CPU-per-operation delta is the layer's cost, direct (parsing,
+//! scanning, sealing) and indirect (buffered bodies copied, larger messages), within the noise.
+//!
+//! `--variant bare` or `--variant layered` loads one proxy only, to profile one side, e.g.
+//! `perf record -g target/release/examples/loopback_load --only json --variant layered`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -86,18 +91,20 @@ use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
 const USAGE: &str = "\
 usage: loopback_load [--seconds S] [--connections N] [--sse-connections N] [--rounds N]
                      [--size BYTES] [--state BYTES] [--events N] [--threads N] [--max-ops N]
-                     [--only json,mrtr,sse-events,sse-chunks,sse]
+                     [--only json,mrtr,sse-events,sse-chunks,sse] [--variant bare|layered]
 
   --seconds S      measured time per scenario, split over every bare and layered segment (4)
   --connections N  concurrent keep-alive client connections, JSON and MRTR (32)
-  --sse-connections N  concurrent SSE streams (8)
-  --rounds N       bare/layered segment pairs per scenario (3)
+  --sse-connections N
+                   concurrent SSE streams (8)
+  --rounds N       bare/layered segment pairs per scenario (4)
   --size BYTES     size of the JSON complete result (1024)
   --state BYTES    size of the backend's requestState (256)
   --events N       progress events per SSE stream (2000)
   --threads N      runtime worker threads (all cores)
   --max-ops N      cap on operations per segment (JSON/MRTR 200000, SSE 5000)
-  --only NAMES     run only these scenarios (comma-separated)";
+  --only NAMES     run only these scenarios (comma-separated)
+  --variant V      load only the bare or only the layered proxy (to profile one side)";
 
 /// Each request gets this long before it counts as an error (the run must end on its own).
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -166,6 +173,8 @@ struct Options {
     threads: usize,
     max_ops: Option<u64>,
     only: Option<String>,
+    /// Only this proxy (`true`: the layered one), for profiling one side with `perf record`.
+    variant: Option<bool>,
 }
 
 impl Options {
@@ -174,13 +183,14 @@ impl Options {
             seconds: 4.0,
             connections: 32,
             sse_connections: 8,
-            rounds: 3,
+            rounds: 4,
             size: 1024,
             state: 256,
             events: 2000,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_ops: None,
             only: None,
+            variant: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -205,6 +215,13 @@ impl Options {
                         return Err(format!("unknown scenario {name:?}"));
                     }
                     options.only = Some(value);
+                }
+                "--variant" => {
+                    options.variant = Some(match value.as_str() {
+                        "bare" => false,
+                        "layered" => true,
+                        _ => return Err(format!("unknown variant {value:?}")),
+                    })
                 }
                 _ => return Err(format!("unknown flag {flag:?}")),
             }
@@ -615,7 +632,8 @@ async fn op_mrtr(
     check_complete(&second)?;
     Ok(Sample {
         latency,
-        bytes: second.len() as u64,
+        // What the client carries between the rounds: the backend's state or the envelope.
+        bytes: state.len() as u64,
         ..Sample::default()
     })
 }
@@ -633,6 +651,7 @@ async fn op_sse(
     // Blank lines end SSE blocks; one may straddle two frames. The tail keeps the stream's end.
     let mut last_byte = 0u8;
     let mut tail: Vec<u8> = Vec::with_capacity(512);
+    let blank_line = memmem::Finder::new(b"\n\n");
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame?.into_data() else { continue };
         if data.is_empty() {
@@ -640,7 +659,7 @@ async fn op_sse(
         }
         sample.first_byte.get_or_insert_with(|| start.elapsed());
         sample.bytes += data.len() as u64;
-        sample.events += memmem::find_iter(&data, b"\n\n").count() as u64;
+        sample.events += blank_line.find_iter(&data).count() as u64;
         if last_byte == b'\n' && data[0] == b'\n' {
             sample.events += 1;
         }
@@ -865,7 +884,7 @@ fn fmt_rate(x: f64) -> String {
 }
 
 fn ratio(layered: f64, bare: f64) -> String {
-    if bare > 0.0 && layered.is_finite() {
+    if bare > 0.0 && layered > 0.0 && layered.is_finite() {
         format!("{:.2}", layered / bare)
     } else {
         "–".into()
@@ -901,7 +920,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
                 options.state
             ),
             Scenario::SseEvents | Scenario::SseChunks => {
-                let per_stream = b.bytes.checked_div(b.ops).unwrap_or(0);
+                let per_stream = (b.bytes + l.bytes).checked_div(b.ops + l.ops).unwrap_or(0);
                 format!(
                     "SSE stream: {} progress events + result (≈ {} KB), {}",
                     options.events,
@@ -964,6 +983,17 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
                 ratio(secs(pl), secs(pb)),
             );
         }
+        if outcome.scenario == Scenario::Mrtr {
+            let state = |t: &Tally| t.bytes.checked_div(t.ops);
+            let (sb, sl) = (state(b), state(l));
+            row(
+                "",
+                "requestState the client carries",
+                sb.map_or("–".into(), |n| format!("{n} B")),
+                sl.map_or("–".into(), |n| format!("{n} B")),
+                ratio(sl.map_or(0.0, |n| n as f64), sb.map_or(0.0, |n| n as f64)),
+            );
+        }
         let (cb, cl) = (cpu_per_op(b), cpu_per_op(l));
         let fmt_cpu = |c: Option<f64>| c.map_or("–".into(), |c| format!("{c:.0} µs"));
         row(
@@ -995,6 +1025,13 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
     println!();
     for outcome in outcomes.iter() {
         let ratios: Vec<String> = outcome.round_ratios.iter().map(|r| format!("{r:.2}")).collect();
+        let mut sorted = outcome.round_ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = match sorted.len() {
+            0 => "–".to_owned(),
+            n if n % 2 == 1 => format!("{:.2}", sorted[n / 2]),
+            n => format!("{:.2}", (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+        };
         let (cb, cl) = (cpu_per_op(&outcome.bare), cpu_per_op(&outcome.layered));
         let delta = match (cb, cl) {
             (Some(b), Some(l)) => match outcome.scenario {
@@ -1008,7 +1045,7 @@ fn print_report(options: &Options, outcomes: &mut [Outcome]) {
             _ => "unknown".into(),
         };
         println!(
-            "* {}: throughput ratio per round {}; layer CPU (layered − bare) {}; ops bare {} / layered {}; \
+            "* {}: throughput ratio per round {} (median {median}); layer CPU (layered − bare) {}; ops bare {} / layered {}; \
              errors bare {} / layered {}",
             outcome.scenario.key(),
             ratios.join(", "),
@@ -1085,8 +1122,10 @@ async fn run(options: Options) -> Result<(), BoxError> {
         let connections = options.connections(scenario);
         let cap = options.cap(scenario);
         // Warm-up: fills both proxies' connection pools and the caches; not measured.
-        for t in [&bare, &layered] {
-            segment(scenario, t, connections, WARM_UP, cap).await?;
+        for (is_layered, t) in [(false, &bare), (true, &layered)] {
+            if options.variant.is_none_or(|v| v == is_layered) {
+                segment(scenario, t, connections, WARM_UP, cap).await?;
+            }
         }
         let mut outcome = Outcome {
             scenario,
@@ -1104,6 +1143,9 @@ async fn run(options: Options) -> Result<(), BoxError> {
             };
             let mut pair = [None, None];
             for is_layered in order {
+                if options.variant.is_some_and(|v| v != is_layered) {
+                    continue;
+                }
                 let t = if is_layered { &layered } else { &bare };
                 let tally = segment(scenario, t, connections, options.segment(), cap).await?;
                 eprintln!(

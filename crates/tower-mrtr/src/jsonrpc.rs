@@ -6,9 +6,10 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use bytes::{Bytes, BytesMut};
-use memchr::memmem;
+use memchr::memmem::Finder;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -32,9 +33,18 @@ pub(crate) const LISTEN_METHOD: &str = "subscriptions/listen";
 /// so a message using escapes is parsed rather than trusted to the plain-text filter.
 pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"\"task\"", b"\\u"];
 
+/// Searchers for [`RESPONSE_NEEDLES`], built once: building one costs more than a search of a
+/// typical message.
+static RESPONSE_FINDERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+    RESPONSE_NEEDLES
+        .iter()
+        .map(|n| Finder::new(n).into_owned())
+        .collect()
+});
+
 /// Whether a response body may hold something the layer must seal.
 pub(crate) fn response_is_candidate(body: &[u8]) -> bool {
-    RESPONSE_NEEDLES.iter().any(|n| memmem::find(body, n).is_some())
+    RESPONSE_FINDERS.iter().any(|f| f.find(body).is_some())
 }
 
 /// A JSON-RPC message with only the members the layer reads.

@@ -421,3 +421,36 @@ async fn keep_alives_are_forwarded_as_they_arrive() {
         &b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"[..]
     );
 }
+
+#[tokio::test]
+async fn trailers_follow_the_flushed_stream() {
+    let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", "abc".parse().unwrap());
+        let frames: Vec<Result<Frame<Bytes>, Infallible>> = vec![
+            Ok(Frame::data(Bytes::from_static(STREAM.as_bytes()))),
+            // An unterminated tail must be flushed before the trailers.
+            Ok(Frame::data(Bytes::from_static(b": tail without end"))),
+            Ok(Frame::trailers(trailers)),
+        ];
+        let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
+        response
+            .headers_mut()
+            .insert("content-type", "text/event-stream".parse().unwrap());
+        response.extensions_mut().insert(Route::new("a"));
+        Ok::<_, Infallible>(response)
+    });
+    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap();
+    let collected = response.into_body().collect().await.unwrap();
+    assert_eq!(collected.trailers().unwrap()["x-checksum"], "abc");
+    let text = String::from_utf8(collected.to_bytes().to_vec()).unwrap();
+    assert!(
+        text.ends_with(": trailing comment\n\n: tail without end"),
+        "{text}"
+    );
+    assert!(envelope_in(&text).is_some() && !text.contains("backend-secret"));
+}
