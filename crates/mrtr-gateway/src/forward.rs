@@ -19,7 +19,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -144,19 +144,37 @@ impl Forwarder {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-        let bytes = tokio::time::timeout(
-            self.response_timeout,
-            Limited::new(response.into_body(), MAX_MERGED_ANSWER).collect(),
-        )
-        .await
-        .map_err(|_| ForwardError::Timeout)?
-        .map_err(|e| ForwardError::Unreachable(format!("reading the answer: {e}")))?
-        .to_bytes();
-        let message = if is_sse {
-            last_sse_response(&bytes)
-        } else {
-            Some(bytes)
+        let mut body = response.into_body();
+        let read = async {
+            let mut buffer = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame =
+                    frame.map_err(|e| ForwardError::Unreachable(format!("reading the answer: {e}")))?;
+                let Ok(data) = frame.into_data() else { continue };
+                let scanned = buffer.len().saturating_sub(3);
+                buffer.extend_from_slice(&data);
+                if buffer.len() > MAX_MERGED_ANSWER {
+                    return Err(ForwardError::Unreachable("answer too large to merge".to_owned()));
+                }
+                // A stream that stays open after its response (keep-alives) must not hold the
+                // merge: look for the response whenever a chunk completes an event.
+                let completed = complete_events(&buffer[scanned..]);
+                if is_sse
+                    && completed > 0
+                    && let Some(message) = last_sse_response(&buffer[..scanned + completed])
+                {
+                    return Ok(Some(message));
+                }
+            }
+            Ok(if is_sse {
+                last_sse_response(&buffer)
+            } else {
+                Some(Bytes::from(buffer))
+            })
         };
+        let message = tokio::time::timeout(self.response_timeout, read)
+            .await
+            .map_err(|_| ForwardError::Timeout)??;
         Ok(Answer { status, message })
     }
 }
@@ -222,6 +240,21 @@ fn last_sse_response(stream: &[u8]) -> Option<Bytes> {
     }
     flush(&mut data);
     found
+}
+
+/// Length of the prefix of an SSE stream that holds only complete events (ending in a blank line).
+fn complete_events(stream: &[u8]) -> usize {
+    let end_of = |needle: &[u8]| {
+        stream
+            .windows(needle.len())
+            .rposition(|w| w == needle)
+            .map(|at| at + needle.len())
+    };
+    [end_of(b"\n\n"), end_of(b"\r\n\r\n"), end_of(b"\r\r")]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0)
 }
 
 fn copy_headers(from: &HeaderMap, to: &mut HeaderMap, drop: &[&str]) {
@@ -290,5 +323,9 @@ mod tests {
         let message = last_sse_response(stream).unwrap();
         assert_eq!(&message[..], b"{\"jsonrpc\":\"2.0\",\"id\":1,\n\"result\":{}}");
         assert!(last_sse_response(b": only a comment\n\n").is_none());
+        let partial =
+            b"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,";
+        assert_eq!(complete_events(partial), 44);
+        assert_eq!(complete_events(b"data: x"), 0);
     }
 }
