@@ -1,0 +1,59 @@
+//! Stateless MCP `2026-07-28` backends that exercise multi round-trip
+//! requests (MRTR, SEP-2322), built with the official Rust SDK `rmcp` 3.11
+//! and served over Streamable HTTP with axum 0.8.
+//!
+//! * [`demo`]: two demo backends ([`DemoBackend`], catalogs `Alpha` and
+//!   `Beta`) with one-, two- and three-round tools, a prompt and a resource
+//!   that need input. Every final result names the backend identity.
+//! * [`fixture`]: [`ConformanceFixture`], exactly what the conformance
+//!   suite's `input-required-result-*` and `http-header-validation` scenarios
+//!   call.
+//! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
+//!   `/mcp`, with JSON or SSE responses, and stop it again.
+//!
+//! None of the backends keeps state between rounds: progress and collected
+//! answers travel in an HMAC-sealed `requestState` ([`StateSealer`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use mrtr_backends::{DemoBackend, ResponseMode, serve};
+//!
+//! let backend = serve(DemoBackend::alpha("alpha")?, ResponseMode::Sse).await?;
+//! println!("MCP endpoint: {}", backend.url());
+//! backend.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+
+pub mod demo;
+pub mod fixture;
+mod flow;
+pub mod serve;
+mod state;
+
+pub use demo::{DemoBackend, DemoCatalog};
+pub use fixture::ConformanceFixture;
+pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
+pub use state::{DEFAULT_STATE_TTL, StateSealer};
+
+/// Errors constructing a backend.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The operating system's random source failed while generating the
+    /// `requestState` key.
+    Random(getrandom::Error),
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendError::Random(error) => {
+                write!(f, "failed to generate a requestState key: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}

@@ -1,0 +1,569 @@
+//! What each backend offers, the names the gateway exposes for it, and how list and discover
+//! results of several backends are merged.
+//!
+//! # Naming rule
+//!
+//! With several backends, a tool or prompt name offered by exactly one backend is exposed as is.
+//! A name offered by two or more backends is exposed once per backend as `<backend>__<name>`
+//! (for example `alpha__deploy` and `beta__deploy`), and the unprefixed name is not exposed at all,
+//! so no client silently lands on an arbitrary backend. A unique name that happens to equal such a
+//! prefixed name is prefixed as well. On the way to the backend the original name is restored, in
+//! `params.name` and in `Mcp-Name`.
+//!
+//! Resources keep their URIs: `resources/read` goes to the first backend (in configuration order)
+//! that lists the URI, else to the first whose `resources/templates/list` has a matching template.
+//! A URI listed by several backends is exposed once, for the first of them.
+//!
+//! ```
+//! use mrtr_gateway::catalog::expose;
+//!
+//! let alpha = vec!["whoami".to_owned(), "provision_cluster".to_owned()];
+//! let beta = vec!["whoami".to_owned(), "archive_repo".to_owned()];
+//! let names = expose(&["alpha", "beta"], &[Some(alpha), Some(beta)]);
+//! assert_eq!(names.exposed(0, "whoami"), Some("alpha__whoami"));
+//! assert_eq!(names.exposed(1, "whoami"), Some("beta__whoami"));
+//! assert_eq!(names.resolve("provision_cluster"), Some((0, "provision_cluster")));
+//! assert_eq!(names.resolve("beta__whoami"), Some((1, "whoami")));
+//! assert_eq!(names.resolve("whoami"), None);
+//! ```
+//!
+//! # Freshness
+//!
+//! The name table is refreshed from every `*/list` call a client makes, and on demand: a call
+//! naming something the table does not know, or a table older than the catalog TTL, triggers one
+//! fan-out `*/list` (concurrent callers share it). When a backend fails to answer a list call, the
+//! names it offered last time are **kept** (so the names of other backends do not change under the
+//! clients' feet) but its items are left out of the merged list; calls to it fail when forwarded.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::jsonrpc::RawObject;
+
+/// Separator between backend name and original name in prefixed names.
+pub const SEPARATOR: &str = "__";
+
+/// The four kinds of listable things.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 4] = [Kind::Tools, Kind::Prompts, Kind::Resources, Kind::Templates];
+
+    pub(crate) fn from_list_method(method: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.list_method() == method)
+    }
+
+    pub(crate) fn list_method(self) -> &'static str {
+        match self {
+            Self::Tools => "tools/list",
+            Self::Prompts => "prompts/list",
+            Self::Resources => "resources/list",
+            Self::Templates => "resources/templates/list",
+        }
+    }
+
+    /// The result member holding the items.
+    pub(crate) fn items_member(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Prompts => "prompts",
+            Self::Resources => "resources",
+            Self::Templates => "resourceTemplates",
+        }
+    }
+
+    /// The item member identifying an item.
+    fn key_member(self) -> &'static str {
+        match self {
+            Self::Tools | Self::Prompts => "name",
+            Self::Resources => "uri",
+            Self::Templates => "uriTemplate",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Exposed names of tools or prompts, computed by [`expose`].
+#[derive(Debug, Default, Clone)]
+pub struct Names {
+    by_exposed: HashMap<String, (usize, String)>,
+    by_origin: HashMap<(usize, String), String>,
+}
+
+impl Names {
+    /// The backend index and original name behind an exposed name.
+    pub fn resolve(&self, exposed: &str) -> Option<(usize, &str)> {
+        self.by_exposed.get(exposed).map(|(b, n)| (*b, n.as_str()))
+    }
+
+    /// The exposed name of backend `backend`'s `original`.
+    pub fn exposed(&self, backend: usize, original: &str) -> Option<&str> {
+        self.by_origin
+            .get(&(backend, original.to_owned()))
+            .map(String::as_str)
+    }
+}
+
+/// Applies the naming rule (see the [module docs](self)) to the names each backend offers
+/// (`None`: unknown, contributes nothing).
+pub fn expose(backends: &[&str], offered: &[Option<Vec<String>>]) -> Names {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for names in offered.iter().flatten() {
+        let unique: HashSet<&str> = names.iter().map(String::as_str).collect();
+        for name in unique {
+            *count.entry(name).or_default() += 1;
+        }
+    }
+    let prefixed = |b: usize, name: &str| format!("{}{SEPARATOR}{name}", backends[b]);
+    let taken_by_prefix: HashSet<String> = offered
+        .iter()
+        .enumerate()
+        .filter_map(|(b, names)| names.as_ref().map(|n| (b, n)))
+        .flat_map(|(b, names)| {
+            names
+                .iter()
+                .filter(|n| count[n.as_str()] > 1)
+                .map(move |n| (b, n))
+        })
+        .map(|(b, n)| prefixed(b, n))
+        .collect();
+    let mut names = Names::default();
+    for (b, offered) in offered.iter().enumerate() {
+        for name in offered.iter().flatten() {
+            let exposed = if count[name.as_str()] > 1 || taken_by_prefix.contains(name) {
+                prefixed(b, name)
+            } else {
+                name.clone()
+            };
+            if names.by_exposed.contains_key(&exposed) {
+                // Only possible with contrived names (`a__b__c` style); the first backend keeps it.
+                tracing::warn!(name = %exposed, backend = backends[b], "exposed name collides; hidden");
+                continue;
+            }
+            names.by_origin.insert((b, name.clone()), exposed.clone());
+            names.by_exposed.insert(exposed, (b, name.clone()));
+        }
+    }
+    names
+}
+
+/// Whether `uri` matches an RFC 6570 template, reading every `{…}` expression as "one or more
+/// characters". Good enough to find the owner of a URI; the backend does the real expansion.
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        literals.push(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => return false,
+        }
+    }
+    literals.push(rest);
+    let (first, others) = literals.split_first().expect("at least one literal");
+    let Some(mut remaining) = uri.strip_prefix(first) else {
+        return false;
+    };
+    let last = others.len();
+    for (i, literal) in others.iter().enumerate() {
+        if i + 1 == last {
+            return remaining.len() > literal.len() && remaining.ends_with(literal);
+        }
+        // An expression matches at least one character, then the next literal.
+        match remaining.get(1..).and_then(|r| r.find(literal)) {
+            Some(at) if !literal.is_empty() => remaining = &remaining[1 + at + literal.len()..],
+            _ => return false,
+        }
+    }
+    remaining.is_empty()
+}
+
+#[derive(Debug)]
+struct KindState {
+    refreshed: Option<Instant>,
+    offered: Vec<Option<Vec<String>>>,
+    names: Names,
+}
+
+/// The gateway's knowledge of what each backend offers.
+#[derive(Debug)]
+pub(crate) struct Catalog {
+    backend_names: Vec<String>,
+    ttl: Duration,
+    kinds: [Mutex<KindState>; 4],
+    refreshing: [tokio::sync::Mutex<()>; 4],
+}
+
+impl Catalog {
+    pub(crate) fn new(backend_names: Vec<String>, ttl: Duration) -> Self {
+        let empty = || {
+            Mutex::new(KindState {
+                refreshed: None,
+                offered: vec![None; backend_names.len()],
+                names: Names::default(),
+            })
+        };
+        Self {
+            ttl,
+            kinds: [empty(), empty(), empty(), empty()],
+            refreshing: Default::default(),
+            backend_names,
+        }
+    }
+
+    fn state(&self, kind: Kind) -> std::sync::MutexGuard<'_, KindState> {
+        self.kinds[kind.index()]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records what each backend listed (`None`: it did not answer; its previous names are kept)
+    /// and returns the resulting names.
+    pub(crate) fn record(&self, kind: Kind, listed: Vec<Option<Vec<String>>>) -> Names {
+        let mut state = self.state(kind);
+        let mut answered = false;
+        for (slot, fresh) in state.offered.iter_mut().zip(listed) {
+            if fresh.is_some() {
+                *slot = fresh;
+                answered = true;
+            }
+        }
+        let names: Vec<&str> = self.backend_names.iter().map(String::as_str).collect();
+        state.names = expose(&names, &state.offered);
+        if answered {
+            // A fan-out nobody answered must not make a stale table look fresh.
+            state.refreshed = Some(Instant::now());
+        }
+        state.names.clone()
+    }
+
+    /// When the table for `kind` was last refreshed, if it is still within the TTL.
+    pub(crate) fn fresh_since(&self, kind: Kind) -> Option<Instant> {
+        self.state(kind).refreshed.filter(|at| at.elapsed() < self.ttl)
+    }
+
+    /// Serialises refreshes of one kind, so concurrent misses cause one fan-out.
+    pub(crate) async fn refresh_lock(&self, kind: Kind) -> tokio::sync::MutexGuard<'_, ()> {
+        self.refreshing[kind.index()].lock().await
+    }
+
+    pub(crate) fn refreshed_at(&self, kind: Kind) -> Option<Instant> {
+        self.state(kind).refreshed
+    }
+
+    /// Backend index and original name behind an exposed tool or prompt name.
+    pub(crate) fn resolve_name(&self, kind: Kind, exposed: &str) -> Option<(usize, String)> {
+        self.state(kind)
+            .names
+            .resolve(exposed)
+            .map(|(b, n)| (b, n.to_owned()))
+    }
+
+    /// The backend that owns a resource URI: a listed resource, else a matching template.
+    pub(crate) fn resolve_uri(&self, uri: &str) -> Option<usize> {
+        let owner = |kind: Kind, matches: &dyn Fn(&str) -> bool| {
+            self.state(kind).offered.iter().position(|listed| {
+                listed
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|item| matches(item)))
+            })
+        };
+        owner(Kind::Resources, &|listed| listed == uri)
+            .or_else(|| owner(Kind::Templates, &|template| template_matches(template, uri)))
+    }
+}
+
+/// One backend's complete listing (all pages) for one kind.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) items: Vec<Box<RawValue>>,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) private: bool,
+}
+
+/// One page of a list result: its items appended to `listing`; returns `nextCursor`.
+pub(crate) fn read_page(
+    kind: Kind,
+    result: &RawValue,
+    listing: &mut Listing,
+) -> Result<Option<Box<RawValue>>, ()> {
+    let result: RawObject = serde_json::from_str(result.get()).map_err(drop)?;
+    let items = result.get(kind.items_member()).ok_or(())?;
+    let items: Vec<Box<RawValue>> = serde_json::from_str(items.get()).map_err(drop)?;
+    listing.items.extend(items);
+    read_cache_hints(&result, &mut listing.ttl_ms, &mut listing.private);
+    let cursor = result
+        .get("nextCursor")
+        .filter(|c| c.get() != "null")
+        .map(ToOwned::to_owned);
+    Ok(cursor)
+}
+
+fn read_cache_hints(result: &RawObject, ttl_ms: &mut Option<u64>, private: &mut bool) {
+    // Missing hints are read conservatively: not cacheable, not shareable.
+    let ttl = result
+        .get("ttlMs")
+        .and_then(|t| serde_json::from_str::<u64>(t.get()).ok())
+        .unwrap_or(0);
+    *ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
+    *private |= result.get("cacheScope").is_none_or(|s| s.get() != r#""public""#);
+}
+
+/// The identifying key (`name`, `uri`, `uriTemplate`) of each item.
+pub(crate) fn item_keys(kind: Kind, items: &[Box<RawValue>]) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|item| {
+            let item: RawObject = serde_json::from_str(item.get()).ok()?;
+            serde_json::from_str::<String>(item.get(kind.key_member())?.get()).ok()
+        })
+        .collect()
+}
+
+/// Merges the listings of the backends that answered (`(backend index, listing)`, in
+/// configuration order) into one list result, applying `names`.
+pub(crate) fn merge_listings(
+    kind: Kind,
+    names: &Names,
+    listings: &[(usize, Listing)],
+    server_info: &Value,
+) -> Value {
+    let mut items: Vec<Box<RawValue>> = Vec::new();
+    let mut seen_uris: HashSet<String> = HashSet::new();
+    let mut ttl_ms: Option<u64> = None;
+    let mut private = false;
+    for (backend, listing) in listings {
+        ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| {
+            t.min(listing.ttl_ms.unwrap_or(0))
+        }));
+        private |= listing.private;
+        for item in &listing.items {
+            let Ok(mut object) = serde_json::from_str::<RawObject>(item.get()) else {
+                continue;
+            };
+            let Some(key) = object
+                .get(kind.key_member())
+                .and_then(|k| serde_json::from_str::<String>(k.get()).ok())
+            else {
+                continue;
+            };
+            match kind {
+                Kind::Tools | Kind::Prompts => {
+                    let Some(exposed) = names.exposed(*backend, &key) else {
+                        continue;
+                    };
+                    if exposed != key
+                        && let Some((_, slot)) = object.0.iter_mut().find(|(k, _)| k == "name")
+                        && let Ok(raw) = serde_json::value::to_raw_value(exposed)
+                    {
+                        *slot = raw;
+                    }
+                    if let Ok(raw) = serde_json::value::to_raw_value(&object) {
+                        items.push(raw);
+                    }
+                }
+                Kind::Resources | Kind::Templates => {
+                    if seen_uris.insert(key) {
+                        items.push(item.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut result = Map::new();
+    result.insert(
+        kind.items_member().to_owned(),
+        serde_json::to_value(items).unwrap_or(Value::Array(vec![])),
+    );
+    finish_result(&mut result, ttl_ms.unwrap_or(0), private, server_info);
+    Value::Object(result)
+}
+
+fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, server_info: &Value) {
+    result.insert("resultType".to_owned(), json!("complete"));
+    result.insert("ttlMs".to_owned(), json!(ttl_ms));
+    result.insert(
+        "cacheScope".to_owned(),
+        json!(if private { "private" } else { "public" }),
+    );
+    result.insert(
+        "_meta".to_owned(),
+        json!({ "io.modelcontextprotocol/serverInfo": server_info }),
+    );
+}
+
+/// Merges `server/discover` results (`(backend name, result)`, in configuration order):
+/// `supportedVersions` is the intersection with the gateway's own; `tools`, `prompts`,
+/// `resources` and `completions` are offered if any backend offers them (without `listChanged`
+/// and `subscribe`, which need the listen stream the gateway does not merge); an extension is
+/// offered only if every backend offers it; `instructions` are concatenated, each under its
+/// backend's name.
+pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], server_info: &Value) -> Value {
+    let mut versions: Vec<&str> = own_versions.to_vec();
+    let mut capabilities = Map::new();
+    let mut extensions: Option<Map<String, Value>> = None;
+    let mut instructions = Vec::new();
+    let mut ttl_ms: Option<u64> = None;
+    let mut private = false;
+    for (backend, result) in results {
+        let supported: Vec<&str> = result["supportedVersions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        versions.retain(|v| supported.contains(v));
+        let caps = &result["capabilities"];
+        for key in ["tools", "prompts", "resources", "completions"] {
+            if caps[key].is_object() {
+                capabilities.insert(key.to_owned(), json!({}));
+            }
+        }
+        let theirs = caps["extensions"].as_object().cloned().unwrap_or_default();
+        extensions = Some(match extensions {
+            None => theirs,
+            Some(mut ours) => {
+                ours.retain(|k, _| theirs.contains_key(k));
+                ours
+            }
+        });
+        if let Some(text) = result["instructions"].as_str().filter(|t| !t.is_empty()) {
+            instructions.push(format!("[{backend}] {text}"));
+        }
+        let ttl = result["ttlMs"].as_u64().unwrap_or(0);
+        ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
+        private |= result["cacheScope"].as_str() != Some("public");
+    }
+    if let Some(extensions) = extensions.filter(|e| !e.is_empty()) {
+        capabilities.insert("extensions".to_owned(), Value::Object(extensions));
+    }
+    let mut merged = Map::new();
+    merged.insert("supportedVersions".to_owned(), json!(versions));
+    merged.insert("capabilities".to_owned(), Value::Object(capabilities));
+    if !instructions.is_empty() {
+        merged.insert("instructions".to_owned(), json!(instructions.join("\n\n")));
+    }
+    finish_result(&mut merged, ttl_ms.unwrap_or(0), private, server_info);
+    Value::Object(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Option<Vec<String>> {
+        Some(list.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn unique_names_stay_conflicts_get_prefixed() {
+        let n = expose(&["a", "b", "c"], &[names(&["x", "y"]), names(&["x", "z"]), None]);
+        assert_eq!(n.resolve("y"), Some((0, "y")));
+        assert_eq!(n.resolve("z"), Some((1, "z")));
+        assert_eq!(n.resolve("a__x"), Some((0, "x")));
+        assert_eq!(n.resolve("b__x"), Some((1, "x")));
+        assert_eq!(n.resolve("x"), None);
+        assert_eq!(n.resolve("c__x"), None);
+    }
+
+    #[test]
+    fn a_unique_name_equal_to_a_prefixed_one_is_prefixed_too() {
+        let n = expose(
+            &["a", "b", "c"],
+            &[names(&["x"]), names(&["x"]), names(&["a__x"])],
+        );
+        assert_eq!(n.resolve("a__x"), Some((0, "x")));
+        assert_eq!(n.resolve("c__a__x"), Some((2, "a__x")));
+    }
+
+    #[test]
+    fn duplicates_within_one_backend_are_not_conflicts() {
+        let n = expose(&["a", "b"], &[names(&["x", "x"]), names(&["y"])]);
+        assert_eq!(n.resolve("x"), Some((0, "x")));
+    }
+
+    #[test]
+    fn templates_match_uris() {
+        assert!(template_matches(
+            "demo://{id}/audit-log",
+            "demo://alpha/audit-log"
+        ));
+        assert!(!template_matches("demo://{id}/audit-log", "demo:///audit-log"));
+        assert!(!template_matches(
+            "demo://{id}/audit-log",
+            "other://alpha/audit-log"
+        ));
+        assert!(template_matches("file:///{path}", "file:///a/b.txt"));
+        assert!(template_matches("x://{a}-{b}", "x://1-2"));
+        assert!(!template_matches("x://{a}-{b}", "x://1-"));
+        assert!(template_matches("x://fixed", "x://fixed"));
+        assert!(!template_matches("x://{a", "x://1"));
+    }
+
+    #[test]
+    fn list_merge_renames_and_merges_cache_hints() {
+        let n = expose(&["a", "b"], &[names(&["t", "u"]), names(&["t"])]);
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        let a = Listing {
+            items: vec![
+                raw(r#"{"name":"t","inputSchema":{"z":1,"a":2}}"#),
+                raw(r#"{"name":"u"}"#),
+            ],
+            ttl_ms: Some(500),
+            private: false,
+        };
+        let b = Listing {
+            items: vec![raw(r#"{"name":"t"}"#)],
+            ttl_ms: Some(100),
+            private: true,
+        };
+        let merged = merge_listings(
+            Kind::Tools,
+            &n,
+            &[(0, a), (1, b)],
+            &json!({"name":"gw","version":"1"}),
+        );
+        let names: Vec<&str> = merged["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a__t", "u", "b__t"]);
+        assert_eq!(merged["ttlMs"], 100);
+        assert_eq!(merged["cacheScope"], "private");
+        assert_eq!(merged["resultType"], "complete");
+    }
+
+    #[test]
+    fn discover_merge_intersects_versions_and_extensions() {
+        let a = json!({"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{"listChanged":true},"extensions":{"x":{},"y":{}}},"ttlMs":60000,"cacheScope":"public","instructions":"use a"});
+        let b = json!({"supportedVersions":["2026-07-28"],"capabilities":{"prompts":{},"extensions":{"y":{}}},"ttlMs":1000,"cacheScope":"public"});
+        let merged = merge_discover(
+            &["2026-07-28"],
+            &[("a", a), ("b", b)],
+            &json!({"name":"gw","version":"1"}),
+        );
+        assert_eq!(merged["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(
+            merged["capabilities"],
+            json!({"tools":{},"prompts":{},"extensions":{"y":{}}})
+        );
+        assert_eq!(merged["ttlMs"], 1000);
+        assert_eq!(merged["cacheScope"], "public");
+        assert_eq!(merged["instructions"], "[a] use a");
+    }
+}

@@ -1,0 +1,208 @@
+//! `mrtr-gateway`: a multi-backend MCP 2026-07-28 gateway that relays multi round-trip requests
+//! (SEP-2322) statelessly, built on [`tower_mrtr::MrtrLayer`].
+//!
+//! The stack, outermost first:
+//!
+//! 1. [`origin`]: `Origin`/`Host` validation (403) and POST media types (415/406); GET and DELETE
+//!    on `/mcp` get 405 with `Allow: POST`;
+//! 2. [`MrtrLayer`]: seals backend `requestState` into envelopes naming the backend, opens
+//!    them on retries and pins the retry to that backend;
+//! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
+//!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use mrtr_gateway::{Backend, GatewayConfig, start};
+//!
+//! let config = GatewayConfig::new(vec![
+//!     "alpha=http://127.0.0.1:9001/mcp".parse()?,
+//!     "beta=http://127.0.0.1:9002/mcp".parse()?,
+//! ]);
+//! let keyring = std::env::var("MRTR_KEYS")?.parse()?;
+//! let gateway = start(config, keyring, "127.0.0.1:8080".parse()?).await?;
+//! println!("serving MCP at {}", gateway.url());
+//! gateway.wait().await?;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post_service;
+use http::HeaderName;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower_mrtr::{Clock, Keyring, MrtrLayer};
+
+mod backend;
+pub mod catalog;
+pub mod cli;
+pub mod demo;
+mod forward;
+mod headers;
+pub mod jsonrpc;
+pub mod origin;
+pub mod proxy;
+
+pub use backend::{Backend, BackendSpecError};
+pub use headers::SUPPORTED_VERSIONS;
+pub use origin::{HostPolicy, OriginPolicy};
+pub use proxy::Proxy;
+
+/// The path the gateway serves MCP at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Everything the gateway needs besides its keyring.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct GatewayConfig {
+    /// Backends in priority order (first wins for duplicate resource URIs).
+    pub backends: Vec<Backend>,
+    /// Bind envelopes to this request header's value (set by an authenticating proxy in front).
+    pub principal_header: Option<HeaderName>,
+    /// Accepted browser origins.
+    pub origins: OriginPolicy,
+    /// Accepted `Host` values; `None` chooses by listen address (loopback names on a loopback
+    /// address, anything otherwise).
+    pub hosts: Option<HostPolicy>,
+    /// How long a backend catalog is trusted before it is listed again on demand.
+    pub catalog_ttl: Duration,
+    /// How long a sealed `requestState` stays valid.
+    pub envelope_ttl: Duration,
+    /// How long to wait for a backend's response head.
+    pub backend_timeout: Duration,
+    /// Largest request body accepted (413 above).
+    pub max_request_body: usize,
+    /// Where envelope expiry reads the time (tests); `None` for the system clock.
+    pub clock: Option<Arc<dyn Clock>>,
+}
+
+impl GatewayConfig {
+    /// Defaults: no principal binding, loopback origins, catalog TTL 30 s, envelope TTL 10 min,
+    /// backend timeout 60 s, request bodies up to 2 MiB.
+    pub fn new(backends: Vec<Backend>) -> Self {
+        Self {
+            backends,
+            principal_header: None,
+            origins: OriginPolicy::new([], true),
+            hosts: None,
+            catalog_ttl: Duration::from_secs(30),
+            envelope_ttl: tower_mrtr::DEFAULT_TTL,
+            backend_timeout: Duration::from_secs(60),
+            max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
+            clock: None,
+        }
+    }
+}
+
+/// The gateway as an axum [`Router`] serving [`MCP_PATH`].
+///
+/// # Panics
+///
+/// If `config.backends` is empty.
+pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Router {
+    let proxy = Proxy::new(
+        config.backends.clone(),
+        config.catalog_ttl,
+        config.backend_timeout,
+    );
+    let mut layer = MrtrLayer::with_shared_keyring(keyring)
+        .ttl(config.envelope_ttl)
+        .max_request_body(config.max_request_body);
+    if let Some(clock) = &config.clock {
+        layer = layer.clock(clock.clone());
+    }
+    if let Some(header) = config.principal_header.clone() {
+        layer = layer.bind_principal(move |parts| {
+            parts
+                .headers
+                .get(&header)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        });
+    }
+    let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
+    let hosts = config.hosts.clone().unwrap_or_else(|| {
+        if listen.ip().is_loopback() {
+            HostPolicy::loopback()
+        } else {
+            HostPolicy::any()
+        }
+    });
+    let guard = Arc::new(origin::Guard {
+        origins: config.origins.clone(),
+        hosts,
+    });
+    // `post_service` answers every other method with 405 and `Allow: POST`.
+    Router::new()
+        .route(MCP_PATH, post_service(mcp))
+        .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
+}
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct RunningGateway {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<io::Result<()>>,
+}
+
+impl RunningGateway {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://{addr}/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}{MCP_PATH}", self.addr)
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, and waits.
+    pub async fn shutdown(self) -> io::Result<()> {
+        let _ = self.stop.send(true);
+        self.wait().await
+    }
+
+    /// Waits until the server stops.
+    pub async fn wait(self) -> io::Result<()> {
+        self.task.await.map_err(io::Error::other)?
+    }
+}
+
+/// Binds `addr` and serves the gateway until [`RunningGateway::shutdown`].
+pub async fn start(config: GatewayConfig, keyring: Keyring, addr: SocketAddr) -> io::Result<RunningGateway> {
+    start_shared(config, Arc::new(keyring), addr).await
+}
+
+/// [`start`] with a keyring shared with other gateways (tests, embedding).
+pub async fn start_shared(
+    config: GatewayConfig,
+    keyring: Arc<Keyring>,
+    addr: SocketAddr,
+) -> io::Result<RunningGateway> {
+    if config.backends.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "at least one backend is required",
+        ));
+    }
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let app = router(&config, keyring, addr);
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(RunningGateway { addr, stop, task })
+}

@@ -1,0 +1,194 @@
+//! The gateway's own HTTP checks, before anything reaches the MRTR layer: `Origin` and `Host`
+//! validation against DNS rebinding (403), and the POST media types (415 for a body that is not
+//! `application/json`, 406 for an `Accept` without both `application/json` and
+//! `text/event-stream`).
+//!
+//! ```
+//! use mrtr_gateway::origin::OriginPolicy;
+//!
+//! let policy = OriginPolicy::new(["https://app.example.com".to_owned()], true);
+//! assert!(policy.allows(None));                                   // not a browser
+//! assert!(policy.allows(Some("https://app.example.com")));        // configured
+//! assert!(policy.allows(Some("http://localhost:5173")));          // loopback page
+//! assert!(!policy.allows(Some("https://evil.example")));
+//! assert!(!policy.allows(Some("null")));
+//! ```
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{Method, StatusCode, header};
+
+/// Which `Origin` values the gateway accepts.
+#[derive(Clone, Debug)]
+pub struct OriginPolicy {
+    allowed: Vec<String>,
+    loopback: bool,
+}
+
+impl OriginPolicy {
+    /// Accepts requests without `Origin`, the listed origins (exact, case-insensitive) and, if
+    /// `loopback`, any `http(s)://localhost|127.0.0.1|[::1]` origin on any port.
+    pub fn new(allowed: impl IntoIterator<Item = String>, loopback: bool) -> Self {
+        let allowed = allowed
+            .into_iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect();
+        Self { allowed, loopback }
+    }
+
+    /// Whether a request with this `Origin` value (or none) may proceed.
+    pub fn allows(&self, origin: Option<&str>) -> bool {
+        let Some(origin) = origin else { return true };
+        let origin = origin.to_ascii_lowercase();
+        if self.allowed.contains(&origin) {
+            return true;
+        }
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        self.loopback && host.is_some_and(is_loopback_authority)
+    }
+}
+
+/// Which `Host` values the gateway accepts (DNS-rebinding protection for loopback listeners).
+#[derive(Clone, Debug)]
+pub struct HostPolicy {
+    /// Host names (without port) accepted; empty accepts any.
+    allowed: Vec<String>,
+}
+
+impl HostPolicy {
+    /// Accepts any `Host`.
+    pub fn any() -> Self {
+        Self { allowed: Vec::new() }
+    }
+
+    /// Accepts only these host names (any port).
+    pub fn only(hosts: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            allowed: hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Loopback names only: the default for a gateway listening on a loopback address.
+    pub fn loopback() -> Self {
+        Self::only(["localhost", "127.0.0.1", "[::1]"].map(String::from))
+    }
+
+    /// Whether a request with this `Host` value may proceed.
+    pub fn allows(&self, host: Option<&str>) -> bool {
+        if self.allowed.is_empty() {
+            return true;
+        }
+        let Some(host) = host else { return false };
+        let host = host.to_ascii_lowercase();
+        let name = strip_port(&host);
+        self.allowed.iter().any(|a| a == name || a == &host)
+    }
+}
+
+fn strip_port(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority.find(']').map_or(authority, |end| &authority[..=end]);
+    }
+    authority.rsplit_once(':').map_or(authority, |(name, _)| name)
+}
+
+fn is_loopback_authority(authority: &str) -> bool {
+    matches!(strip_port(authority), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// The policies the guard enforces.
+#[derive(Clone, Debug)]
+pub(crate) struct Guard {
+    pub(crate) origins: OriginPolicy,
+    pub(crate) hosts: HostPolicy,
+}
+
+/// axum middleware enforcing [`Guard`].
+pub(crate) async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let origin = headers.get(header::ORIGIN).map(|v| v.to_str().unwrap_or("\u{0}"));
+    if !guard.origins.allows(origin) {
+        tracing::debug!(origin, "refused Origin");
+        return plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed");
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().host());
+    if !guard.hosts.allows(host) {
+        tracing::debug!(host, "refused Host");
+        return plain(StatusCode::FORBIDDEN, "Forbidden: Host is not allowed");
+    }
+    if request.method() == Method::POST {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !content_type
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+        {
+            return plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            );
+        }
+        let accept: Vec<String> = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|m| m.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .collect();
+        let accepts = |media: &str| accept.iter().any(|a| a == media || a == "*/*");
+        if !(accepts("application/json") && accepts("text/event-stream")) {
+            return plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept must list application/json and text/event-stream",
+            );
+        }
+    }
+    next.run(request).await
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from(text),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        let loopback = HostPolicy::loopback();
+        assert!(loopback.allows(Some("127.0.0.1:8080")));
+        assert!(loopback.allows(Some("LOCALHOST")));
+        assert!(loopback.allows(Some("[::1]:9")));
+        assert!(!loopback.allows(Some("evil.example:8080")));
+        assert!(!loopback.allows(None));
+        assert!(HostPolicy::any().allows(Some("anything")));
+        assert!(HostPolicy::only(["gw.internal".to_owned()]).allows(Some("gw.internal:443")));
+    }
+
+    #[test]
+    fn origins_without_loopback() {
+        let policy = OriginPolicy::new([], false);
+        assert!(!policy.allows(Some("http://localhost:3000")));
+        assert!(policy.allows(None));
+        assert!(!policy.allows(Some("http://localhost.evil.example")));
+        assert!(!OriginPolicy::new([], true).allows(Some("http://localhost.evil.example")));
+    }
+}

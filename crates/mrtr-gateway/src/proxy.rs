@@ -1,0 +1,599 @@
+//! The proxy service the MRTR layer wraps: picks a backend for each request (or fans out to all),
+//! forwards, and reports the backend as a [`Route`].
+//!
+//! Routing reads the [`McpRequestHead`] the layer parsed; the body is parsed again only where
+//! the gateway must change or inspect something the head does not carry (a prefixed name to
+//! restore, a `cursor`, a completion reference, the `_meta` to reuse for catalog refreshes).
+//!
+//! | request | with one backend | with several backends |
+//! |---|---|---|
+//! | carrying a [`PinnedRoute`] (an MRTR retry) | that backend | that backend, original name restored; a backend no longer configured gets `-32602` |
+//! | `tools/call`, `prompts/get` | straight through | the backend that offers the (exposed) name, original name restored |
+//! | `resources/read` | straight through | the backend listing the URI, else the first with a matching template |
+//! | `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list` | straight through | all backends (every page), merged |
+//! | `server/discover` | straight through | all backends, merged |
+//! | `completion/complete` | straight through | by `params.ref` (prompt name or resource URI) |
+//! | a notification | straight through | `202 Accepted`, not forwarded |
+//! | anything else | straight through | HTTP 404, `-32601` |
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::future::join_all;
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
+use tower_mrtr::{McpRequestHead, PinnedRoute, RequestBody, Route};
+use tower_service::Service;
+
+use crate::backend::Backend;
+use crate::catalog::{self, Catalog, Kind, Listing, SEPARATOR};
+use crate::forward::{Answer, ForwardError, Forwarder};
+use crate::headers::{self, SUPPORTED_VERSIONS};
+use crate::jsonrpc::{
+    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
+    error_response,
+};
+
+/// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
+/// valid backend name, so it can never be confused with one.
+pub const GATEWAY_ROUTE: &str = "@gateway";
+
+/// Most pages fetched from one backend for one list call.
+const MAX_PAGES: usize = 64;
+
+/// Shortest interval between two on-demand catalog refreshes of one kind, so that calls naming
+/// unknown things cannot make the gateway hammer its backends.
+const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The routing and forwarding service. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    backends: Vec<Backend>,
+    forwarder: Forwarder,
+    catalog: Catalog,
+    server_info: Value,
+}
+
+impl Proxy {
+    /// A proxy over `backends` (at least one), re-listing catalogs older than `catalog_ttl`, and
+    /// waiting at most `response_timeout` for a backend's response head.
+    pub fn new(backends: Vec<Backend>, catalog_ttl: Duration, response_timeout: Duration) -> Self {
+        assert!(!backends.is_empty(), "a proxy needs at least one backend");
+        let names = backends.iter().map(|b| b.name().to_owned()).collect();
+        Self {
+            inner: Arc::new(Inner {
+                backends,
+                forwarder: Forwarder::new(response_timeout),
+                catalog: Catalog::new(names, catalog_ttl),
+                server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
+            }),
+        }
+    }
+
+    /// The configured backends.
+    pub fn backends(&self) -> &[Backend] {
+        &self.inner.backends
+    }
+}
+
+impl<B> Service<Request<RequestBody<B>>> for Proxy
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display + Send,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<RequestBody<B>>) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let pinned = parts.extensions.get::<PinnedRoute>().map(|p| p.0.clone());
+            // The layer has already buffered (and size-limited) every POST body.
+            let (route, mut response) = match body.collect().await {
+                Ok(body) => inner.dispatch(&parts, pinned.as_ref(), body.to_bytes()).await,
+                Err(e) => {
+                    tracing::debug!(error = %e, "request body failed");
+                    let route = pinned.clone().unwrap_or_else(|| Route::new(GATEWAY_ROUTE));
+                    (
+                        route,
+                        error_response(
+                            StatusCode::BAD_REQUEST,
+                            None,
+                            INVALID_REQUEST,
+                            "Unreadable body",
+                            None,
+                        ),
+                    )
+                }
+            };
+            response.extensions_mut().insert(route);
+            Ok(response)
+        })
+    }
+}
+
+/// Why a fan-out to one backend gave nothing to merge.
+#[derive(Debug)]
+enum Failure {
+    /// A JSON-RPC error, or a non-JSON-RPC HTTP answer.
+    Answer(Answer),
+    Unavailable(ForwardError),
+    Malformed,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answer(answer) if answer.is_error() => write!(f, "JSON-RPC error (HTTP {})", answer.status),
+            Self::Answer(answer) => write!(f, "no JSON-RPC result (HTTP {})", answer.status),
+            Self::Unavailable(error) => error.fmt(f),
+            Self::Malformed => f.write_str("malformed list result"),
+        }
+    }
+}
+
+type Routed = (Route, Response<Body>);
+
+impl Inner {
+    fn own(&self, response: Response<Body>) -> Routed {
+        (Route::new(GATEWAY_ROUTE), response)
+    }
+
+    async fn dispatch(&self, parts: &Parts, pinned: Option<&Route>, body: Bytes) -> Routed {
+        let Some(head) = parts.extensions.get::<McpRequestHead>() else {
+            // The layer inserts a head for every JSON-RPC request object it reads.
+            let (code, message) = match serde_json::from_slice::<&RawValue>(&body) {
+                Err(_) => (PARSE_ERROR, "Parse error: the body is not JSON"),
+                Ok(raw) if raw.get().starts_with('[') => {
+                    (INVALID_REQUEST, "JSON-RPC batches are not supported")
+                }
+                Ok(_) => (INVALID_REQUEST, "The body is not a JSON-RPC request"),
+            };
+            return self.own(error_response(StatusCode::BAD_REQUEST, None, code, message, None));
+        };
+        let id = head.id_json();
+        if let Err(e) = headers::validate(&parts.headers, head) {
+            tracing::debug!(method = head.method(), error = %e.message, "header validation failed");
+            return self.own(error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                e.code,
+                &e.message,
+                e.data,
+            ));
+        }
+
+        if let Some(route) = pinned {
+            return self.pinned(parts, head, route, body).await;
+        }
+        if self.backends.len() == 1 {
+            return self.forward(0, parts, body, None).await;
+        }
+        if id.is_none() {
+            // 2026-07-28 defines no client notification over HTTP; there is no one backend to
+            // give one to.
+            let mut accepted = Response::new(Body::empty());
+            *accepted.status_mut() = StatusCode::ACCEPTED;
+            return self.own(accepted);
+        }
+        match head.method() {
+            "tools/call" => self.named(Kind::Tools, parts, head, body).await,
+            "prompts/get" => self.named(Kind::Prompts, parts, head, body).await,
+            "resources/read" => self.resource(parts, head, body).await,
+            "server/discover" => self.discover(parts, head, body).await,
+            "completion/complete" => self.completion(parts, head, body).await,
+            method => match Kind::from_list_method(method) {
+                Some(kind) => self.list(kind, parts, head, body).await,
+                None => self.own(error_response(
+                    StatusCode::NOT_FOUND,
+                    id,
+                    METHOD_NOT_FOUND,
+                    &format!("Method not found: {method}"),
+                    None,
+                )),
+            },
+        }
+    }
+
+    /// Forwards to backend `index`, replacing the string at `rename.0` by `rename.1` (and
+    /// `Mcp-Name` with it when the path is `params.name`).
+    async fn forward(
+        &self,
+        index: usize,
+        parts: &Parts,
+        body: Bytes,
+        rename: Option<(&[&str], &str)>,
+    ) -> Routed {
+        let backend = &self.backends[index];
+        let id = parts
+            .extensions
+            .get::<McpRequestHead>()
+            .and_then(McpRequestHead::id_json);
+        let mut headers = parts.headers.clone();
+        let body = match rename {
+            None => body,
+            Some((path, original)) => {
+                let Some(body) = jsonrpc::rename_path(&body, path, original) else {
+                    return self.own(invalid_params(id, "Invalid params"));
+                };
+                if path == ["params", "name"] {
+                    match encode_header_value(original) {
+                        Some(value) => headers.insert(MCP_NAME, value),
+                        None => return self.own(invalid_params(id, "Invalid name")),
+                    };
+                }
+                body
+            }
+        };
+        match self.forwarder.post(backend, &headers, body).await {
+            Ok(response) => (backend.route().clone(), response),
+            Err(error) => {
+                tracing::warn!(backend = backend.name(), %error, "backend unavailable");
+                let message = format!("Backend {:?} is unavailable", backend.name());
+                (
+                    backend.route().clone(),
+                    error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
+                )
+            }
+        }
+    }
+
+    /// An MRTR retry: it must reach the backend that minted the state.
+    async fn pinned(&self, parts: &Parts, head: &McpRequestHead, route: &Route, body: Bytes) -> Routed {
+        let Some(index) = self.backends.iter().position(|b| b.route() == route) else {
+            tracing::info!(backend = %route, "retry pinned to a backend that is no longer configured");
+            let message = format!(
+                "The backend {:?} that started this request is no longer configured; start the request again without requestState",
+                route.as_str()
+            );
+            return (route.clone(), invalid_params(head.id_json(), &message));
+        };
+        let kind = match head.method() {
+            "tools/call" => Kind::Tools,
+            "prompts/get" => Kind::Prompts,
+            _ => return self.forward(index, parts, body, None).await,
+        };
+        let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
+            return self.forward(index, parts, body, None).await;
+        };
+        // The envelope pins the backend; the name only needs un-prefixing. The catalog knows the
+        // exact mapping; a replica that never listed falls back to stripping `<backend>__`.
+        let original = match self.catalog.resolve_name(kind, exposed) {
+            Some((b, original)) if b == index => original,
+            _ => exposed
+                .strip_prefix(self.backends[index].name())
+                .and_then(|rest| rest.strip_prefix(SEPARATOR))
+                .unwrap_or(exposed)
+                .to_owned(),
+        };
+        let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
+        self.forward(index, parts, body, rename).await
+    }
+
+    /// `tools/call` or `prompts/get` with several backends.
+    async fn named(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        let Some(exposed) = head.target() else {
+            return self.own(invalid_params(id, "Missing params.name"));
+        };
+        let mut resolved = self
+            .catalog
+            .resolve_name(kind, exposed)
+            .filter(|_| self.catalog.fresh_since(kind).is_some());
+        if resolved.is_none() {
+            self.refresh(&[kind], parts, &body).await;
+            resolved = self.catalog.resolve_name(kind, exposed);
+        }
+        let Some((index, original)) = resolved else {
+            let what = if kind == Kind::Tools { "tool" } else { "prompt" };
+            return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
+        };
+        let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
+        self.forward(index, parts, body, rename).await
+    }
+
+    /// `resources/read` with several backends: by the URI's owner.
+    async fn resource(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        let Some(uri) = head.target() else {
+            return self.own(invalid_params(id, "Missing params.uri"));
+        };
+        let fresh = self.catalog.fresh_since(Kind::Resources).is_some()
+            && self.catalog.fresh_since(Kind::Templates).is_some();
+        let mut owner = self.catalog.resolve_uri(uri).filter(|_| fresh);
+        if owner.is_none() {
+            self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+                .await;
+            owner = self.catalog.resolve_uri(uri);
+        }
+        match owner {
+            Some(index) => self.forward(index, parts, body, None).await,
+            None => self.own(error_response(
+                StatusCode::OK,
+                id,
+                INVALID_PARAMS,
+                "Resource not found",
+                Some(serde_json::json!({ "uri": uri })),
+            )),
+        }
+    }
+
+    /// `completion/complete` with several backends: by the prompt or resource it completes for.
+    async fn completion(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        #[derive(Deserialize)]
+        struct Message {
+            params: Params,
+        }
+        #[derive(Deserialize)]
+        struct Params {
+            #[serde(rename = "ref")]
+            reference: Reference,
+        }
+        #[derive(Deserialize)]
+        struct Reference {
+            #[serde(rename = "type")]
+            kind: String,
+            name: Option<String>,
+            uri: Option<String>,
+        }
+        let id = head.id_json();
+        let Ok(message) = serde_json::from_slice::<Message>(&body) else {
+            return self.own(invalid_params(id, "Invalid params.ref"));
+        };
+        let reference = message.params.reference;
+        match (reference.kind.as_str(), reference.name, reference.uri) {
+            ("ref/prompt", Some(exposed), _) => {
+                let mut resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
+                if resolved.is_none() || self.catalog.fresh_since(Kind::Prompts).is_none() {
+                    self.refresh(&[Kind::Prompts], parts, &body).await;
+                    resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
+                }
+                match resolved {
+                    Some((index, original)) => {
+                        let rename = (original != exposed)
+                            .then_some((&["params", "ref", "name"][..], original.as_str()));
+                        self.forward(index, parts, body, rename).await
+                    }
+                    None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
+                }
+            }
+            ("ref/resource", _, Some(uri)) => {
+                let mut owner = self.catalog.resolve_uri(&uri);
+                if owner.is_none() {
+                    self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+                        .await;
+                    owner = self.catalog.resolve_uri(&uri);
+                }
+                match owner {
+                    Some(index) => self.forward(index, parts, body, None).await,
+                    None => self.own(invalid_params(id, "Resource not found")),
+                }
+            }
+            _ => self.own(invalid_params(id, "Invalid params.ref")),
+        }
+    }
+
+    /// A `*/list` call with several backends: every page of every backend, merged.
+    async fn list(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        if request_cursor(&body).is_some() {
+            // The merged list is always one page, so no cursor the gateway handed out exists.
+            return self.own(invalid_params(id, "Invalid cursor"));
+        }
+        let outcomes = self.list_all(kind, &parts.headers, body).await;
+        let names = self.record(kind, &outcomes);
+        let mut listings = Vec::new();
+        let mut failures = Vec::new();
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(listing) => listings.push((index, listing)),
+                Err(failure) => failures.push((index, failure)),
+            }
+        }
+        if listings.is_empty() {
+            return self.own(self.all_failed(id, failures));
+        }
+        for (index, failure) in &failures {
+            tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
+        }
+        let result = catalog::merge_listings(kind, &names, &listings, &self.server_info);
+        self.own(success(id, &result))
+    }
+
+    /// `server/discover` with several backends.
+    async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        let answers = join_all(
+            self.backends
+                .iter()
+                .map(|backend| self.forwarder.exchange(backend, &parts.headers, body.clone())),
+        )
+        .await;
+        let mut results = Vec::new();
+        let mut failures = Vec::new();
+        for (index, answer) in answers.into_iter().enumerate() {
+            let backend = self.backends[index].name();
+            match answer {
+                Ok(answer) => match answer
+                    .result()
+                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+                {
+                    Some(result) => results.push((backend, result)),
+                    None => failures.push((index, Failure::Answer(answer))),
+                },
+                Err(error) => failures.push((index, Failure::Unavailable(error))),
+            }
+        }
+        if results.is_empty() {
+            return self.own(self.all_failed(id, failures));
+        }
+        for (index, failure) in &failures {
+            tracing::warn!(backend = self.backends[*index].name(), %failure, "left out of server/discover");
+        }
+        let result = catalog::merge_discover(SUPPORTED_VERSIONS, &results, &self.server_info);
+        self.own(success(id, &result))
+    }
+
+    /// When no backend gave a usable answer: the first backend's own JSON-RPC error (it is about
+    /// the client's request), else 502.
+    fn all_failed(&self, id: Option<&str>, failures: Vec<(usize, Failure)>) -> Response<Body> {
+        for (_, failure) in &failures {
+            if let Failure::Answer(answer) = failure
+                && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
+            {
+                return jsonrpc::json_response(answer.status, message);
+            }
+        }
+        for (index, failure) in &failures {
+            tracing::warn!(backend = self.backends[*index].name(), %failure, "backend failed");
+        }
+        error_response(
+            StatusCode::BAD_GATEWAY,
+            id,
+            INTERNAL_ERROR,
+            "No backend could answer",
+            None,
+        )
+    }
+
+    /// Every backend's full listing of `kind`, in configuration order.
+    async fn list_all(&self, kind: Kind, headers: &HeaderMap, body: Bytes) -> Vec<Result<Listing, Failure>> {
+        join_all((0..self.backends.len()).map(|index| self.list_backend(index, kind, headers, body.clone())))
+            .await
+    }
+
+    async fn list_backend(
+        &self,
+        index: usize,
+        kind: Kind,
+        headers: &HeaderMap,
+        mut body: Bytes,
+    ) -> Result<Listing, Failure> {
+        let backend = &self.backends[index];
+        let mut listing = Listing::default();
+        for _ in 0..MAX_PAGES {
+            let answer = self
+                .forwarder
+                .exchange(backend, headers, body.clone())
+                .await
+                .map_err(Failure::Unavailable)?;
+            let Some(result) = answer.result().map(ToOwned::to_owned) else {
+                return Err(Failure::Answer(answer));
+            };
+            match catalog::read_page(kind, &result, &mut listing).map_err(|()| Failure::Malformed)? {
+                None => return Ok(listing),
+                Some(cursor) => {
+                    body = jsonrpc::set_param(&body, "cursor", cursor).ok_or(Failure::Malformed)?
+                }
+            }
+        }
+        tracing::warn!(
+            backend = backend.name(),
+            "more than {MAX_PAGES} pages; listing truncated"
+        );
+        Ok(listing)
+    }
+
+    fn record(&self, kind: Kind, outcomes: &[Result<Listing, Failure>]) -> catalog::Names {
+        let listed = outcomes
+            .iter()
+            .map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items)))
+            .collect();
+        self.catalog.record(kind, listed)
+    }
+
+    /// Re-lists `kinds` from every backend (on a catalog miss), reusing the client's `_meta` so
+    /// each backend sees the same protocol version and capabilities as for the call itself.
+    async fn refresh(&self, kinds: &[Kind], parts: &Parts, body: &Bytes) {
+        let requested = Instant::now();
+        let meta = request_meta(body);
+        for &kind in kinds {
+            let _one_at_a_time = self.catalog.refresh_lock(kind).await;
+            if self
+                .catalog
+                .refreshed_at(kind)
+                .is_some_and(|at| at >= requested || at.elapsed() < MIN_REFRESH_INTERVAL)
+            {
+                continue; // someone refreshed while we waited, or very recently
+            }
+            let mut list_body = format!(
+                r#"{{"jsonrpc":"2.0","id":"mrtr-gateway-catalog","method":"{}","params":{{"#,
+                kind.list_method()
+            );
+            if let Some(meta) = &meta {
+                list_body.push_str(r#""_meta":"#);
+                list_body.push_str(meta.get());
+            }
+            list_body.push_str("}}");
+            let mut headers = parts.headers.clone();
+            headers.insert(MCP_METHOD, HeaderValue::from_static(kind.list_method()));
+            headers.remove(MCP_NAME);
+            let params: Vec<_> = headers
+                .keys()
+                .filter(|k| k.as_str().starts_with("mcp-param-"))
+                .cloned()
+                .collect();
+            for name in params {
+                headers.remove(name);
+            }
+            let outcomes = self.list_all(kind, &headers, Bytes::from(list_body)).await;
+            for (index, outcome) in outcomes.iter().enumerate() {
+                if let Err(failure) = outcome {
+                    tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
+                }
+            }
+            self.record(kind, &outcomes);
+        }
+    }
+}
+
+fn invalid_params(id: Option<&str>, message: &str) -> Response<Body> {
+    error_response(StatusCode::OK, id, INVALID_PARAMS, message, None)
+}
+
+fn success(id: Option<&str>, result: &Value) -> Response<Body> {
+    let id = id.unwrap_or("null");
+    jsonrpc::json_response(
+        StatusCode::OK,
+        Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)),
+    )
+}
+
+/// `params` of a request body, member by member.
+fn request_params(body: &[u8]) -> Option<RawObject> {
+    let message: RawObject = serde_json::from_slice(body).ok()?;
+    serde_json::from_str(message.get("params")?.get()).ok()
+}
+
+fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
+    request_params(body)?
+        .get("cursor")
+        .filter(|c| c.get() != "null")
+        .map(ToOwned::to_owned)
+}
+
+fn request_meta(body: &[u8]) -> Option<Box<RawValue>> {
+    request_params(body)?.get("_meta").map(ToOwned::to_owned)
+}

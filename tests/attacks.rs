@@ -1,0 +1,221 @@
+//! Attacks on sealed `requestState`, each refused by the gateway with JSON-RPC `-32602` **without
+//! reaching any backend** (the backends' request counters do not move).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use mrtr_backends::ResponseMode;
+use mrtr_gateway::GatewayConfig;
+use mrtr_integration_tests::{Call, Reply, Stack, drive, gateway, send};
+use serde_json::json;
+use tower_mrtr::{Clock, Keyring};
+
+fn delete_branch(backend: &str) -> Call {
+    Call::tool(
+        &format!("{backend}__delete_branch"),
+        json!({"repo": "acme/api", "branch": "old"}),
+    )
+}
+
+/// Sends `call` and checks that the gateway refused it on its own.
+async fn assert_refused(stack: &Stack, url: &str, call: &Call) -> anyhow::Result<Reply> {
+    let before = stack.backend_requests();
+    let reply = send(url, call).await?;
+    assert_eq!(
+        reply.error_code(),
+        Some(-32602),
+        "expected -32602, got {}",
+        reply.body
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(stack.backend_requests(), before, "a backend was reached");
+    Ok(reply)
+}
+
+async fn shared_key_stack() -> anyhow::Result<Stack> {
+    let (alpha, beta) = Stack::start_shared_key().await?;
+    let config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    Ok(Stack {
+        alpha,
+        beta,
+        gateways: vec![gw],
+    })
+}
+
+#[tokio::test]
+async fn edited_state_is_refused() -> anyhow::Result<()> {
+    let stack = Stack::new(ResponseMode::Json, ResponseMode::Sse).await?;
+    let url = stack.url();
+    let call = delete_branch("beta");
+    let first = send(&url, &call).await?;
+    let state = first.state()?;
+    // Flip one character in the middle, then append, then truncate.
+    let mut bytes = state.clone().into_bytes();
+    let mid = bytes.len() / 2;
+    bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
+    let edited = String::from_utf8(bytes)?;
+    for bad in [
+        edited,
+        format!("{state}-TAMPERED"),
+        state[..state.len() - 4].to_owned(),
+        "backend-state".to_owned(),
+    ] {
+        assert_refused(&stack, &url, &call.retry(first.answers(), &bad)).await?;
+    }
+    // The genuine state still completes.
+    let done = send(&url, &call.retry(first.answers(), &state)).await?;
+    assert!(done.text().starts_with("[beta] delete_branch"), "{}", done.body);
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn state_minted_by_one_backend_is_refused_for_another() -> anyhow::Result<()> {
+    // alpha and beta share their own state key and scope, so each would accept the other's raw
+    // state: only the gateway can tell where a state came from.
+    let stack = shared_key_stack().await?;
+    let url = stack.url();
+
+    // Proof that the backends alone cannot tell: alpha's raw state completes on beta directly.
+    let direct = Call::tool("delete_branch", json!({"repo": "acme/api", "branch": "old"}));
+    let raw = send(&stack.alpha.url(), &direct).await?;
+    let on_beta = send(&stack.beta.url(), &direct.retry(raw.answers(), &raw.state()?)).await?;
+    assert!(
+        on_beta.text().starts_with("[beta] delete_branch"),
+        "{}",
+        on_beta.body
+    );
+
+    // Through the gateway: alpha's envelope on a call routed to beta is refused.
+    let first = send(&url, &delete_branch("alpha")).await?;
+    let envelope = first.state()?;
+    assert_refused(
+        &stack,
+        &url,
+        &delete_branch("beta").retry(first.answers(), &envelope),
+    )
+    .await?;
+    // ... and still works where it belongs.
+    let done = send(&url, &delete_branch("alpha").retry(first.answers(), &envelope)).await?;
+    assert!(done.text().starts_with("[alpha] delete_branch"), "{}", done.body);
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn state_minted_for_another_tool_prompt_or_resource_is_refused() -> anyhow::Result<()> {
+    let stack = shared_key_stack().await?;
+    let url = stack.url();
+    let first = send(&url, &delete_branch("alpha")).await?;
+    let envelope = first.state()?;
+    let deploy = Call::tool("alpha__deploy", json!({"service": "api", "environment": "prod"}));
+    assert_refused(&stack, &url, &deploy.retry(first.answers(), &envelope)).await?;
+    let prompt = Call::new(
+        "prompts/get",
+        json!({"name": "alpha__release_notes", "arguments": {"version": "1"}}),
+    );
+    assert_refused(&stack, &url, &prompt.retry(first.answers(), &envelope)).await?;
+    let resource = Call::new("resources/read", json!({"uri": "demo://alpha/audit-log"}));
+    assert_refused(&stack, &url, &resource.retry(first.answers(), &envelope)).await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn state_bound_to_another_principal_is_refused() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+    config.principal_header = Some("x-authenticated-user".parse()?);
+    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways: vec![gw],
+    };
+    let url = stack.url();
+
+    let alice = delete_branch("beta").header("x-authenticated-user", "alice");
+    let first = send(&url, &alice).await?;
+    let envelope = first.state()?;
+    let bob = delete_branch("beta").header("x-authenticated-user", "bob");
+    assert_refused(&stack, &url, &bob.retry(first.answers(), &envelope)).await?;
+    assert_refused(
+        &stack,
+        &url,
+        &delete_branch("beta").retry(first.answers(), &envelope),
+    )
+    .await?;
+    let done = send(&url, &alice.retry(first.answers(), &envelope)).await?;
+    assert!(done.text().starts_with("[beta] delete_branch"), "{}", done.body);
+    stack.stop().await
+}
+
+#[derive(Debug)]
+struct ManualClock(Mutex<SystemTime>);
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        *self.0.lock().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn expired_state_is_refused() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let clock = Arc::new(ManualClock(Mutex::new(SystemTime::now())));
+    let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+    config.envelope_ttl = Duration::from_secs(60);
+    config.clock = Some(clock.clone());
+    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways: vec![gw],
+    };
+    let url = stack.url();
+
+    let call = Call::tool("provision_cluster", json!({"name": "c1"}));
+    let first = send(&url, &call).await?;
+    *clock.0.lock().unwrap() += Duration::from_secs(61);
+    assert_refused(&stack, &url, &call.retry(first.answers(), &first.state()?)).await?;
+    // A fresh flow works at the new time.
+    let (done, rounds) = drive(&[&url], &call).await?;
+    assert_eq!(rounds, 3);
+    assert!(
+        done.text().starts_with("[alpha] provision_cluster"),
+        "{}",
+        done.body
+    );
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn retry_pinned_to_a_removed_backend_gets_a_clear_error() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let keyring = Arc::new(Keyring::generate("k1")?);
+    let both = gateway(
+        GatewayConfig::new(Stack::backends(&alpha, &beta)),
+        keyring.clone(),
+    )
+    .await?;
+    let only_alpha = GatewayConfig::new(vec![mrtr_gateway::Backend::new("alpha", &alpha.url())?]);
+    let reduced = gateway(only_alpha, keyring).await?;
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways: vec![both, reduced],
+    };
+
+    let call = Call::tool("archive_repo", json!({"repo": "acme/old"}));
+    let first = send(&stack.gateways[0].url(), &call).await?;
+    let reply = assert_refused(
+        &stack,
+        &stack.gateways[1].url(),
+        &call.retry(first.answers(), &first.state()?),
+    )
+    .await?;
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"beta\"") && message.contains("no longer configured"),
+        "{message}"
+    );
+    stack.stop().await
+}
