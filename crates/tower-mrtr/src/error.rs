@@ -40,6 +40,8 @@ pub(crate) enum Rejection {
         id: Option<String>,
         purpose: &'static str,
     },
+    /// A `subscriptions/listen` names task handles of different backends.
+    MixedTaskRoutes { id: Option<String> },
     /// `Mcp-Method` or `Mcp-Name` disagrees with the body of a request the layer rewrites.
     HeaderMismatch {
         id: Option<String>,
@@ -56,9 +58,10 @@ impl Rejection {
             Self::BodyUnreadable | Self::Unreadable { .. } | Self::Batch | Self::HeaderMismatch { .. } => {
                 StatusCode::BAD_REQUEST
             }
-            Self::InvalidParams { .. } | Self::InvalidEnvelope { .. } | Self::Unrelayable { .. } => {
-                StatusCode::OK
-            }
+            Self::InvalidParams { .. }
+            | Self::InvalidEnvelope { .. }
+            | Self::MixedTaskRoutes { .. }
+            | Self::Unrelayable { .. } => StatusCode::OK,
         }
     }
 
@@ -85,6 +88,11 @@ impl Rejection {
                 id.as_deref(),
                 INVALID_PARAMS,
                 &format!("Invalid or expired {purpose}"),
+            ),
+            Self::MixedTaskRoutes { id } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                "taskIds of tasks held by different backends cannot share one subscription; listen to each separately",
             ),
             Self::HeaderMismatch { id, header } => error_body(
                 id.as_deref(),

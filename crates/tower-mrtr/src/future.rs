@@ -18,9 +18,9 @@ use crate::body::{RequestBody, ResponseBody};
 use crate::error::Rejection;
 use crate::layer::Config;
 use crate::request::{self, ResponsePlan};
-use crate::response::{self, Unrelayable};
+use crate::response::{Rewriter, Unrelayable};
 use crate::route::Route;
-use crate::sse::{self, SseBody, StreamSealer};
+use crate::sse::{self, SseBody};
 
 pin_project! {
     /// Response future of [`Mrtr`](crate::Mrtr).
@@ -66,8 +66,7 @@ pin_project! {
             #[pin]
             collect: Collect<Limited<ResBody>>,
             parts: Option<http::response::Parts>,
-            plan: Option<ResponsePlan>,
-            route: Result<Route, Unrelayable>,
+            rewriter: Option<Rewriter>,
         },
         /// An answer of the layer's own.
         Ready {
@@ -186,50 +185,33 @@ where
                         return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
                     }
                     let (mut parts, body) = response.into_parts();
-                    let id = plan_id(&plan);
-                    if let Err(reason) = check_readable(&parts) {
-                        return Poll::Ready(Ok(fail_closed(reason, id)));
+                    let rewriter = Rewriter::new(this.config.clone(), plan, parts.extensions.get::<Route>());
+                    if let Err(reason) =
+                        check_readable(&parts).and(rewriter.route_mismatch().map_or(Ok(()), Err))
+                    {
+                        return Poll::Ready(Ok(fail_closed(reason, rewriter.id())));
                     }
-                    let route = match &plan {
-                        ResponsePlan::Seal(ctx) => response::resolve_route(
-                            this.config,
-                            ctx.pinned.as_ref(),
-                            parts.extensions.get::<Route>(),
-                        ),
-                        _ => Err(Unrelayable::Batch),
-                    };
                     if sse::is_event_stream(&parts.headers) {
                         // Rewritten event by event as it streams; its length may change.
                         parts.headers.remove(header::CONTENT_LENGTH);
-                        let ctx = match plan {
-                            ResponsePlan::Seal(ctx) => Some(ctx),
-                            _ => None,
-                        };
-                        let sealer = StreamSealer {
-                            config: this.config.clone(),
-                            ctx,
-                            route,
-                        };
-                        let body = ResponseBody::sse(SseBody::new(body, sealer));
+                        let body = ResponseBody::sse(SseBody::new(body, rewriter));
                         return Poll::Ready(Ok(Response::from_parts(parts, body)));
                     }
                     let collect = Limited::new(body, this.config.max_response_body).collect();
                     this.state.set(State::ReadingResponse {
                         collect,
                         parts: Some(parts),
-                        plan: Some(plan),
-                        route,
+                        rewriter: Some(rewriter),
                     });
                 }
                 StateProj::ReadingResponse {
                     collect,
                     parts,
-                    plan,
-                    route,
+                    rewriter,
                 } => {
                     let collected = ready!(collect.poll(cx));
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
-                    let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
+                    let rewriter = rewriter.take().expect(POLLED_AFTER_COMPLETION);
                     let body = match collected {
                         Ok(collected) => collected.to_bytes(),
                         Err(err) => {
@@ -238,15 +220,11 @@ where
                             } else {
                                 Unrelayable::BodyError
                             };
-                            return Poll::Ready(Ok(fail_closed(reason, plan_id(&plan))));
+                            return Poll::Ready(Ok(fail_closed(reason, rewriter.id())));
                         }
                     };
                     let original_len = body.len();
-                    let sealed = match &plan {
-                        ResponsePlan::Seal(ctx) => response::seal_message(this.config, ctx, route, body),
-                        _ => response::check_batch(body),
-                    };
-                    return Poll::Ready(Ok(match sealed {
+                    return Poll::Ready(Ok(match rewriter.rewrite(body) {
                         Ok(body) => {
                             if body.len() != original_len
                                 || parts.headers.contains_key(header::TRANSFER_ENCODING)
@@ -258,7 +236,7 @@ where
                             }
                             Response::from_parts(parts, ResponseBody::full(body))
                         }
-                        Err(reason) => fail_closed(reason, plan_id(&plan)),
+                        Err(reason) => fail_closed(reason, rewriter.id()),
                     }));
                 }
                 StateProj::Ready { response } => {
@@ -278,18 +256,13 @@ fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
     }
 }
 
-fn plan_id(plan: &ResponsePlan) -> Option<String> {
-    match plan {
-        ResponsePlan::Seal(ctx) => ctx.id.clone(),
-        _ => None,
-    }
-}
-
 fn reject<B>(rejection: Rejection) -> Response<ResponseBody<B>> {
     rejection.into_response().map(ResponseBody::full)
 }
 
-fn fail_closed<B>(reason: Unrelayable, id: Option<String>) -> Response<ResponseBody<B>> {
+fn fail_closed<B>(reason: Unrelayable, id: Option<&str>) -> Response<ResponseBody<B>> {
     tracing::debug!(reason = reason.reason(), "backend answer failed closed");
-    reject(Rejection::Unrelayable { id })
+    reject(Rejection::Unrelayable {
+        id: id.map(str::to_owned),
+    })
 }

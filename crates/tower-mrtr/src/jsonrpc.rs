@@ -20,10 +20,17 @@ pub(crate) fn may_require_input(method: &str) -> bool {
     INPUT_REQUIRED_METHODS.contains(&method)
 }
 
-/// Byte strings that make a response worth parsing. `\u` is there because any key or value may be
-/// written with escapes (`"input\u005frequired"` means `input_required` to every client), so a
-/// message using escapes is parsed rather than trusted to the plain-text filter.
-pub(crate) const RESPONSE_NEEDLES: [&[u8]; 2] = [b"input_required", b"\\u"];
+/// Task follow-up methods of the Tasks extension: `params.taskId` is a task handle.
+pub(crate) const TASK_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+
+/// The method whose `params.notifications.taskIds` may hold task handles.
+pub(crate) const LISTEN_METHOD: &str = "subscriptions/listen";
+
+/// Byte strings that make an answer to `tools/call`, `prompts/get` or `resources/read` worth
+/// parsing: the `input_required` and `task` result types. `\u` is there because any key or value
+/// may be written with escapes (`"input\u005frequired"` means `input_required` to every client),
+/// so a message using escapes is parsed rather than trusted to the plain-text filter.
+pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"\"task\"", b"\\u"];
 
 /// Whether a response body may hold something the layer must seal.
 pub(crate) fn response_is_candidate(body: &[u8]) -> bool {
@@ -53,6 +60,17 @@ pub(crate) struct Params<'a> {
     /// Present-but-`null` is kept as `Some("null")`: only a string can be an envelope.
     #[serde(borrow, default, rename = "requestState", deserialize_with = "present")]
     pub(crate) request_state: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "taskId", deserialize_with = "present")]
+    pub(crate) task_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub(crate) notifications: Option<&'a RawValue>,
+}
+
+/// `params.notifications` of a `subscriptions/listen`: only the task filter is read.
+#[derive(Deserialize)]
+pub(crate) struct ListenFilter<'a> {
+    #[serde(borrow, default, rename = "taskIds", deserialize_with = "present")]
+    pub(crate) task_ids: Option<&'a RawValue>,
 }
 
 /// The members of a result the layer reads.
@@ -62,6 +80,10 @@ pub(crate) struct ResultHead<'a> {
     pub(crate) result_type: Option<Cow<'a, str>>,
     #[serde(borrow, default, rename = "requestState", deserialize_with = "present")]
     pub(crate) request_state: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "taskId", deserialize_with = "present")]
+    pub(crate) task_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "ttlMs", deserialize_with = "present")]
+    pub(crate) ttl_ms: Option<&'a RawValue>,
 }
 
 /// Deserialises a member that is present (even as `null`) to `Some`; `#[serde(default)]` gives
@@ -106,6 +128,57 @@ pub(crate) fn parse_result<'a>(result: &'a RawValue) -> Option<ResultHead<'a>> {
         return None;
     }
     serde_json::from_str(result.get()).ok()
+}
+
+/// Parses the filter of a `subscriptions/listen`, which must be an object.
+pub(crate) fn parse_listen_filter<'a>(filter: &'a RawValue) -> Option<ListenFilter<'a>> {
+    if !is_object(filter.get()) {
+        return None;
+    }
+    serde_json::from_str(filter.get()).ok()
+}
+
+/// Replaces every JSON string token of `json` (keys excepted) whose decoded value `map` knows by
+/// `"` + the mapped raw contents + `"`. `json` must be valid JSON. Returns `None` when nothing
+/// matched, so the caller can keep the original bytes.
+pub(crate) fn replace_string_values(json: &[u8], map: impl Fn(&str) -> Option<String>) -> Option<Bytes> {
+    let mut out: Option<BytesMut> = None;
+    let mut copied = 0; // bytes of `json` already in `out`
+    let mut i = 0;
+    while let Some(offset) = memchr::memchr(b'"', &json[i..]) {
+        let start = i + offset;
+        // Find the closing quote: the first one not escaped.
+        let mut end = start + 1;
+        loop {
+            let rel = memchr::memchr2(b'"', b'\\', json.get(end..)?)?;
+            end += rel;
+            if json[end] == b'\\' {
+                end += 2;
+            } else {
+                break;
+            }
+        }
+        let token = &json[start..=end];
+        i = end + 1;
+        // A key is followed by ':' (after optional whitespace).
+        if first_significant(&json[i..]) == Some(b':') {
+            continue;
+        }
+        let Ok(value) = serde_json::from_slice::<Cow<'_, str>>(token) else {
+            continue;
+        };
+        if let Some(replacement) = map(&value) {
+            let buf = out.get_or_insert_with(|| BytesMut::with_capacity(json.len() + 64));
+            buf.extend_from_slice(&json[copied..start]);
+            buf.extend_from_slice(b"\"");
+            buf.extend_from_slice(replacement.as_bytes());
+            buf.extend_from_slice(b"\"");
+            copied = i;
+        }
+    }
+    let mut buf = out?;
+    buf.extend_from_slice(&json[copied..]);
+    Some(buf.freeze())
 }
 
 /// Decodes a raw JSON string token; `None` if it is not a string.
@@ -276,6 +349,20 @@ mod tests {
         assert!(response_is_candidate(
             br#"{"result":{"resultType":"input\u005frequired"}}"#
         ));
+    }
+
+    #[test]
+    fn string_values_are_replaced_but_keys_and_lookalikes_are_not() {
+        let json = br#"{"t1":"t1","a":["t1","t2",{"taskId":"t\u0031"}],"text":"t1 done","n":1}"#;
+        let out = replace_string_values(json, |v| (v == "t1").then(|| "H".to_owned())).unwrap();
+        assert_eq!(
+            &out[..],
+            br#"{"t1":"H","a":["H","t2",{"taskId":"H"}],"text":"t1 done","n":1}"#
+        );
+        assert!(replace_string_values(br#"{"a":"x"}"#, |_| None).is_none());
+        let escaped = br#"{"k":"q\"t1\\","v":"t1"}"#;
+        let out = replace_string_values(escaped, |v| (v == "t1").then(|| "H".to_owned())).unwrap();
+        assert_eq!(&out[..], br#"{"k":"q\"t1\\","v":"H"}"#);
     }
 
     #[test]

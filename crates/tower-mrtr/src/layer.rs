@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;
 pub const DEFAULT_MAX_RESPONSE_BODY: usize = 4 * 1024 * 1024;
 /// Default cap on one SSE event in a stream that may need sealing.
 pub const DEFAULT_MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
+/// Default longest lifetime of a task handle (used for tasks with a `null` TTL, and as a cap).
+pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Default cap on the length of an envelope, checked before any decoding.
 pub const DEFAULT_MAX_ENVELOPE_LEN: usize = 64 * 1024;
 
@@ -32,6 +34,7 @@ pub(crate) type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync
 pub(crate) struct Config {
     pub(crate) sealer: Sealer,
     pub(crate) ttl: Duration,
+    pub(crate) max_task_ttl: Duration,
     pub(crate) default_route: Option<Route>,
     pub(crate) principal: Option<PrincipalFn>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -46,6 +49,7 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("keyring", self.sealer.keyring())
             .field("ttl", &self.ttl)
+            .field("max_task_ttl", &self.max_task_ttl)
             .field("default_route", &self.default_route)
             .field(
                 "principal",
@@ -81,6 +85,7 @@ impl MrtrLayer {
             config: Arc::new(Config {
                 sealer: Sealer::new(keyring),
                 ttl: DEFAULT_TTL,
+                max_task_ttl: DEFAULT_MAX_TASK_TTL,
                 default_route: None,
                 principal: None,
                 clock: Arc::new(SystemClock),
@@ -99,6 +104,14 @@ impl MrtrLayer {
     /// How long an envelope stays valid after it is sealed (default [`DEFAULT_TTL`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.config_mut().ttl = ttl;
+        self
+    }
+
+    /// Longest lifetime of a task handle (default [`DEFAULT_MAX_TASK_TTL`]). A handle lives as long
+    /// as the task's `ttlMs` announced at creation, capped by this; a task with a `null` (unlimited)
+    /// TTL gets this. A TTL the backend extends later is not reflected in handles already issued.
+    pub fn max_task_ttl(mut self, ttl: Duration) -> Self {
+        self.config_mut().max_task_ttl = ttl;
         self
     }
 

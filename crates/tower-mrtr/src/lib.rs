@@ -1,5 +1,6 @@
 //! A [tower] middleware that makes any MCP proxy or gateway a correct, **stateless** relay for
-//! the multi round-trip requests (MRTR, SEP-2322) of MCP revision 2026-07-28.
+//! the multi round-trip requests (MRTR, SEP-2322) of MCP revision 2026-07-28 and for the task ids
+//! of its Tasks extension (SEP-2663).
 //!
 //! When a backend answers `tools/call`, `prompts/get` or `resources/read` with
 //! `resultType: "input_required"`, [`MrtrLayer`] seals the backend's `requestState`, the
@@ -77,6 +78,11 @@
 //! | `Mcp-Method`/`Mcp-Name` disagreeing with the body of a request being rewritten | HTTP 400, `-32020` |
 //! | an `input_required` answer | `requestState` replaced by an envelope; all other bytes kept |
 //! | an `input_required` answer without a route, or that cannot be read or sealed | JSON-RPC `-32603`, never the raw state |
+//! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
+//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] set; task ids in the answer shown as the client's handle |
+//! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
+//! | `subscriptions/listen` filtering on task handles | opened and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
+//! | an answer to a pinned request reporting another [`Route`] | JSON-RPC `-32603`: the proxy did not honour the pin |
 //!
 //! The precise reason for every refusal goes to [`tracing`] at debug level; clients only ever see
 //! the uniform message.
@@ -97,7 +103,7 @@ mod layer;
 pub mod mcp_headers;
 mod request;
 mod response;
-mod route;
+pub mod route;
 mod service;
 mod sse;
 
@@ -107,7 +113,7 @@ pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError};
 pub use layer::{
     DEFAULT_MAX_ENVELOPE_LEN, DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_SSE_EVENT,
-    DEFAULT_TTL, MrtrLayer,
+    DEFAULT_MAX_TASK_TTL, DEFAULT_TTL, MrtrLayer,
 };
 pub use route::{McpRequestHead, PinnedRoute, Route};
 pub use service::Mrtr;

@@ -10,7 +10,7 @@ use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
 use crate::layer::Config;
 use crate::mcp_headers::decode_header_value;
-use crate::mcp_headers::{MCP_METHOD, MCP_NAME};
+use crate::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
 use crate::route::{McpRequestHead, PinnedRoute, Route};
 
 /// What the response path must do with the answer to a request.
@@ -20,9 +20,36 @@ pub(crate) enum ResponsePlan {
     Passthrough,
     /// The answer may be `input_required`: seal it with this context.
     Seal(SealContext),
+    /// A task follow-up (`tasks/get|update|cancel`, or `subscriptions/listen` on task handles):
+    /// the backend's task ids in the answer are shown to the client as the handles it holds.
+    Tasks(TaskContext),
     /// A batch holding requests that may answer `input_required`: such answers cannot be sealed
     /// (no binding per element) and fail closed.
     Batch,
+}
+
+/// What the response path needs to present a backend's task ids as the client's handles.
+#[derive(Debug)]
+pub(crate) struct TaskContext {
+    pub(crate) id: Option<String>,
+    pub(crate) pinned: Route,
+    /// (backend task id, the handle the client sent for it)
+    pub(crate) ids: Vec<(String, String)>,
+}
+
+impl TaskContext {
+    pub(crate) fn handle_for(&self, backend_id: &str) -> Option<String> {
+        self.ids
+            .iter()
+            .find(|(b, _)| b == backend_id)
+            .map(|(_, h)| h.clone())
+    }
+}
+
+/// The binding of every task handle: the handle outlives the `tools/call` that minted it and is
+/// used on other methods, so only the purpose (in the label) and the principal bind it.
+pub(crate) fn task_binding(principal: Option<&str>) -> Binding<'_> {
+    Binding::new("tasks", None, principal)
 }
 
 /// What the response path needs to seal an answer: the request's binding and id.
@@ -70,21 +97,182 @@ pub(crate) fn process(
         return Ok((body, ResponsePlan::Passthrough));
     };
 
-    let Some(method) = jsonrpc::INPUT_REQUIRED_METHODS
+    if let Some(method) = jsonrpc::INPUT_REQUIRED_METHODS
         .iter()
         .copied()
         .find(|m| *m == method)
-    else {
-        let params = message.params.and_then(jsonrpc::parse_params);
-        let target = params
-            .as_ref()
-            .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
-        parts
-            .extensions
-            .insert(McpRequestHead::new(method, id.as_deref(), target, false));
-        return Ok((body, ResponsePlan::Passthrough));
+    {
+        return relay(config, parts, &body, &message, method, id);
+    }
+    if let Some(method) = jsonrpc::TASK_METHODS.iter().copied().find(|m| *m == method) {
+        return task_follow_up(config, parts, &body, &message, method, id);
+    }
+    if method == jsonrpc::LISTEN_METHOD {
+        return listen(config, parts, &body, &message, id);
+    }
+    let params = message.params.and_then(jsonrpc::parse_params);
+    let target = params
+        .as_ref()
+        .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
+    parts
+        .extensions
+        .insert(McpRequestHead::new(method, id.as_deref(), target, false));
+    Ok((body, ResponsePlan::Passthrough))
+}
+
+/// `tasks/get`, `tasks/update`, `tasks/cancel`: open the handle in `params.taskId`, put the
+/// backend's task id back in the body and in `Mcp-Name`, and pin the route.
+fn task_follow_up(
+    config: &Config,
+    parts: &mut Parts,
+    body: &Bytes,
+    message: &Message<'_>,
+    method: &'static str,
+    id: Option<String>,
+) -> Result<(Bytes, ResponsePlan), Rejection> {
+    let invalid = || Rejection::InvalidEnvelope {
+        id: id.clone(),
+        purpose: Purpose::TaskHandle.name(),
     };
-    relay(config, parts, &body, &message, method, id)
+    let params = message.params.map(jsonrpc::parse_params).ok_or_else(invalid)?;
+    let params = params.ok_or_else(|| Rejection::InvalidParams { id: id.clone() })?;
+    let raw = params.task_id.ok_or_else(invalid)?;
+    let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
+    // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
+    // the client sent must be present and name the handle.
+    let present = if parts.headers.contains_key(MCP_NAME) {
+        Ok(())
+    } else {
+        Err("Mcp-Name")
+    };
+    present
+        .and_then(|()| check_mirrored_headers(&parts.headers, method, Some(&handle)))
+        .map_err(|header| {
+            tracing::debug!(method, header, "mirrored header disagrees with the body");
+            Rejection::HeaderMismatch {
+                id: id.clone(),
+                header,
+            }
+        })?;
+    let principal = config.principal.as_ref().and_then(|f| f(parts));
+    let opened = open(
+        config,
+        Purpose::TaskHandle,
+        &task_binding(principal.as_deref()),
+        raw,
+    )
+    .map_err(|reason| {
+        tracing::debug!(method, reason = reason.reason(), "task handle rejected");
+        invalid()
+    })?;
+    let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
+    let backend_id = decode_contents(backend_raw).ok_or_else(invalid)?;
+
+    let span = jsonrpc::span_of(body, raw.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
+    let rewritten = jsonrpc::splice(body, span, &[b"\"", backend_raw.as_bytes(), b"\""]);
+    // The extension requires Mcp-Name to equal params.taskId.
+    let name = encode_header_value(&backend_id).ok_or_else(invalid)?;
+    parts.headers.insert(MCP_NAME, name);
+    set_body_length(&mut parts.headers, rewritten.len());
+    parts.extensions.insert(PinnedRoute(opened.route.clone()));
+    parts.extensions.insert(McpRequestHead::new(
+        method,
+        id.as_deref(),
+        Some(&backend_id),
+        false,
+    ));
+    tracing::debug!(method, route = %opened.route, "task handle opened");
+    let ids = vec![(backend_id, handle.into_owned())];
+    Ok((
+        rewritten,
+        ResponsePlan::Tasks(TaskContext {
+            id,
+            pinned: opened.route,
+            ids,
+        }),
+    ))
+}
+
+/// `subscriptions/listen` whose `notifications.taskIds` holds task handles: open them all (they
+/// must lead to one backend), put the backend's ids in their place and pin the route.
+fn listen(
+    config: &Config,
+    parts: &mut Parts,
+    body: &Bytes,
+    message: &Message<'_>,
+    id: Option<String>,
+) -> Result<(Bytes, ResponsePlan), Rejection> {
+    let method = jsonrpc::LISTEN_METHOD;
+    let invalid = || Rejection::InvalidEnvelope {
+        id: id.clone(),
+        purpose: Purpose::TaskHandle.name(),
+    };
+    let task_ids = match message.params.map(jsonrpc::parse_params) {
+        None => None,
+        Some(None) => return Err(Rejection::InvalidParams { id }),
+        Some(Some(params)) => match params.notifications.map(jsonrpc::parse_listen_filter) {
+            None => None,
+            Some(None) => return Err(Rejection::InvalidParams { id }),
+            Some(Some(filter)) => filter.task_ids,
+        },
+    };
+    let handles: Vec<&RawValue> = match task_ids {
+        None => Vec::new(),
+        Some(raw) => {
+            serde_json::from_str(raw.get()).map_err(|_| Rejection::InvalidParams { id: id.clone() })?
+        }
+    };
+    parts
+        .extensions
+        .insert(McpRequestHead::new(method, id.as_deref(), None, false));
+    if handles.is_empty() {
+        return Ok((body.clone(), ResponsePlan::Passthrough));
+    }
+    let principal = config.principal.as_ref().and_then(|f| f(parts));
+    let binding = task_binding(principal.as_deref());
+    let mut route: Option<Route> = None;
+    let mut ids = Vec::with_capacity(handles.len());
+    let mut rewritten = Vec::with_capacity(body.len());
+    let mut copied = 0;
+    for raw in handles {
+        let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
+        let opened = open(config, Purpose::TaskHandle, &binding, raw).map_err(|reason| {
+            tracing::debug!(method, reason = reason.reason(), "task handle rejected");
+            invalid()
+        })?;
+        if route.as_ref().is_some_and(|r| *r != opened.route) {
+            return Err(Rejection::MixedTaskRoutes { id });
+        }
+        let backend_raw = opened.state.ok_or_else(invalid)?;
+        let backend_id = decode_contents(&backend_raw).ok_or_else(invalid)?;
+        // Array elements come in document order: copy up to each one, then its replacement.
+        let span = jsonrpc::span_of(body, raw.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
+        rewritten.extend_from_slice(&body[copied..span.start]);
+        rewritten.push(b'"');
+        rewritten.extend_from_slice(backend_raw.as_bytes());
+        rewritten.push(b'"');
+        copied = span.end;
+        route = Some(opened.route);
+        ids.push((backend_id, handle.into_owned()));
+    }
+    rewritten.extend_from_slice(&body[copied..]);
+    let rewritten = Bytes::from(rewritten);
+    let pinned = route.ok_or_else(invalid)?;
+    set_body_length(&mut parts.headers, rewritten.len());
+    parts.extensions.insert(PinnedRoute(pinned.clone()));
+    Ok((rewritten, ResponsePlan::Tasks(TaskContext { id, pinned, ids })))
+}
+
+/// Declares the length of a rewritten body: the old `Content-Length` (or chunked framing) no
+/// longer matches it.
+fn set_body_length(headers: &mut HeaderMap, len: usize) {
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    headers.remove(header::TRANSFER_ENCODING);
+}
+
+/// The value of a JSON string from its raw contents (between the quotes, escapes kept).
+pub(crate) fn decode_contents(raw: &str) -> Option<String> {
+    serde_json::from_str(&format!("\"{raw}\"")).ok()
 }
 
 /// A `tools/call`, `prompts/get` or `resources/read`.
@@ -152,10 +340,7 @@ fn relay(
     };
     tracing::debug!(method, route = %opened.route, "requestState opened");
 
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(rewritten.len()));
-    parts.headers.remove(header::TRANSFER_ENCODING);
+    set_body_length(&mut parts.headers, rewritten.len());
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
     parts
         .extensions

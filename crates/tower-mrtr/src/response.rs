@@ -1,4 +1,8 @@
-//! The response path: find an `input_required` result and seal its `requestState`.
+//! The response path: seal `input_required` states and task ids, and show a backend's task ids
+//! to the client as the handles it holds.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
@@ -6,8 +10,85 @@ use serde_json::value::RawValue;
 use crate::envelope::{Purpose, Sealed};
 use crate::jsonrpc;
 use crate::layer::Config;
-use crate::request::SealContext;
+use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
 use crate::route::Route;
+
+/// Rewrites the messages of one answer (a JSON body, or each candidate event of a stream)
+/// according to the request's [`ResponsePlan`].
+pub(crate) struct Rewriter {
+    config: Arc<Config>,
+    plan: ResponsePlan,
+    route: Result<Route, Unrelayable>,
+    needles: Vec<Vec<u8>>,
+}
+
+impl Rewriter {
+    /// `reported` is the route the proxy put into the response's extensions.
+    pub(crate) fn new(config: Arc<Config>, plan: ResponsePlan, reported: Option<&Route>) -> Self {
+        let (route, needles) = match &plan {
+            ResponsePlan::Seal(ctx) => (
+                resolve_route(&config, ctx.pinned.as_ref(), reported),
+                jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
+            ),
+            ResponsePlan::Tasks(ctx) => {
+                // A backend id could be written with any escapes; `\` makes such messages parse.
+                let mut needles: Vec<Vec<u8>> = ctx.ids.iter().map(|(b, _)| b.as_bytes().to_vec()).collect();
+                needles.push(b"\\".to_vec());
+                (resolve_route(&config, Some(&ctx.pinned), reported), needles)
+            }
+            ResponsePlan::Batch | ResponsePlan::Passthrough => (
+                Err(Unrelayable::Batch),
+                jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
+            ),
+        };
+        Self {
+            config,
+            plan,
+            route,
+            needles,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether the proxy answered a pinned request from another backend than the pinned one: a
+    /// proxy bug, refused whatever the answer holds.
+    pub(crate) fn route_mismatch(&self) -> Option<Unrelayable> {
+        matches!(self.route, Err(Unrelayable::RouteMismatch)).then_some(Unrelayable::RouteMismatch)
+    }
+
+    /// Byte strings without which a message needs no change.
+    pub(crate) fn needles(&self) -> &[Vec<u8>] {
+        &self.needles
+    }
+
+    /// The JSON-RPC id of the request, raw, for error answers.
+    pub(crate) fn id(&self) -> Option<&str> {
+        match &self.plan {
+            ResponsePlan::Seal(ctx) => ctx.id.as_deref(),
+            ResponsePlan::Tasks(ctx) => ctx.id.as_deref(),
+            ResponsePlan::Batch | ResponsePlan::Passthrough => None,
+        }
+    }
+
+    /// The message with what must change changed; the same bytes when nothing must.
+    pub(crate) fn rewrite(&self, message: Bytes) -> Result<Bytes, Unrelayable> {
+        if !self
+            .needles
+            .iter()
+            .any(|n| memchr::memmem::find(&message, n).is_some())
+        {
+            return Ok(message);
+        }
+        match &self.plan {
+            ResponsePlan::Seal(ctx) => seal_message(&self.config, ctx, &self.route, message),
+            ResponsePlan::Tasks(ctx) => present_handles(ctx, &self.route, message),
+            ResponsePlan::Batch | ResponsePlan::Passthrough => check_batch(message),
+        }
+    }
+}
 
 /// Why an answer could not be relayed. Logged at debug level; the client sees one error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +104,7 @@ pub(crate) enum Unrelayable {
     BodyError,
     EventTooLarge,
     Batch,
+    TaskIdNotAString,
 }
 
 impl Unrelayable {
@@ -39,6 +121,7 @@ impl Unrelayable {
             Self::BodyError => "backend body failed",
             Self::EventTooLarge => "SSE event exceeds max_sse_event",
             Self::Batch => "input_required inside a batch response",
+            Self::TaskIdNotAString => "task result without a string taskId",
         }
     }
 }
@@ -59,17 +142,14 @@ pub(crate) fn resolve_route(
     }
 }
 
-/// Seals the `requestState` of one JSON-RPC response if its result is `input_required`;
-/// returns the body unchanged (same bytes) otherwise.
-pub(crate) fn seal_message(
+/// Seals the `requestState` of one JSON-RPC response if its result is `input_required`, and the
+/// `taskId` if it is a `tools/call` answered with a task; returns the body unchanged otherwise.
+fn seal_message(
     config: &Config,
     ctx: &SealContext,
     route: &Result<Route, Unrelayable>,
     body: Bytes,
 ) -> Result<Bytes, Unrelayable> {
-    if !jsonrpc::response_is_candidate(&body) {
-        return Ok(body);
-    }
     let message = jsonrpc::parse_message(&body).ok_or(Unrelayable::Unreadable)?;
     let Some(result) = message.result else {
         return Ok(body);
@@ -78,8 +158,12 @@ pub(crate) fn seal_message(
         return Ok(body);
     }
     let head = jsonrpc::parse_result(result).ok_or(Unrelayable::Unreadable)?;
-    if head.result_type.as_deref() != Some("input_required") {
-        return Ok(body);
+    match head.result_type.as_deref() {
+        Some("input_required") => {}
+        // The Tasks extension allows task results on tools/call only; a client must reject them
+        // elsewhere, so they are left alone.
+        Some("task") if ctx.method == "tools/call" => return seal_task(config, ctx, route, &body, &head),
+        _ => return Ok(body),
     }
     let route = route.clone()?;
     let envelope = seal_state(config, ctx, route, head.request_state)?;
@@ -106,6 +190,58 @@ pub(crate) fn seal_message(
     };
     tracing::debug!(method = ctx.method, "requestState sealed");
     Ok(rewritten)
+}
+
+/// Replaces the `taskId` of a task result by a sealed task handle, valid as long as the task's
+/// announced TTL (capped by the configured maximum; a `null` TTL gets the maximum).
+fn seal_task(
+    config: &Config,
+    ctx: &SealContext,
+    route: &Result<Route, Unrelayable>,
+    body: &Bytes,
+    head: &jsonrpc::ResultHead<'_>,
+) -> Result<Bytes, Unrelayable> {
+    let route = route.clone()?;
+    let task_id = head.task_id.ok_or(Unrelayable::TaskIdNotAString)?;
+    let contents = jsonrpc::string_contents(task_id).ok_or(Unrelayable::TaskIdNotAString)?;
+    let ttl = head
+        .ttl_ms
+        .and_then(|raw| raw.get().parse::<u64>().ok())
+        .map_or(config.max_task_ttl, |ms| {
+            Duration::from_millis(ms).min(config.max_task_ttl)
+        });
+    let sealed = Sealed {
+        route,
+        state: Some(contents.to_owned()),
+        expires_at: config.clock.now() + ttl,
+    };
+    let handle = config
+        .sealer
+        .seal(
+            Purpose::TaskHandle,
+            &task_binding(ctx.principal.as_deref()),
+            &sealed,
+        )
+        .map_err(|_| Unrelayable::Seal)?;
+    if handle.len() > config.max_envelope_len {
+        return Err(Unrelayable::EnvelopeTooLong);
+    }
+    let span = jsonrpc::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
+    tracing::debug!("task handle sealed");
+    Ok(jsonrpc::splice(body, span, &[b"\"", handle.as_bytes(), b"\""]))
+}
+
+/// Shows every task id of the backend that the request named (by handle) as that handle.
+fn present_handles(
+    ctx: &TaskContext,
+    route: &Result<Route, Unrelayable>,
+    body: Bytes,
+) -> Result<Bytes, Unrelayable> {
+    route.clone()?;
+    if serde_json::from_slice::<&RawValue>(&body).is_err() {
+        return Err(Unrelayable::Unreadable);
+    }
+    Ok(jsonrpc::replace_string_values(&body, |value| ctx.handle_for(value)).unwrap_or(body))
 }
 
 fn seal_state(
@@ -140,7 +276,7 @@ fn seal_state(
 /// Checks the answer to a batch: elements that are `input_required` results (or that cannot be
 /// read while mentioning it) are replaced by JSON-RPC errors, since a batch gives no binding to
 /// seal them under.
-pub(crate) fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
+fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
     if !jsonrpc::response_is_candidate(&body) {
         return Ok(body);
     }

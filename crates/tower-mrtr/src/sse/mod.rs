@@ -21,7 +21,6 @@ pub(crate) mod framer;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
@@ -32,11 +31,7 @@ use pin_project_lite::pin_project;
 use self::framer::{SseFramer, SseItem};
 use crate::BoxError;
 use crate::error::Rejection;
-use crate::jsonrpc::RESPONSE_NEEDLES;
-use crate::layer::Config;
-use crate::request::SealContext;
-use crate::response::{self, Unrelayable};
-use crate::route::Route;
+use crate::response::{Rewriter, Unrelayable};
 
 /// Whether a `Content-Type` is `text/event-stream` (parameters and case ignored).
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
@@ -47,37 +42,20 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
-/// What a stream needs to seal its result: the request's context, or none for a batch (then any
-/// `input_required` fails closed).
-pub(crate) struct StreamSealer {
-    pub(crate) config: Arc<Config>,
-    pub(crate) ctx: Option<SealContext>,
-    pub(crate) route: Result<Route, Unrelayable>,
-}
-
-impl StreamSealer {
-    fn id(&self) -> Option<&str> {
-        self.ctx.as_ref().and_then(|c| c.id.as_deref())
+/// The rewritten form of one event's data, `None` if it needs no change.
+fn rewrite_event_data(rewriter: &Rewriter, data: &[u8]) -> Result<Option<Bytes>, Unrelayable> {
+    let data = Bytes::copy_from_slice(data);
+    let rewritten = rewriter.rewrite(data.clone())?;
+    if rewritten == data {
+        return Ok(None);
     }
-
-    /// The sealed form of one event's data, `None` if it needs no change.
-    fn seal(&self, data: &[u8]) -> Result<Option<Bytes>, Unrelayable> {
-        let data = Bytes::copy_from_slice(data);
-        let sealed = match &self.ctx {
-            Some(ctx) => response::seal_message(&self.config, ctx, &self.route, data.clone())?,
-            None => response::check_batch(data.clone())?,
-        };
-        if sealed == data {
-            return Ok(None);
-        }
-        // The data of a multi-line event was joined with LF; in valid JSON a raw line break can
-        // only be whitespace, so it becomes a space and the message fits on one `data:` line.
-        let one_line: Vec<u8> = sealed
-            .iter()
-            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
-            .collect();
-        Ok(Some(Bytes::from(one_line)))
-    }
+    // The data of a multi-line event was joined with LF; in valid JSON a raw line break can only
+    // be whitespace, so it becomes a space and the message fits on one `data:` line.
+    let one_line: Vec<u8> = rewritten
+        .iter()
+        .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+        .collect();
+    Ok(Some(Bytes::from(one_line)))
 }
 
 pin_project! {
@@ -87,7 +65,7 @@ pin_project! {
         #[pin]
         inner: Option<B>,
         framer: SseFramer,
-        sealer: StreamSealer,
+        rewriter: Rewriter,
         out: VecDeque<Bytes>,
         trailers: Option<HeaderMap>,
         done: bool,
@@ -95,13 +73,12 @@ pin_project! {
 }
 
 impl<B> SseBody<B> {
-    pub(crate) fn new(inner: B, sealer: StreamSealer) -> Self {
-        let needles = RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect();
-        let framer = SseFramer::new(sealer.config.max_sse_event, needles);
+    pub(crate) fn new(inner: B, rewriter: Rewriter) -> Self {
+        let framer = SseFramer::new(rewriter.config().max_sse_event, rewriter.needles().to_vec());
         Self {
             inner: Some(inner),
             framer,
-            sealer,
+            rewriter,
             out: VecDeque::new(),
             trailers: None,
             done: false,
@@ -113,7 +90,7 @@ impl<B> SseBody<B> {
 /// framer's tail too. On failure the stream must end with the error event.
 fn drain(
     framer: &mut SseFramer,
-    sealer: &StreamSealer,
+    rewriter: &Rewriter,
     out: &mut VecDeque<Bytes>,
     at_end: bool,
 ) -> Result<(), Unrelayable> {
@@ -122,12 +99,9 @@ fn drain(
             SseItem::Raw(bytes) => bytes,
             SseItem::Candidate(event) => match event.data() {
                 None => event.into_raw(),
-                Some(data) => match sealer.seal(&data)? {
+                Some(data) => match rewrite_event_data(rewriter, &data)? {
                     None => event.into_raw(),
-                    Some(sealed) => {
-                        tracing::debug!("requestState sealed in an SSE event");
-                        event.with_data(&sealed).map_err(|_| Unrelayable::Unreadable)?
-                    }
+                    Some(sealed) => event.with_data(&sealed).map_err(|_| Unrelayable::Unreadable)?,
                 },
             },
         };
@@ -197,11 +171,11 @@ where
                     Ok(mut data) => {
                         let chunk = data.copy_to_bytes(data.remaining());
                         match this.framer.push(chunk) {
-                            Ok(()) => drain(this.framer, this.sealer, this.out, false),
+                            Ok(()) => drain(this.framer, this.rewriter, this.out, false),
                             Err(too_large) => {
                                 tracing::debug!(limit = too_large.limit, "SSE event over the limit");
                                 // Whatever came before the oversized event is still delivered.
-                                drain(this.framer, this.sealer, this.out, false)
+                                drain(this.framer, this.rewriter, this.out, false)
                                     .and(Err(Unrelayable::EventTooLarge))
                             }
                         }
@@ -210,7 +184,7 @@ where
                         // Trailers end the body: flush the framer first.
                         *this.trailers = frame.into_trailers().ok();
                         this.inner.set(None);
-                        drain(this.framer, this.sealer, this.out, true)
+                        drain(this.framer, this.rewriter, this.out, true)
                     }
                 },
                 Some(Err(err)) => {
@@ -222,12 +196,12 @@ where
                 }
                 None => {
                     this.inner.set(None);
-                    drain(this.framer, this.sealer, this.out, true)
+                    drain(this.framer, this.rewriter, this.out, true)
                 }
             };
             if let Err(reason) = result {
                 tracing::debug!(reason = reason.reason(), "SSE answer failed closed");
-                this.out.push_back(error_event(this.sealer.id()));
+                this.out.push_back(error_event(this.rewriter.id()));
                 this.trailers.take();
                 this.inner.set(None);
                 *this.done = true;

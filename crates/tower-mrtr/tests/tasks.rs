@@ -1,0 +1,388 @@
+//! The Tasks extension (SEP-2663): task ids sealed into handles, follow-ups opened and pinned.
+
+mod common;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+use serde_json::{Value, json};
+use tower::{Layer, ServiceExt};
+use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
+
+fn layer() -> MrtrLayer {
+    MrtrLayer::new(Keyring::generate("k1").unwrap())
+}
+
+/// A task-capable backend: `tools/call` creates task `task-<route>-7`; `tasks/*` answer about it.
+fn task_backend(
+    backend: &Backend,
+    route: &'static str,
+) -> impl tower::Service<
+    Request<RequestBody<Full<Bytes>>>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    backend.service(Some(route), move |req: &Value| {
+        let id = &req["id"];
+        let task_id = format!("task-{route}-7");
+        let answer = match req["method"].as_str().unwrap_or_default() {
+            "tools/call" => json!({"resultType":"task","taskId": task_id,"status":"working",
+                "createdAt":"2026-11-29T10:00:00Z","lastUpdatedAt":"2026-11-29T10:00:00Z","ttlMs":60000,"pollIntervalMs":500}),
+            "tasks/get" => {
+                assert_eq!(req["params"]["taskId"], task_id.as_str());
+                json!({"resultType":"complete","taskId": task_id,"status":"completed",
+                    "result":{"resultType":"complete","content":[{"type":"text","text": format!("done by {route}")}]}})
+            }
+            "tasks/update" | "tasks/cancel" => json!({"resultType":"complete"}),
+            _ => return format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"Method not found"}}}}"#),
+        };
+        json!({"jsonrpc":"2.0","id": id,"result": answer}).to_string()
+    })
+}
+
+fn task_request(id: u64, method: &str, handle: &str) -> Request<Full<Bytes>> {
+    let mut params = json!({"taskId": handle});
+    if method == "tasks/update" {
+        params["inputResponses"] = json!({"approve": {"action":"accept","content":{"ok":true}}});
+    }
+    let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string();
+    let mut req = post(&body);
+    req.headers_mut().insert("mcp-name", handle.parse().unwrap());
+    req
+}
+
+async fn create_task(layer: &MrtrLayer, backend: &Backend, route: &'static str) -> String {
+    let answer = send(
+        layer.layer(task_backend(backend, route)),
+        post(&tool_call(1, "slow_compute", None)),
+    )
+    .await;
+    let v = answer.json();
+    assert_eq!(v["result"]["resultType"], "task");
+    assert_eq!(v["result"]["status"], "working", "other members untouched");
+    let handle = v["result"]["taskId"].as_str().unwrap().to_owned();
+    assert!(
+        handle.starts_with("mrtr1.") && !answer.text().contains("task-"),
+        "{}",
+        answer.text()
+    );
+    handle
+}
+
+#[tokio::test]
+async fn task_ids_are_sealed_and_follow_ups_are_opened_pinned_and_answered_with_the_same_handle() {
+    let layer = layer();
+    let backend = Backend::new();
+    let handle = create_task(&layer, &backend, "alpha").await;
+    for (i, method) in ["tasks/get", "tasks/update", "tasks/cancel"]
+        .into_iter()
+        .enumerate()
+    {
+        let answer = send(
+            layer.layer(task_backend(&backend, "alpha")),
+            task_request(10 + i as u64, method, &handle),
+        )
+        .await;
+        let seen = backend.last();
+        let sent: Value = serde_json::from_slice(&seen.body).unwrap();
+        assert_eq!(sent["params"]["taskId"], "task-alpha-7", "{method}");
+        assert_eq!(
+            seen.headers["mcp-name"], "task-alpha-7",
+            "{method}: Mcp-Name must equal the body"
+        );
+        assert_eq!(
+            seen.headers["content-length"],
+            seen.body.len().to_string().as_str()
+        );
+        assert_eq!(seen.pinned, Some(Route::new("alpha")), "{method}");
+        assert_eq!(seen.head.unwrap().target(), Some("task-alpha-7"));
+        assert!(
+            !answer.text().contains("task-alpha-7"),
+            "{method}: {}",
+            answer.text()
+        );
+        if method == "tasks/get" {
+            assert_eq!(
+                answer.json()["result"]["taskId"],
+                handle.as_str(),
+                "the client sees its own handle"
+            );
+            assert_eq!(
+                answer.json()["result"]["result"]["content"][0]["text"],
+                "done by alpha"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn forged_and_cross_purpose_handles_are_refused_without_reaching_a_backend() {
+    let layer = layer().bind_principal(|p| p.headers.get("x-user").map(|v| v.to_str().unwrap().to_owned()));
+    let backend = Backend::new();
+    let handle = create_task(&layer, &backend, "alpha").await;
+    // A requestState envelope of the same keyring, presented as a task handle.
+    let minting = layer.layer(backend.service(Some("alpha"), |r: &Value| input_required(r, Some(r#""s""#))));
+    let state_envelope = send(minting, post(&tool_call(1, "t", None))).await.envelope();
+
+    let mut forged = handle.clone();
+    forged.replace_range(20..21, if &handle[20..21] == "A" { "B" } else { "A" });
+    for (candidate, why) in [
+        (forged.as_str(), "forged"),
+        ("task-alpha-7", "the raw backend id"),
+        (state_envelope.as_str(), "a requestState envelope"),
+    ] {
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let answer = send(
+                layer.layer(must_not_be_called()),
+                task_request(5, method, candidate),
+            )
+            .await;
+            assert_eq!(
+                (answer.status, answer.error_code()),
+                (StatusCode::OK, Some(-32602)),
+                "{why} on {method}"
+            );
+            assert_eq!(
+                answer.json()["error"]["message"],
+                "Invalid or expired task handle"
+            );
+        }
+    }
+    // A task handle presented as a requestState.
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        post(&tool_call(6, "t", Some(&handle))),
+    )
+    .await;
+    assert_eq!(answer.error_code(), Some(-32602));
+    // Another principal.
+    let mut req = task_request(7, "tasks/get", &handle);
+    req.headers_mut().insert("x-user", "mallory".parse().unwrap());
+    let answer = send(layer.layer(must_not_be_called()), req).await;
+    assert_eq!(answer.error_code(), Some(-32602));
+    // Missing or non-string taskId.
+    for params in [json!({}), json!({"taskId": 5})] {
+        let mut req = post(&json!({"jsonrpc":"2.0","id":8,"method":"tasks/get","params":params}).to_string());
+        req.headers_mut().insert("mcp-name", "x".parse().unwrap());
+        let answer = send(layer.layer(must_not_be_called()), req).await;
+        assert_eq!(answer.error_code(), Some(-32602), "{params}");
+    }
+}
+
+#[tokio::test]
+async fn a_handle_answered_by_another_backend_fails_closed() {
+    let layer = layer();
+    let handle = create_task(&layer, &Backend::new(), "alpha").await;
+    let beta = Backend::new();
+    let wrong = layer.layer(task_backend(&beta, "beta"));
+    let answer = send(wrong, task_request(2, "tasks/cancel", &handle)).await;
+    assert_eq!(
+        answer.error_code(),
+        Some(-32603),
+        "a proxy that ignores PinnedRoute is caught"
+    );
+}
+
+#[tokio::test]
+async fn mcp_name_must_name_the_handle() {
+    let layer = layer();
+    let handle = create_task(&layer, &Backend::new(), "alpha").await;
+    let mut wrong = task_request(2, "tasks/get", &handle);
+    wrong
+        .headers_mut()
+        .insert("mcp-name", "something-else".parse().unwrap());
+    let mut missing = task_request(3, "tasks/get", &handle);
+    missing.headers_mut().remove("mcp-name");
+    let mut method = task_request(4, "tasks/get", &handle);
+    method
+        .headers_mut()
+        .insert("mcp-method", "tasks/cancel".parse().unwrap());
+    for req in [wrong, missing, method] {
+        let answer = send(layer.layer(must_not_be_called()), req).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32020))
+        );
+    }
+}
+
+#[tokio::test]
+async fn handles_expire_with_the_tasks_ttl_capped_by_the_maximum() {
+    let clock = ManualClock::new();
+    let layer = layer()
+        .clock(clock.clone())
+        .max_task_ttl(Duration::from_secs(3600));
+    let backend = Backend::new();
+    // ttlMs 60000 in the backend's answer: valid for a minute.
+    let handle = create_task(&layer, &backend, "alpha").await;
+    clock.advance(Duration::from_secs(59));
+    let ok = send(
+        layer.layer(task_backend(&backend, "alpha")),
+        task_request(2, "tasks/get", &handle),
+    )
+    .await;
+    assert!(ok.error_code().is_none());
+    clock.advance(Duration::from_secs(2));
+    let expired = send(
+        layer.layer(must_not_be_called()),
+        task_request(3, "tasks/get", &handle),
+    )
+    .await;
+    assert_eq!(expired.error_code(), Some(-32602));
+    // A null (unlimited) TTL gets the configured maximum.
+    let unlimited = backend.service(Some("alpha"), |r: &Value| {
+        json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"task","taskId":"forever","status":"working","ttlMs":null}}).to_string()
+    });
+    let handle = send(layer.layer(unlimited), post(&tool_call(4, "t", None)))
+        .await
+        .json()["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    clock.advance(Duration::from_secs(3599));
+    let ok = send(
+        layer.layer(task_backend(&backend, "alpha")),
+        task_request(5, "tasks/cancel", &handle),
+    )
+    .await;
+    assert!(ok.error_code().is_none(), "{}", ok.text());
+    clock.advance(Duration::from_secs(2));
+    let expired = send(
+        layer.layer(must_not_be_called()),
+        task_request(6, "tasks/cancel", &handle),
+    )
+    .await;
+    assert_eq!(expired.error_code(), Some(-32602));
+}
+
+#[tokio::test]
+async fn mrtr_rounds_then_a_task() {
+    let layer = layer();
+    let backend = Backend::new();
+    let inner = backend.service(Some("gamma"), |req: &Value| {
+        if req["params"].get("requestState").is_none() {
+            return input_required(req, Some(r#""need-name""#));
+        }
+        assert_eq!(req["params"]["requestState"], "need-name");
+        json!({"jsonrpc":"2.0","id":req["id"],"result":{"resultType":"task","taskId":"t-77","status":"working","ttlMs":1000}}).to_string()
+    });
+    let envelope = send(
+        layer.layer(inner.clone()),
+        post(&tool_call(1, "test_tool_with_task", None)),
+    )
+    .await
+    .envelope();
+    let answer = send(
+        layer.layer(inner),
+        post(&tool_call(2, "test_tool_with_task", Some(&envelope))),
+    )
+    .await;
+    let v = answer.json();
+    assert_eq!(v["result"]["resultType"], "task");
+    assert!(v["result"].get("requestState").is_none());
+    let handle = v["result"]["taskId"].as_str().unwrap();
+    assert!(handle.starts_with("mrtr1.") && handle != envelope);
+    let follow = backend.service(Some("gamma"), |r: &Value| json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"complete","taskId":"t-77","status":"working"}}).to_string());
+    send(layer.layer(follow), task_request(3, "tasks/get", handle)).await;
+    assert_eq!(backend.last().pinned, Some(Route::new("gamma")));
+}
+
+#[tokio::test]
+async fn tasks_result_and_list_and_non_tool_task_results_pass_through() {
+    for method in ["tasks/result", "tasks/list"] {
+        let backend = Backend::new();
+        let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":{"taskId":"whatever"}}).to_string();
+        let answer = send(layer().layer(task_backend(&backend, "alpha")), post(&body)).await;
+        assert_eq!(backend.last().body, body.as_bytes());
+        assert_eq!(answer.error_code(), Some(-32601));
+    }
+    // Only tools/call may create tasks: elsewhere a task result is invalid for the client and left alone.
+    let raw = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t"}}"#;
+    let svc = layer().layer(Backend::new().service(Some("a"), move |_| raw.to_owned()));
+    let answer = send(
+        svc,
+        post(r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}"#),
+    )
+    .await;
+    assert_eq!(answer.text(), raw);
+}
+
+#[tokio::test]
+async fn listen_streams_name_tasks_by_the_clients_handles() {
+    let layer = layer();
+    let backend = Backend::new();
+    let first = create_task(&layer, &backend, "alpha").await;
+    let second = create_task(&layer, &backend, "alpha").await; // same backend id, another handle
+    assert_ne!(first, second);
+    let other = create_task(&layer, &backend, "beta").await;
+
+    // Handles of two backends in one filter: a clear error.
+    let mixed = json!({"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[first, other]}}});
+    let answer = send(layer.layer(must_not_be_called()), post(&mixed.to_string())).await;
+    assert_eq!(answer.error_code(), Some(-32602));
+    assert!(
+        answer.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("different backends")
+    );
+
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen_in = seen.clone();
+    let inner = tower::service_fn(move |req: Request<RequestBody<Full<Bytes>>>| {
+        let seen = seen_in.clone();
+        async move {
+            let pinned = req.extensions().get::<tower_mrtr::PinnedRoute>().cloned();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            *seen.lock().unwrap() = Some((pinned, body));
+            let events = [
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"notifications\":{\"taskIds\":[\"task-alpha-7\"]}}}\n\n",
+                ": keep-alive\n\n",
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\",\"params\":{\"taskId\":\"task-alpha-7\",\"status\":\"completed\",\"statusMessage\":\"task-alpha-7 finished\"}}\n\n",
+            ];
+            let frames: Vec<Result<Frame<Bytes>, Infallible>> = events
+                .iter()
+                .map(|e| Ok(Frame::data(Bytes::from_static(e.as_bytes()))))
+                .collect();
+            let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
+            response
+                .headers_mut()
+                .insert("content-type", "text/event-stream".parse().unwrap());
+            response.extensions_mut().insert(Route::new("alpha"));
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let listen = json!({"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"taskIds":[first]}}});
+    let response = layer
+        .layer(inner)
+        .oneshot(post(&listen.to_string()))
+        .await
+        .unwrap();
+    let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    let (pinned, body) = seen.lock().unwrap().take().unwrap();
+    assert_eq!(pinned.map(|p| p.0), Some(Route::new("alpha")));
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        sent["params"]["notifications"],
+        json!({"toolsListChanged":true,"taskIds":["task-alpha-7"]})
+    );
+    assert!(
+        text.contains(&format!("\"taskIds\":[\"{first}\"]")),
+        "ack: {text}"
+    );
+    assert!(
+        text.contains(&format!("\"taskId\":\"{first}\"")),
+        "notification: {text}"
+    );
+    assert!(
+        text.contains("\"statusMessage\":\"task-alpha-7 finished\""),
+        "free text is not an id: {text}"
+    );
+    assert!(text.contains(": keep-alive\n\n"));
+}
