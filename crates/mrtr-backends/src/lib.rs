@@ -31,6 +31,7 @@ pub mod fixture;
 mod flow;
 pub mod serve;
 mod state;
+pub mod tasks_fixture;
 
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
@@ -38,6 +39,7 @@ pub use serve::{
     MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with,
 };
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
+pub use tasks_fixture::TasksFixture;
 
 /// Errors constructing a backend.
 #[derive(Debug)]
