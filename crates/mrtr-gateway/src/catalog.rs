@@ -396,7 +396,9 @@ pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], s
         private |= result["cacheScope"].as_str() != Some("public");
     }
     if let Some(settings) = tasks {
-        extensions.get_or_insert_with(Map::new).insert(TASKS_EXTENSION.to_owned(), settings);
+        extensions
+            .get_or_insert_with(Map::new)
+            .insert(TASKS_EXTENSION.to_owned(), settings);
     }
     if let Some(extensions) = extensions.filter(|e| !e.is_empty()) {
         capabilities.insert("extensions".to_owned(), Value::Object(extensions));
@@ -487,7 +489,10 @@ mod tests {
         let plain = json!({"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}});
         let info = json!({"name":"gw","version":"1"});
         let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", tasks)], &info);
-        assert_eq!(merged["capabilities"]["extensions"], json!({"io.modelcontextprotocol/tasks":{}}));
+        assert_eq!(
+            merged["capabilities"]["extensions"],
+            json!({"io.modelcontextprotocol/tasks":{}})
+        );
         let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", plain)], &info);
         assert!(merged["capabilities"].get("extensions").is_none());
     }
