@@ -272,8 +272,7 @@ async fn send(url: &str, method: &str, mut params: Value) -> anyhow::Result<Repl
             .lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .filter(|m| m.get("result").is_some() || m.get("error").is_some())
-            .last()
+            .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
             .with_context(|| format!("no JSON-RPC answer (HTTP {status}): {text:?}"))?,
     };
     Ok(Reply {
