@@ -8,6 +8,8 @@
 //! * [`fixture`]: [`ConformanceFixture`], exactly what the conformance
 //!   suite's `input-required-result-*` and `http-header-validation` scenarios
 //!   call.
+//! * [`tasks_fixture`]: [`TasksFixture`], a task-capable backend (Tasks
+//!   extension, SEP-2663) with what the suite's `tasks-*` scenarios call.
 //! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
 //!   `/mcp`, with JSON or SSE responses, and stop it again.
 //!
