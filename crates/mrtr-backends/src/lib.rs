@@ -8,6 +8,8 @@
 //! * [`fixture`]: [`ConformanceFixture`], exactly what the conformance
 //!   suite's `input-required-result-*` and `http-header-validation` scenarios
 //!   call.
+//! * [`tasks_fixture`]: [`TasksFixture`], a task-capable backend (Tasks
+//!   extension, SEP-2663) with what the suite's `tasks-*` scenarios call.
 //! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
 //!   `/mcp`, with JSON or SSE responses, and stop it again.
 //!
@@ -31,11 +33,13 @@ pub mod fixture;
 mod flow;
 pub mod serve;
 mod state;
+pub mod tasks_fixture;
 
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
 pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
+pub use tasks_fixture::TasksFixture;
 
 /// Errors constructing a backend.
 #[derive(Debug)]

@@ -44,6 +44,9 @@ use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::RawObject;
 
+/// The Tasks extension (SEP-2663), advertised by the gateway if any backend advertises it.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// Separator between backend name and original name in prefixed names.
 pub const SEPARATOR: &str = "__";
 
@@ -409,12 +412,16 @@ fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, se
 /// `supportedVersions` is the intersection with the gateway's own; `tools`, `prompts`,
 /// `resources` and `completions` are offered if any backend offers them (without `listChanged`
 /// and `subscribe`, which need the listen stream the gateway does not merge); an extension is
-/// offered only if every backend offers it; `instructions` are concatenated, each under its
-/// backend's name.
+/// offered only if every backend offers it, except the Tasks extension ([`TASKS_EXTENSION`]),
+/// offered if any backend offers it (with that backend's settings): a task is created by the
+/// backend that owns the called tool, and every follow-up carries a handle pinned to that
+/// backend, so backends without tasks never see a task request; `instructions` are
+/// concatenated, each under its backend's name.
 pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], server_info: &Value) -> Value {
     let mut versions: Vec<&str> = own_versions.to_vec();
     let mut capabilities = Map::new();
     let mut extensions: Option<Map<String, Value>> = None;
+    let mut tasks: Option<Value> = None;
     let mut instructions = Vec::new();
     let mut ttl_ms: Option<u64> = None;
     let mut private = false;
@@ -433,6 +440,9 @@ pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], s
             }
         }
         let theirs = caps["extensions"].as_object().cloned().unwrap_or_default();
+        if tasks.is_none() {
+            tasks = theirs.get(TASKS_EXTENSION).cloned();
+        }
         extensions = Some(match extensions {
             None => theirs,
             Some(mut ours) => {
@@ -446,6 +456,11 @@ pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], s
         let ttl = result["ttlMs"].as_u64().unwrap_or(0);
         ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
         private |= result["cacheScope"].as_str() != Some("public");
+    }
+    if let Some(settings) = tasks {
+        extensions
+            .get_or_insert_with(Map::new)
+            .insert(TASKS_EXTENSION.to_owned(), settings);
     }
     if let Some(extensions) = extensions.filter(|e| !e.is_empty()) {
         capabilities.insert("extensions".to_owned(), Value::Object(extensions));
@@ -565,5 +580,19 @@ mod tests {
         assert_eq!(merged["ttlMs"], 1000);
         assert_eq!(merged["cacheScope"], "public");
         assert_eq!(merged["instructions"], "[a] use a");
+    }
+
+    #[test]
+    fn discover_merge_offers_tasks_if_any_backend_does() {
+        let tasks = json!({"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{},"y":{}}}});
+        let plain = json!({"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}});
+        let info = json!({"name":"gw","version":"1"});
+        let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", tasks)], &info);
+        assert_eq!(
+            merged["capabilities"]["extensions"],
+            json!({"io.modelcontextprotocol/tasks":{}})
+        );
+        let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", plain)], &info);
+        assert!(merged["capabilities"].get("extensions").is_none());
     }
 }

@@ -1,0 +1,505 @@
+//! Real-peer tests of the Tasks extension (SEP-2663) through mrtr-gateway: two task-capable rmcp
+//! backends (`a` = identity `task-a`, `b` = identity `task-b`, offering the same tools, so the
+//! gateway exposes them as `a__…` and `b__…`) behind the gateway, driven by an rmcp client that
+//! declares the extension, and by raw HTTP for the refusals.
+//!
+//! What is checked:
+//! * a task's id reaches the client only as a sealed handle, and `tasks/get|update|cancel` with
+//!   that handle reach the backend that minted the task (its identity is in the result);
+//! * create → poll → answer the task's input through `tasks/update` → complete;
+//! * create → cancel → `cancelled`;
+//! * MRTR rounds, then a task (`test_tool_with_task`), with the round pinned and the task handle
+//!   pinned to the same backend;
+//! * refusals that never reach a backend: a forged or tampered handle, a `requestState` used as a
+//!   handle, a handle used as a `requestState`, a handle presented to a gateway that does not
+//!   have the backend it names, handles of two backends in one `subscriptions/listen` filter.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use mrtr_backends::{DemoBackend, ResponseMode, ServedBackend, TasksFixture, serve};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_integration_tests::{TIMEOUT, gateway};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetTaskParams, GetTaskResult, Implementation, JsonObject, ProtocolVersion, TaskPayload, TaskStatus,
+    UpdateTaskParams,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::{Value, json};
+use tower_mrtr::Keyring;
+
+/// Two task backends behind one gateway.
+struct TaskStack {
+    a: ServedBackend,
+    b: ServedBackend,
+    fixture_a: TasksFixture,
+    fixture_b: TasksFixture,
+    keyring: Arc<Keyring>,
+    gateway: RunningGateway,
+}
+
+impl TaskStack {
+    async fn new() -> anyhow::Result<Self> {
+        let fixture_a = TasksFixture::new("task-a")?;
+        let fixture_b = TasksFixture::new("task-b")?;
+        let a = serve(fixture_a.clone(), ResponseMode::Json).await?;
+        let b = serve(fixture_b.clone(), ResponseMode::Sse).await?;
+        let keyring = Arc::new(Keyring::generate("k1")?);
+        let backends = vec![Backend::new("a", &a.url())?, Backend::new("b", &b.url())?];
+        let gateway = gateway(GatewayConfig::new(backends), keyring.clone()).await?;
+        Ok(Self {
+            a,
+            b,
+            fixture_a,
+            fixture_b,
+            keyring,
+            gateway,
+        })
+    }
+
+    fn url(&self) -> String {
+        self.gateway.url()
+    }
+
+    /// Requests both backends received so far.
+    fn requests(&self) -> (u64, u64) {
+        (self.a.requests(), self.b.requests())
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.gateway.shutdown().await?;
+        self.a.shutdown().await?;
+        self.b.shutdown().await?;
+        Ok(())
+    }
+}
+
+/// An rmcp client declaring elicitation and the tasks extension, on the 2026-07-28 lifecycle.
+async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ClientConfig>> {
+    let info = ClientConfig::new(
+        ClientCapabilities::builder()
+            .enable_elicitation()
+            .enable_tasks()
+            .build(),
+        Implementation::new("mrtr-tasks-tests", "0.1.0"),
+    );
+    let transport =
+        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    Ok(tokio::time::timeout(TIMEOUT, info.serve_with_lifecycle(transport, lifecycle)).await??)
+}
+
+/// `tools/call` once; the task id (the client's handle) of the `CreateTaskResult`.
+async fn create_task(
+    client: &RunningService<RoleClient, ClientConfig>,
+    tool: &str,
+    arguments: Value,
+) -> anyhow::Result<String> {
+    let Value::Object(arguments) = arguments else {
+        bail!("arguments must be an object")
+    };
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments as JsonObject);
+    match tokio::time::timeout(TIMEOUT, client.call_tool_once(params)).await?? {
+        CallToolResponse::Task(created) => {
+            ensure!(
+                created.task.status == TaskStatus::Working,
+                "new task not working: {created:?}"
+            );
+            Ok(created.task.task_id)
+        }
+        other => bail!("{tool} did not create a task: {other:?}"),
+    }
+}
+
+/// Polls `tasks/get` until the task is in `wanted` or terminal.
+async fn poll(
+    client: &RunningService<RoleClient, ClientConfig>,
+    handle: &str,
+    wanted: TaskStatus,
+) -> anyhow::Result<GetTaskResult> {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let got = tokio::time::timeout(TIMEOUT, client.get_task(GetTaskParams::new(handle))).await??;
+        ensure!(
+            got.task.task.task_id == handle,
+            "tasks/get must name the task by the client's handle"
+        );
+        let status = got.task.task.status;
+        if status == wanted || status.is_terminal() {
+            return Ok(got);
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "task {handle} stuck in {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The first text block of a completed task's result.
+fn completed_text(got: &GetTaskResult) -> anyhow::Result<String> {
+    let TaskPayload::Completed { result } = &got.task.payload else {
+        bail!("not completed: {got:?}")
+    };
+    Ok(result["content"][0]["text"]
+        .as_str()
+        .context("no text")?
+        .to_owned())
+}
+
+#[tokio::test]
+async fn a_task_is_created_polled_answered_through_tasks_update_and_completed_on_its_backend()
+-> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let client = connect(&stack.url()).await?;
+
+    let handle = create_task(&client, "b__confirm_delete", json!({ "filename": "report.txt" })).await?;
+    assert!(
+        handle.starts_with("mrtr1."),
+        "the client sees a sealed handle, not the backend's id: {handle}"
+    );
+    assert_eq!(stack.fixture_b.running_tasks(), 1, "the task runs on b");
+    assert_eq!(stack.fixture_a.running_tasks(), 0);
+
+    let parked = poll(&client, &handle, TaskStatus::InputRequired).await?;
+    let TaskPayload::InputRequired { input_requests } = &parked.task.payload else {
+        bail!("expected input_required, got {parked:?}");
+    };
+    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["confirm"]);
+
+    let (a_before, _) = stack.requests();
+    let answers = [(
+        "confirm".to_owned(),
+        json!({ "action": "accept", "content": { "confirm": true } }),
+    )];
+    tokio::time::timeout(
+        TIMEOUT,
+        client.update_task(UpdateTaskParams::new(&handle, answers.into_iter().collect())),
+    )
+    .await??;
+    let done = poll(&client, &handle, TaskStatus::Completed).await?;
+    assert_eq!(done.task.task.status, TaskStatus::Completed);
+    assert_eq!(completed_text(&done)?, "report.txt deleted on task-b");
+    assert_eq!(stack.requests().0, a_before, "no follow-up went to a");
+
+    client.cancel().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn a_task_is_cancelled_on_its_backend() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let client = connect(&stack.url()).await?;
+
+    let handle = create_task(
+        &client,
+        "a__slow_compute",
+        json!({ "seconds": 30, "label": "long" }),
+    )
+    .await?;
+    assert_eq!(stack.fixture_a.running_tasks(), 1, "the task runs on a");
+    let working = tokio::time::timeout(TIMEOUT, client.get_task(GetTaskParams::new(&handle))).await??;
+    assert_eq!(working.task.task.status, TaskStatus::Working);
+
+    tokio::time::timeout(TIMEOUT, client.cancel_task(CancelTaskParams::new(&handle))).await??;
+    let cancelled = poll(&client, &handle, TaskStatus::Cancelled).await?;
+    assert_eq!(cancelled.task.task.status, TaskStatus::Cancelled);
+    assert_eq!(stack.fixture_a.running_tasks(), 0);
+    // Cancelling a terminal task is still acknowledged.
+    tokio::time::timeout(TIMEOUT, client.cancel_task(CancelTaskParams::new(&handle))).await??;
+
+    client.cancel().await?;
+    stack.stop().await
+}
+
+// --- raw HTTP -------------------------------------------------------------------------------------
+
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+/// The HTTP status and JSON-RPC message of an answer (JSON or SSE).
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    body: Value,
+}
+
+impl Reply {
+    fn result(&self) -> &Value {
+        &self.body["result"]
+    }
+
+    fn error_code(&self) -> Option<i64> {
+        self.body["error"]["code"].as_i64()
+    }
+}
+
+/// POSTs one 2026-07-28 request declaring elicitation and the tasks extension, with `Mcp-Name`
+/// mirroring `params.name` or `params.taskId`.
+async fn send(url: &str, method: &str, mut params: Value) -> anyhow::Result<Reply> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": { "io.modelcontextprotocol/tasks": {} }
+        },
+        "io.modelcontextprotocol/clientInfo": { "name": "raw-tasks-client", "version": "0" }
+    });
+    let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
+        request = request.header("mcp-name", name);
+    }
+    let response = tokio::time::timeout(TIMEOUT, request.json(&body).send()).await??;
+    let status = response.status().as_u16();
+    let text = tokio::time::timeout(TIMEOUT, response.text()).await??;
+    let message = match serde_json::from_str(&text) {
+        Ok(message) => message,
+        Err(_) => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
+            .with_context(|| format!("no JSON-RPC answer (HTTP {status}): {text:?}"))?,
+    };
+    Ok(Reply {
+        status,
+        body: message,
+    })
+}
+
+/// Creates a long `slow_compute` task on `backend` (`a` or `b`); returns the client's handle.
+async fn raw_task(url: &str, backend: &str) -> anyhow::Result<String> {
+    let tool = format!("{backend}__slow_compute");
+    let reply = send(
+        url,
+        "tools/call",
+        json!({ "name": tool, "arguments": { "seconds": 30 } }),
+    )
+    .await?;
+    ensure!(reply.result()["resultType"] == "task", "no task: {reply:?}");
+    Ok(reply.result()["taskId"].as_str().context("no taskId")?.to_owned())
+}
+
+#[tokio::test]
+async fn mrtr_rounds_then_a_task_on_the_same_backend() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let url = stack.url();
+    let call = json!({ "name": "a__test_tool_with_task", "arguments": {} });
+
+    let round1 = send(&url, "tools/call", call.clone()).await?;
+    assert_eq!(round1.result()["resultType"], "input_required", "{round1:?}");
+    assert!(round1.result().get("taskId").is_none());
+    let state = round1.result()["requestState"]
+        .as_str()
+        .context("no requestState")?;
+    assert!(state.starts_with("mrtr1."), "the backend's state is sealed");
+
+    let mut retry = call.clone();
+    retry["inputResponses"] = json!({ "user_name": { "action": "accept", "content": { "name": "Alice" } } });
+    retry["requestState"] = json!(state);
+    let round2 = send(&url, "tools/call", retry).await?;
+    assert_eq!(round2.result()["resultType"], "task", "{round2:?}");
+    assert!(round2.result().get("requestState").is_none() && round2.result().get("inputRequests").is_none());
+    let handle = round2.result()["taskId"]
+        .as_str()
+        .context("no taskId")?
+        .to_owned();
+    assert!(handle.starts_with("mrtr1.") && handle != state);
+
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let done = loop {
+        let got = send(&url, "tasks/get", json!({ "taskId": handle })).await?;
+        assert_eq!(got.result()["taskId"], handle.as_str(), "{got:?}");
+        if got.result()["status"] == "completed" {
+            break got;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "task never completed: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        done.result()["result"]["content"][0]["text"],
+        "Hello, Alice! (from a task on task-a)"
+    );
+    assert_eq!(stack.fixture_b.running_tasks(), 0);
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn forged_misused_and_misrouted_handles_never_reach_a_backend() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let url = stack.url();
+    let handle_a = raw_task(&url, "a").await?;
+    let handle_b = raw_task(&url, "b").await?;
+    // A sealed requestState of a, from the first MRTR round of test_tool_with_task.
+    let call = json!({ "name": "a__test_tool_with_task", "arguments": {} });
+    let round1 = send(&url, "tools/call", call.clone()).await?;
+    let state = round1.result()["requestState"]
+        .as_str()
+        .context("no requestState")?
+        .to_owned();
+
+    // A second gateway with the same keys whose backends have other names: the handle's route
+    // (`a`) does not exist there.
+    let renamed = vec![
+        Backend::new("x", &stack.a.url())?,
+        Backend::new("y", &stack.b.url())?,
+    ];
+    let other = gateway(GatewayConfig::new(renamed), stack.keyring.clone()).await?;
+    let other_url = other.url();
+
+    let mut tampered = handle_a.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered)?;
+    let mut misused_state = call.clone();
+    misused_state["inputResponses"] =
+        json!({ "user_name": { "action": "accept", "content": { "name": "Eve" } } });
+    misused_state["requestState"] = json!(handle_a);
+
+    let refusals: Vec<(&str, &str, &str, Value)> = vec![
+        (
+            "forged handle",
+            &url,
+            "tasks/get",
+            json!({ "taskId": "6c9a7f52-3b1e-4c8e-9a51-2f1d0e7b8c44" }),
+        ),
+        (
+            "forged envelope",
+            &url,
+            "tasks/cancel",
+            json!({ "taskId": "mrtr1.AAAAAAAAAAAAAAAAAAAAAAAAAAAA" }),
+        ),
+        (
+            "tampered handle",
+            &url,
+            "tasks/get",
+            json!({ "taskId": tampered }),
+        ),
+        (
+            "requestState as handle",
+            &url,
+            "tasks/get",
+            json!({ "taskId": state }),
+        ),
+        (
+            "requestState as handle (update)",
+            &url,
+            "tasks/update",
+            json!({ "taskId": state, "inputResponses": {} }),
+        ),
+        ("handle as requestState", &url, "tools/call", misused_state),
+        (
+            "handle on a gateway without its backend",
+            &other_url,
+            "tasks/get",
+            json!({ "taskId": handle_a }),
+        ),
+        (
+            "handles of two backends in one listen filter",
+            &url,
+            "subscriptions/listen",
+            json!({ "notifications": { "taskIds": [handle_a, handle_b] } }),
+        ),
+    ];
+    for (what, target, method, params) in refusals {
+        let before = stack.requests();
+        let reply = send(target, method, params).await?;
+        assert_eq!(reply.error_code(), Some(-32602), "{what}: {reply:?}");
+        assert_eq!(stack.requests(), before, "{what}: a backend was reached");
+    }
+
+    // The genuine handles still work, each on its own backend.
+    for (handle, fixture) in [(&handle_a, &stack.fixture_a), (&handle_b, &stack.fixture_b)] {
+        assert_eq!(fixture.running_tasks(), 1);
+        let reply = send(&url, "tasks/cancel", json!({ "taskId": handle })).await?;
+        assert_eq!(
+            (reply.status, reply.result()["resultType"].as_str()),
+            (200, Some("complete")),
+            "{reply:?}"
+        );
+    }
+    other.shutdown().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn discover_through_the_gateway_advertises_tasks_when_one_backend_does() -> anyhow::Result<()> {
+    let tasks = serve(TasksFixture::new("task-a")?, ResponseMode::Json).await?;
+    let plain = serve(DemoBackend::beta("beta")?, ResponseMode::Json).await?;
+    let backends = vec![
+        Backend::new("a", &tasks.url())?,
+        Backend::new("beta", &plain.url())?,
+    ];
+    let mixed = gateway(GatewayConfig::new(backends), Arc::new(Keyring::generate("k1")?)).await?;
+    let reply = send(&mixed.url(), "server/discover", json!({})).await?;
+    assert_eq!(
+        reply.result()["capabilities"]["extensions"],
+        json!({ "io.modelcontextprotocol/tasks": {} }),
+        "{reply:?}"
+    );
+
+    let backends = vec![Backend::new("beta", &plain.url())?];
+    let without = gateway(GatewayConfig::new(backends), Arc::new(Keyring::generate("k1")?)).await?;
+    let reply = send(&without.url(), "server/discover", json!({})).await?;
+    assert!(
+        reply.result()["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_none(),
+        "{reply:?}"
+    );
+
+    mixed.shutdown().await?;
+    without.shutdown().await?;
+    tasks.shutdown().await?;
+    plain.shutdown().await?;
+    Ok(())
+}
+
+/// SEP-2663: a client that does not declare the extension gets `-32021` on `tasks/*`, whatever the
+/// task id (conformance check `sep-2663-tasks-methods-non-declaring`); the layer answers it before
+/// opening the handle, so no backend is asked.
+#[tokio::test]
+async fn a_client_without_the_extension_gets_missing_capability_on_tasks_methods() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let handle = raw_task(&stack.url(), "a").await?;
+    for task_id in ["gate-test", handle.as_str()] {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "taskId": task_id,
+            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {},
+                       "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "0" } } } });
+        let response = reqwest::Client::new()
+            .post(stack.url())
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tasks/get")
+            .header("mcp-name", task_id)
+            .json(&body)
+            .send()
+            .await?;
+        assert_eq!(response.status().as_u16(), 400);
+        let answer: Value = response.json().await?;
+        assert_eq!(answer["error"]["code"], -32021, "{answer}");
+        assert_eq!(
+            answer["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+            json!({})
+        );
+    }
+    stack.stop().await
+}
