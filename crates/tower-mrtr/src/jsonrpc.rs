@@ -78,11 +78,8 @@ pub(crate) struct Params<'a> {
     pub(crate) meta: Option<&'a RawValue>,
 }
 
-/// The Tasks extension's identifier in capabilities.
-pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-
-/// Whether a request's `_meta` declares the Tasks extension among the client's capabilities
-/// (`_meta["io.modelcontextprotocol/clientCapabilities"].extensions["io.modelcontextprotocol/tasks"]`).
+/// Whether a request's `_meta` declares the Tasks extension (`io.modelcontextprotocol/tasks`) among
+/// the client's capabilities, as an object under `clientCapabilities.extensions`.
 pub(crate) fn declares_tasks_extension(meta: Option<&RawValue>) -> bool {
     let Some(meta) = meta.and_then(|m| serde_json::from_str::<serde_json::Value>(m.get()).ok()) else {
         return false;
