@@ -116,7 +116,7 @@ pub(crate) fn process(
         .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
     parts
         .extensions
-        .insert(McpRequestHead::new(method, id.as_deref(), target, false));
+        .insert(McpRequestHead::parsed(method, id.as_deref(), target, false));
     Ok((body, ResponsePlan::Passthrough))
 }
 
@@ -179,7 +179,7 @@ fn task_follow_up(
     parts.headers.insert(MCP_NAME, name);
     set_body_length(&mut parts.headers, rewritten.len());
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
-    parts.extensions.insert(McpRequestHead::new(
+    parts.extensions.insert(McpRequestHead::parsed(
         method,
         id.as_deref(),
         Some(&backend_id),
@@ -228,7 +228,7 @@ fn listen(
     };
     parts
         .extensions
-        .insert(McpRequestHead::new(method, id.as_deref(), None, false));
+        .insert(McpRequestHead::parsed(method, id.as_deref(), None, false));
     if handles.is_empty() {
         return Ok((body.clone(), ResponsePlan::Passthrough));
     }
@@ -307,7 +307,7 @@ fn relay(
     let Some(state) = state else {
         parts
             .extensions
-            .insert(McpRequestHead::new(method, id.as_deref(), target, false));
+            .insert(McpRequestHead::parsed(method, id.as_deref(), target, false));
         let target = target.map(str::to_owned);
         let plan = ResponsePlan::Seal(SealContext {
             id,
@@ -351,7 +351,7 @@ fn relay(
     parts.extensions.insert(PinnedRoute(opened.route.clone()));
     parts
         .extensions
-        .insert(McpRequestHead::new(method, id.as_deref(), target, true));
+        .insert(McpRequestHead::parsed(method, id.as_deref(), target, true));
     let target = target.map(str::to_owned);
     let plan = ResponsePlan::Seal(SealContext {
         id,

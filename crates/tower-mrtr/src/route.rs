@@ -95,13 +95,50 @@ pub struct McpRequestHead {
 }
 
 impl McpRequestHead {
-    pub(crate) fn new(method: &str, id: Option<&str>, target: Option<&str>, request_state: bool) -> Self {
+    pub(crate) fn parsed(method: &str, id: Option<&str>, target: Option<&str>, request_state: bool) -> Self {
         Self {
             method: method.into(),
             id: id.map(Into::into),
             target: target.map(Into::into),
             request_state,
         }
+    }
+
+    /// A head for `method`, without id or target: for unit-testing a proxy's routing without
+    /// running the layer. The layer itself builds heads from the bodies it parses.
+    ///
+    /// ```
+    /// use tower_mrtr::McpRequestHead;
+    ///
+    /// let head = McpRequestHead::new("tools/call").with_id_json("7").with_target("git_push");
+    /// assert_eq!((head.method(), head.id_json(), head.target()), ("tools/call", Some("7"), Some("git_push")));
+    /// assert!(!head.is_retry());
+    /// ```
+    pub fn new(method: impl Into<Arc<str>>) -> Self {
+        Self {
+            method: method.into(),
+            id: None,
+            target: None,
+            request_state: false,
+        }
+    }
+
+    /// With the JSON-RPC id, as raw JSON text (`7`, `"c-41"`).
+    pub fn with_id_json(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// With the target: tool or prompt name, resource URI, or a backend's task id.
+    pub fn with_target(mut self, target: impl Into<Arc<str>>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+
+    /// Marks the head as that of an MRTR retry (one that carried a `requestState`).
+    pub fn with_retry(mut self, retry: bool) -> Self {
+        self.request_state = retry;
+        self
     }
 
     /// The JSON-RPC method, e.g. `tools/call`.
