@@ -1207,37 +1207,4 @@ mod tests {
             }
         }
     }
-
-    /// Rough pass-through speed; `cargo test --release -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn throughput() {
-        let mut body = Vec::new();
-        while body.len() < 64 << 20 {
-            body.extend_from_slice(b": keep-alive\n\n");
-            body.extend_from_slice(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"abc\",\"progress\":42,\"total\":100,\"message\":\"working on it, please wait\"}}\n\n");
-        }
-        let body = Bytes::from(body);
-        for chunk_size in [1500, 16 << 10, 256 << 10] {
-            let chunks: Vec<Bytes> = body.chunks(chunk_size).map(|c| body.slice_ref(c)).collect();
-            let start = std::time::Instant::now();
-            let mut f = framer(1 << 20, &[b"input_required"]);
-            let mut n = 0usize;
-            for c in &chunks {
-                f.push(c.clone()).unwrap();
-                while let Some(i) = f.next_item() {
-                    n += i.raw().len();
-                }
-            }
-            while let Some(i) = f.finish() {
-                n += i.raw().len();
-            }
-            assert_eq!(n, body.len());
-            let secs = start.elapsed().as_secs_f64();
-            println!(
-                "chunk {chunk_size:>7}: {:.0} MiB/s",
-                body.len() as f64 / secs / (1 << 20) as f64
-            );
-        }
-    }
 }
