@@ -28,10 +28,12 @@ pub(crate) const TASK_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/
 pub(crate) const LISTEN_METHOD: &str = "subscriptions/listen";
 
 /// Byte strings that make an answer to `tools/call`, `prompts/get` or `resources/read` worth
-/// parsing: the `input_required` and `task` result types. `\u` is there because any key or value
-/// may be written with escapes (`"input\u005frequired"` means `input_required` to every client),
-/// so a message using escapes is parsed rather than trusted to the plain-text filter.
-pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"\"task\"", b"\\u"];
+/// parsing: the `input_required` result type, and `taskId`, which every task result carries
+/// (searching for `"task"` would make the quote, the commonest byte of JSON, the search's
+/// anchor). `\u` is there because any key or value may be written with escapes
+/// (`"input\u005frequired"` means `input_required` to every client), so a message using escapes
+/// is parsed rather than trusted to the plain-text filter.
+pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"taskId", b"\\u"];
 
 /// Searchers for [`RESPONSE_NEEDLES`], built once: building one costs more than a search of a
 /// typical message.
