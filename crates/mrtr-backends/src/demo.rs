@@ -48,7 +48,7 @@ use serde_json::{Value, json};
 
 use crate::{
     BackendError,
-    flow::{Answers, Ask, Outcome, Retry, answer, drive, schema},
+    flow::{Answers, Ask, Outcome, Retry, answer, drive, schema, unknown},
     state::StateSealer,
 };
 
@@ -451,10 +451,7 @@ impl ServerHandler for DemoBackend {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tool) = self.find_tool(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
+            return Err(unknown("tool", &request.name));
         };
         let args = ToolArgs::parse(request.arguments.as_ref(), tool.arguments())?;
         let binding = self
@@ -498,10 +495,7 @@ impl ServerHandler for DemoBackend {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if request.name != PROMPT_NAME {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?}", request.name),
-                None,
-            ));
+            return Err(unknown("prompt", &request.name));
         }
         let args = ToolArgs::parse(request.arguments.as_ref(), &[("version", "")])?;
         let binding = self

@@ -53,7 +53,7 @@ use rmcp::{
 
 use crate::{
     BackendError,
-    flow::{Answers, Ask, Outcome, Retry, answer, drive, schema},
+    flow::{Answers, Ask, Outcome, Retry, answer, drive, schema, unknown},
     state::StateSealer,
 };
 
@@ -313,10 +313,7 @@ impl ServerHandler for ConformanceFixture {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tool) = FixtureTool::find(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
+            return Err(unknown("tool", &request.name));
         };
         let caps = context.client_capabilities().unwrap_or_default();
         let binding = self
@@ -360,10 +357,7 @@ impl ServerHandler for ConformanceFixture {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if request.name != PROMPT_NAME {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?}", request.name),
-                None,
-            ));
+            return Err(unknown("prompt", &request.name));
         }
         let caps = context.client_capabilities().unwrap_or_default();
         let binding = self

@@ -189,6 +189,12 @@ pub(crate) struct Retry<'a> {
     pub(crate) request_state: Option<&'a str>,
 }
 
+/// The `-32602` error for a request naming a `what` (tool, prompt) that the
+/// backend does not have: `unknown {what} {name:?}`.
+pub(crate) fn unknown(what: &str, name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown {what} {name:?}"), None)
+}
+
 /// Runs one step of a flow. See the module docs for the rules.
 ///
 /// `plan(step, answers)` returns the input requests of round `step` given the

@@ -12,6 +12,8 @@
 //!   extension, SEP-2663) with what the suite's `tasks-*` scenarios call.
 //! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
 //!   `/mcp`, with JSON or SSE responses, and stop it again.
+//! * [`cli`]: what the `fixture-server` and `tasks-fixture-server` binaries
+//!   share (usage and errors, `--listen`, serving until Ctrl-C or SIGTERM).
 //!
 //! None of the backends keeps state between rounds: progress and collected
 //! answers travel in an HMAC-sealed `requestState` ([`StateSealer`]).
@@ -28,6 +30,7 @@
 
 use std::fmt;
 
+pub mod cli;
 pub mod demo;
 pub mod fixture;
 mod flow;

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 
 use crate::{
     BackendError,
-    flow::{Ask, Outcome, Retry, answer, drive, schema},
+    flow::{Ask, Outcome, Retry, answer, drive, schema, unknown},
     state::StateSealer,
 };
 
@@ -247,10 +247,7 @@ impl ServerHandler for TasksFixture {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tool) = TaskTool::find(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
+            return Err(unknown("tool", &request.name));
         };
         let caps = context.client_capabilities().unwrap_or_default();
         let tasks = caps.supports_tasks();

@@ -10,7 +10,9 @@
 
 use std::{net::SocketAddr, process::ExitCode};
 
-use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, serve_with};
+use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, cli};
+
+const PROGRAM: &str = "fixture-server";
 
 const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--demo alpha|beta]\n\
     \n\
@@ -27,7 +29,7 @@ struct Args {
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut parsed = Args {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listen: cli::DEFAULT_LISTEN,
         mode: ResponseMode::Json,
         demo: None,
     };
@@ -37,9 +39,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
             "--json" => parsed.mode = ResponseMode::Json,
             "--listen" => {
                 let value = args.next().ok_or("--listen needs an address")?;
-                parsed.listen = value
-                    .parse()
-                    .map_err(|error| format!("invalid --listen address {value:?}: {error}"))?;
+                parsed.listen = cli::parse_listen(&value)?;
             }
             "--demo" => {
                 let value = args.next().ok_or("--demo needs alpha or beta")?;
@@ -51,9 +51,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
             "-h" | "--help" => return Ok(None),
             other => {
                 if let Some(value) = other.strip_prefix("--listen=") {
-                    parsed.listen = value
-                        .parse()
-                        .map_err(|error| format!("invalid --listen address {value:?}: {error}"))?;
+                    parsed.listen = cli::parse_listen(value)?;
                 } else {
                     return Err(format!("unknown argument {other:?}"));
                 }
@@ -63,87 +61,22 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     Ok(Some(parsed))
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprint!("fixture-server: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let args = match cli::parsed_args(PROGRAM, USAGE, parse_args(std::env::args().skip(1))) {
+        Ok(args) => args,
+        Err(code) => return code,
     };
     let options = ServeOptions::new(args.mode).with_addr(args.listen);
-    let served = match args.demo.as_deref() {
-        None => match ConformanceFixture::new() {
-            Ok(fixture) => serve_with(fixture, options).await,
-            Err(error) => {
-                eprintln!("fixture-server: {error}");
-                return ExitCode::FAILURE;
-            }
-        },
+    match args.demo.as_deref() {
+        None => cli::serve_until_signal(PROGRAM, ConformanceFixture::new(), options).await,
         Some(identity) => {
             let backend = if identity == "alpha" {
                 DemoBackend::alpha(identity)
             } else {
                 DemoBackend::beta(identity)
             };
-            match backend {
-                Ok(backend) => serve_with(backend, options).await,
-                Err(error) => {
-                    eprintln!("fixture-server: {error}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
-    };
-    let served = match served {
-        Ok(served) => served,
-        Err(error) => {
-            eprintln!("fixture-server: cannot listen on {}: {error}", args.listen);
-            return ExitCode::FAILURE;
-        }
-    };
-    let mode = match args.mode {
-        ResponseMode::Json => "json",
-        ResponseMode::Sse => "sse",
-    };
-    println!("listening on {} ({mode} responses)", served.url());
-    let handle = served.shutdown_handle();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        handle.shutdown();
-    });
-    match served.wait().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("fixture-server: {error}");
-            ExitCode::FAILURE
+            cli::serve_until_signal(PROGRAM, backend, options).await
         }
     }
 }

@@ -9,7 +9,9 @@
 
 use std::{net::SocketAddr, process::ExitCode};
 
-use mrtr_backends::{ResponseMode, ServeOptions, TasksFixture, serve_with};
+use mrtr_backends::{ResponseMode, ServeOptions, TasksFixture, cli};
+
+const PROGRAM: &str = "tasks-fixture-server";
 
 const USAGE: &str = "usage: tasks-fixture-server [--listen ADDR] [--sse] [--identity NAME]\n\
     \n\
@@ -26,7 +28,7 @@ struct Args {
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut parsed = Args {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listen: cli::DEFAULT_LISTEN,
         mode: ResponseMode::Json,
         identity: "tasks".to_owned(),
     };
@@ -44,12 +46,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         match flag.as_str() {
             "--sse" => parsed.mode = ResponseMode::Sse,
             "--json" => parsed.mode = ResponseMode::Json,
-            "--listen" => {
-                let value = value("--listen")?;
-                parsed.listen = value
-                    .parse()
-                    .map_err(|error| format!("invalid --listen address {value:?}: {error}"))?;
-            }
+            "--listen" => parsed.listen = cli::parse_listen(&value("--listen")?)?,
             "--identity" => parsed.identity = value("--identity")?,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}")),
@@ -58,65 +55,14 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     Ok(Some(parsed))
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprint!("tasks-fixture-server: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let args = match cli::parsed_args(PROGRAM, USAGE, parse_args(std::env::args().skip(1))) {
+        Ok(args) => args,
+        Err(code) => return code,
     };
-    let fixture = match TasksFixture::new(args.identity) {
-        Ok(fixture) => fixture,
-        Err(error) => {
-            eprintln!("tasks-fixture-server: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let served = match serve_with(fixture, ServeOptions::new(args.mode).with_addr(args.listen)).await {
-        Ok(served) => served,
-        Err(error) => {
-            eprintln!("tasks-fixture-server: cannot listen on {}: {error}", args.listen);
-            return ExitCode::FAILURE;
-        }
-    };
-    let mode = match args.mode {
-        ResponseMode::Json => "json",
-        ResponseMode::Sse => "sse",
-    };
-    println!("listening on {} ({mode} responses)", served.url());
-    let handle = served.shutdown_handle();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        handle.shutdown();
-    });
-    match served.wait().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("tasks-fixture-server: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    let options = ServeOptions::new(args.mode).with_addr(args.listen);
+    cli::serve_until_signal(PROGRAM, TasksFixture::new(args.identity), options).await
 }
 
 #[cfg(test)]
