@@ -75,11 +75,18 @@ impl Rewriter {
 
     /// The message with what must change changed; the same bytes when nothing must.
     pub(crate) fn rewrite(&self, message: Bytes) -> Result<Bytes, Unrelayable> {
-        if !self
-            .needles
-            .iter()
-            .any(|n| memchr::memmem::find(&message, n).is_some())
-        {
+        let candidate = match &self.plan {
+            // Searchers for the fixed needles are built once (`jsonrpc::RESPONSE_FINDERS`);
+            // building one per message costs more than the search.
+            ResponsePlan::Seal(_) | ResponsePlan::Batch | ResponsePlan::Passthrough => {
+                jsonrpc::response_is_candidate(&message)
+            }
+            ResponsePlan::Tasks(_) => self
+                .needles
+                .iter()
+                .any(|n| memchr::memmem::find(&message, n).is_some()),
+        };
+        if !candidate {
             return Ok(message);
         }
         match &self.plan {
