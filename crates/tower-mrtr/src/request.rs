@@ -140,20 +140,7 @@ fn task_follow_up(
     let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
     // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
     // the client sent must be present and name the handle.
-    let present = if parts.headers.contains_key(MCP_NAME) {
-        Ok(())
-    } else {
-        Err("Mcp-Name")
-    };
-    present
-        .and_then(|()| check_mirrored_headers(&parts.headers, method, Some(&handle)))
-        .map_err(|header| {
-            tracing::debug!(method, header, "mirrored header disagrees with the body");
-            Rejection::HeaderMismatch {
-                id: id.clone(),
-                header,
-            }
-        })?;
+    verify_mirrored_headers(parts, method, Some(&handle), true, &id)?;
     // SEP-2663: a client that did not declare the extension gets -32021, whatever it sent.
     if !jsonrpc::declares_tasks_extension(params.meta) {
         return Err(Rejection::MissingTasksCapability { id });
@@ -327,13 +314,7 @@ fn relay(
             purpose: Purpose::RequestState.name(),
         }
     })?;
-    check_mirrored_headers(&parts.headers, method, target).map_err(|header| {
-        tracing::debug!(method, header, "mirrored header disagrees with the body");
-        Rejection::HeaderMismatch {
-            id: id.clone(),
-            header,
-        }
-    })?;
+    verify_mirrored_headers(parts, method, target, false, &id)?;
 
     // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
     let span = jsonrpc::span_of(body, state.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
@@ -410,17 +391,21 @@ fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
     Ok(plan)
 }
 
-/// Checks `Mcp-Method` and `Mcp-Name` against the body, when present. Returns the name of the
-/// first header that disagrees.
+/// Checks `Mcp-Method` and `Mcp-Name` against the body, when present; with `require_name`, a
+/// missing `Mcp-Name` is a mismatch too. Returns the name of the first header that disagrees.
 pub(crate) fn check_mirrored_headers(
     headers: &HeaderMap,
     method: &str,
     target: Option<&str>,
+    require_name: bool,
 ) -> Result<(), &'static str> {
     for value in headers.get_all(MCP_METHOD) {
         if value.as_bytes() != method.as_bytes() {
             return Err("Mcp-Method");
         }
+    }
+    if require_name && !headers.contains_key(MCP_NAME) {
+        return Err("Mcp-Name");
     }
     for value in headers.get_all(MCP_NAME) {
         if decode_header_value(value).as_deref() != target {
@@ -430,6 +415,23 @@ pub(crate) fn check_mirrored_headers(
     Ok(())
 }
 
+/// [`check_mirrored_headers`] on a request the layer is about to rewrite, as the client's answer.
+fn verify_mirrored_headers(
+    parts: &Parts,
+    method: &str,
+    target: Option<&str>,
+    require_name: bool,
+    id: &Option<String>,
+) -> Result<(), Rejection> {
+    check_mirrored_headers(&parts.headers, method, target, require_name).map_err(|header| {
+        tracing::debug!(method, header, "mirrored header disagrees with the body");
+        Rejection::HeaderMismatch {
+            id: id.clone(),
+            header,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,21 +439,31 @@ mod tests {
     #[test]
     fn mirrored_headers_must_match_when_present() {
         let mut headers = HeaderMap::new();
-        assert_eq!(check_mirrored_headers(&headers, "tools/call", Some("a")), Ok(()));
+        assert_eq!(
+            check_mirrored_headers(&headers, "tools/call", Some("a"), false),
+            Ok(())
+        );
+        assert_eq!(
+            check_mirrored_headers(&headers, "tools/call", Some("a"), true),
+            Err("Mcp-Name")
+        );
         headers.insert(MCP_METHOD, HeaderValue::from_static("tools/call"));
         headers.insert(MCP_NAME, HeaderValue::from_static("a"));
-        assert_eq!(check_mirrored_headers(&headers, "tools/call", Some("a")), Ok(()));
         assert_eq!(
-            check_mirrored_headers(&headers, "tools/call", Some("b")),
+            check_mirrored_headers(&headers, "tools/call", Some("a"), false),
+            Ok(())
+        );
+        assert_eq!(
+            check_mirrored_headers(&headers, "tools/call", Some("b"), false),
             Err("Mcp-Name")
         );
         assert_eq!(
-            check_mirrored_headers(&headers, "prompts/get", Some("a")),
+            check_mirrored_headers(&headers, "prompts/get", Some("a"), false),
             Err("Mcp-Method")
         );
         headers.append(MCP_NAME, HeaderValue::from_static("b"));
         assert_eq!(
-            check_mirrored_headers(&headers, "tools/call", Some("a")),
+            check_mirrored_headers(&headers, "tools/call", Some("a"), false),
             Err("Mcp-Name")
         );
     }
