@@ -601,17 +601,29 @@ async fn mirrored_headers_must_match_a_rewritten_request() {
         );
         assert_eq!(answer.json()["id"], 2);
     }
-    // The base64 sentinel form is decoded before comparing.
-    let body =
-        serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t"}}).to_string();
-    let mut req = post(&body);
-    req.headers_mut()
-        .insert("mcp-name", "=?base64?dA==?=".parse().unwrap());
-    send(
-        layer.layer(Backend::new().service(Some("a"), |r: &Value| complete(r, "a"))),
-        req,
-    )
-    .await;
+    // The base64 sentinel form is decoded before comparing: "dA==" is "t", the body's name, so
+    // the retry goes through; "dQ==" is "u" and is refused.
+    for (value, ok) in [("=?base64?dA==?=", true), ("=?base64?dQ==?=", false)] {
+        let mut req = post(&tool_call(3, "t", Some(&envelope)));
+        req.headers_mut().insert("mcp-name", value.parse().unwrap());
+        let backend = Backend::new();
+        let answer = send(
+            layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+            req,
+        )
+        .await;
+        if ok {
+            assert_eq!(answer.json()["result"]["resultType"], "complete", "{value}");
+            assert_eq!(backend.seen().len(), 1);
+        } else {
+            assert_eq!(
+                (answer.status, answer.error_code()),
+                (StatusCode::BAD_REQUEST, Some(-32020)),
+                "{value}"
+            );
+            assert!(backend.seen().is_empty());
+        }
+    }
 }
 
 #[tokio::test]
