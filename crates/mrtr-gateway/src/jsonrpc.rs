@@ -26,16 +26,10 @@ use serde_json::value::RawValue;
 
 /// JSON-RPC: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC: not a valid request object (a batch, say).
-pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC: the method does not exist (sent with HTTP 404 under 2026-07-28).
 pub const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC: invalid params; MCP's code for unknown tools, prompts and resources.
-pub const INVALID_PARAMS: i64 = -32602;
-/// JSON-RPC: internal error; used when no backend could answer.
-pub const INTERNAL_ERROR: i64 = -32603;
-/// MCP 2026-07-28: a mirrored `Mcp-*` header is missing, malformed or disagrees with the body.
-pub const HEADER_MISMATCH: i64 = -32020;
+// The codes the layer also answers with are the layer's, so the two cannot drift apart.
+pub use tower_mrtr::error::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 /// MCP 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
