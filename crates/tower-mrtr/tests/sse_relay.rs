@@ -82,6 +82,34 @@ fn sse_backend(
     })
 }
 
+/// A `text/event-stream` answer reporting route `a`.
+fn event_stream<B>(body: B) -> Response<B> {
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert("content-type", "text/event-stream".parse().unwrap());
+    response.extensions_mut().insert(Route::new("a"));
+    response
+}
+
+/// A `tools/call` through a fresh layer in front of `inner`.
+async fn through_layer<S, B>(inner: S) -> Response<tower_mrtr::ResponseBody<B>>
+where
+    S: tower::Service<Request<RequestBody<Full<Bytes>>>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    B: Body,
+    B::Error: Into<tower::BoxError>,
+{
+    MrtrLayer::new(Keyring::generate("k").unwrap())
+        .layer(inner)
+        .oneshot(post(&tool_call(1, "t", None)))
+        .await
+        .unwrap()
+}
+
 fn envelope_in(text: &str) -> Option<String> {
     let start = text.find("mrtr1.")?;
     let len = text[start..].find('"')?;
@@ -222,18 +250,9 @@ async fn a_backend_error_mid_stream_is_a_body_error() {
             Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))),
             Err(std::io::Error::other("backend reset")),
         ];
-        let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
-        response
-            .headers_mut()
-            .insert("content-type", "text/event-stream".parse().unwrap());
-        response.extensions_mut().insert(Route::new("a"));
-        Ok::<_, Infallible>(response)
+        Ok::<_, Infallible>(event_stream(StreamBody::new(futures_util::stream::iter(frames))))
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
-        .layer(inner)
-        .oneshot(post(&tool_call(1, "t", None)))
-        .await
-        .unwrap();
+    let response = through_layer(inner).await;
     let mut body = std::pin::pin!(response.into_body());
     let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert_eq!(first, ": keep-alive\n\n");
@@ -276,22 +295,13 @@ async fn dropping_the_response_drops_the_backend_stream() {
     let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
         let flag = flag.clone();
         async move {
-            let mut response = Response::new(Endless {
+            Ok::<_, Infallible>(event_stream(Endless {
                 dropped: flag,
                 sent: false,
-            });
-            response
-                .headers_mut()
-                .insert("content-type", "text/event-stream".parse().unwrap());
-            response.extensions_mut().insert(Route::new("a"));
-            Ok::<_, Infallible>(response)
+            }))
         }
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
-        .layer(inner)
-        .oneshot(post(&tool_call(1, "t", None)))
-        .await
-        .unwrap();
+    let response = through_layer(inner).await;
     let mut body = Box::pin(response.into_body());
     assert_eq!(
         body.frame().await.unwrap().unwrap().into_data().unwrap(),
@@ -394,19 +404,10 @@ async fn keep_alives_are_forwarded_as_they_arrive() {
         async move {
             let stream =
                 futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
-            let mut response = Response::new(StreamBody::new(stream));
-            response
-                .headers_mut()
-                .insert("content-type", "text/event-stream".parse().unwrap());
-            response.extensions_mut().insert(Route::new("a"));
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(event_stream(StreamBody::new(stream)))
         }
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
-        .layer(inner)
-        .oneshot(post(&tool_call(1, "t", None)))
-        .await
-        .unwrap();
+    let response = through_layer(inner).await;
     let mut body = Box::pin(response.into_body());
     tx.send(Ok(Frame::data(Bytes::from_static(
         b": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n",
@@ -433,18 +434,9 @@ async fn trailers_follow_the_flushed_stream() {
             Ok(Frame::data(Bytes::from_static(b": tail without end"))),
             Ok(Frame::trailers(trailers)),
         ];
-        let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
-        response
-            .headers_mut()
-            .insert("content-type", "text/event-stream".parse().unwrap());
-        response.extensions_mut().insert(Route::new("a"));
-        Ok::<_, Infallible>(response)
+        Ok::<_, Infallible>(event_stream(StreamBody::new(futures_util::stream::iter(frames))))
     });
-    let response = MrtrLayer::new(Keyring::generate("k").unwrap())
-        .layer(inner)
-        .oneshot(post(&tool_call(1, "t", None)))
-        .await
-        .unwrap();
+    let response = through_layer(inner).await;
     let collected = response.into_body().collect().await.unwrap();
     assert_eq!(collected.trailers().unwrap()["x-checksum"], "abc");
     let text = String::from_utf8(collected.to_bytes().to_vec()).unwrap();
