@@ -19,34 +19,17 @@ pub(crate) struct Rewriter {
     config: Arc<Config>,
     plan: ResponsePlan,
     route: Result<Route, Unrelayable>,
-    needles: Vec<Vec<u8>>,
 }
 
 impl Rewriter {
     /// `reported` is the route the proxy put into the response's extensions.
     pub(crate) fn new(config: Arc<Config>, plan: ResponsePlan, reported: Option<&Route>) -> Self {
-        let (route, needles) = match &plan {
-            ResponsePlan::Seal(ctx) => (
-                resolve_route(&config, ctx.pinned.as_ref(), reported),
-                jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
-            ),
-            ResponsePlan::Tasks(ctx) => {
-                // A backend id could be written with any escapes; `\` makes such messages parse.
-                let mut needles: Vec<Vec<u8>> = ctx.ids.iter().map(|(b, _)| b.as_bytes().to_vec()).collect();
-                needles.push(b"\\".to_vec());
-                (resolve_route(&config, Some(&ctx.pinned), reported), needles)
-            }
-            ResponsePlan::Batch | ResponsePlan::Passthrough => (
-                Err(Unrelayable::Batch),
-                jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
-            ),
+        let route = match &plan {
+            ResponsePlan::Seal(ctx) => resolve_route(&config, ctx.pinned.as_ref(), reported),
+            ResponsePlan::Tasks(ctx) => resolve_route(&config, Some(&ctx.pinned), reported),
+            ResponsePlan::Batch | ResponsePlan::Passthrough => Err(Unrelayable::Batch),
         };
-        Self {
-            config,
-            plan,
-            route,
-            needles,
-        }
+        Self { config, plan, route }
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -59,9 +42,17 @@ impl Rewriter {
         matches!(self.route, Err(Unrelayable::RouteMismatch)).then_some(Unrelayable::RouteMismatch)
     }
 
-    /// Byte strings without which a message needs no change.
-    pub(crate) fn needles(&self) -> &[Vec<u8>] {
-        &self.needles
+    /// Byte strings without which a message needs no change (for the SSE framer's pre-filter).
+    pub(crate) fn needles(&self) -> Vec<Vec<u8>> {
+        match &self.plan {
+            ResponsePlan::Tasks(ctx) => {
+                // A backend id could be written with any escapes; `\` makes such messages parse.
+                let mut needles: Vec<Vec<u8>> = ctx.ids.iter().map(|(b, _)| b.as_bytes().to_vec()).collect();
+                needles.push(b"\\".to_vec());
+                needles
+            }
+            _ => jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
+        }
     }
 
     /// The JSON-RPC id of the request, raw, for error answers.
@@ -81,10 +72,13 @@ impl Rewriter {
             ResponsePlan::Seal(_) | ResponsePlan::Batch | ResponsePlan::Passthrough => {
                 jsonrpc::response_is_candidate(&message)
             }
-            ResponsePlan::Tasks(_) => self
-                .needles
-                .iter()
-                .any(|n| memchr::memmem::find(&message, n).is_some()),
+            ResponsePlan::Tasks(ctx) => {
+                memchr::memchr(b'\\', &message).is_some()
+                    || ctx
+                        .ids
+                        .iter()
+                        .any(|(b, _)| memchr::memmem::find(&message, b.as_bytes()).is_some())
+            }
         };
         if !candidate {
             return Ok(message);

@@ -74,7 +74,7 @@ pin_project! {
 
 impl<B> SseBody<B> {
     pub(crate) fn new(inner: B, rewriter: Rewriter) -> Self {
-        let framer = SseFramer::new(rewriter.config().max_sse_event, rewriter.needles().to_vec());
+        let framer = SseFramer::new(rewriter.config().max_sse_event, rewriter.needles());
         Self {
             inner: Some(inner),
             framer,
