@@ -181,6 +181,7 @@ pub fn callgrind_control(pid: u32, arg: &str) -> io::Result<()> {
     let status = Command::new("callgrind_control")
         .args([arg, &pid.to_string()])
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()?;
     if status.success() {
         Ok(())

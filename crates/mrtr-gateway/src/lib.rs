@@ -3,12 +3,13 @@
 //!
 //! The stack, outermost first:
 //!
-//! 1. [`origin`]: `Origin`/`Host` validation (403) and POST media types (415/406); GET and DELETE
-//!    on `/mcp` get 405 with `Allow: POST`;
+//! 0. `server`: hyper's HTTP/1.1 server, one task per connection, graceful shutdown;
+//! 1. [`front::Gateway`]: `Origin`/`Host` validation (403) and POST media types (415/406)
+//!    ([`origin`]); other methods on `/mcp` get 405 with `Allow: POST`, other paths 404;
 //! 2. [`MrtrLayer`]: seals backend `requestState` into envelopes naming the backend, opens
 //!    them on retries and pins the retry to that backend;
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
-//!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
+//!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP (`forward`).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,8 +33,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::post_service;
 use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -41,16 +40,20 @@ use tokio::task::JoinHandle;
 use tower_mrtr::{Clock, Keyring, MrtrLayer};
 
 mod backend;
+pub mod body;
 pub mod catalog;
 pub mod cli;
 pub mod demo;
 mod forward;
+pub mod front;
 mod headers;
 pub mod jsonrpc;
 pub mod origin;
 pub mod proxy;
+mod server;
 
 pub use backend::{Backend, BackendSpecError};
+pub use front::Gateway;
 pub use headers::SUPPORTED_VERSIONS;
 pub use origin::{HostPolicy, OriginPolicy};
 pub use proxy::Proxy;
@@ -101,12 +104,13 @@ impl GatewayConfig {
     }
 }
 
-/// The gateway as an axum [`Router`] serving [`MCP_PATH`].
+/// The gateway as one tower service ([`Gateway`]) serving [`MCP_PATH`]; `listen` chooses the
+/// default `Host` policy.
 ///
 /// # Panics
 ///
 /// If `config.backends` is empty.
-pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Router {
+pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Gateway {
     let proxy = Proxy::new(
         config.backends.clone(),
         config.catalog_ttl,
@@ -127,7 +131,6 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
                 .map(str::to_owned)
         });
     }
-    let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -135,14 +138,11 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
             HostPolicy::any()
         }
     });
-    let guard = Arc::new(origin::Guard {
+    let guard = origin::Guard {
         origins: config.origins.clone(),
         hosts,
-    });
-    // `post_service` answers every other method with 405 and `Allow: POST`.
-    Router::new()
-        .route(MCP_PATH, post_service(mcp))
-        .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
+    };
+    Gateway::new(guard, layer, proxy)
 }
 
 /// A running gateway.
@@ -195,14 +195,10 @@ pub async fn start_shared(
     }
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let app = router(&config, keyring, addr);
+    let gateway = service(&config, keyring, addr);
     let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let task = tokio::spawn(server::serve(listener, gateway, async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
     Ok(RunningGateway { addr, stop, task })
 }

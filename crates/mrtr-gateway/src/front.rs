@@ -1,0 +1,114 @@
+//! [`Gateway`]: the tower service every HTTP request meets first.
+//!
+//! In order: the [`Guard`](crate::origin) (`Origin`, `Host`, POST media types; 403, 415, 406),
+//! then the path and method: a POST to [`MCP_PATH`] goes to the MCP stack ([`MrtrLayer`] around
+//! the [`Proxy`]), another method on it gets 405 with `Allow: POST`, any other path 404.
+//!
+//! Written by hand rather than with a router because it is the hot path of every request: the
+//! checks read headers in place, and the MCP stack's future and body are used as they are (no
+//! boxing). A new front door (another path, another protocol) is one more arm in
+//! [`Gateway::call`].
+//!
+//! ```
+//! # use std::sync::Arc;
+//! use mrtr_gateway::{Backend, GatewayConfig};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = GatewayConfig::new(vec![Backend::new("alpha", "http://127.0.0.1:9/mcp")?]);
+//! let keyring = Arc::new(tower_mrtr::Keyring::generate("k1")?);
+//! let gateway = mrtr_gateway::service(&config, keyring, "127.0.0.1:8080".parse()?);
+//! let request = http::Request::get("/mcp")
+//!     .header("host", "127.0.0.1:8080")
+//!     .body(http_body_util::Empty::<bytes::Bytes>::new())?;
+//! let response = gateway.oneshot(request).await?;
+//! assert_eq!(response.status(), 405);
+//! assert_eq!(response.headers()["allow"], "POST");
+//! # Ok(()) }
+//! ```
+
+use std::convert::Infallible;
+use std::future::{Ready, ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::TryFutureExt;
+use futures_util::future::{Either as EitherFuture, MapOk};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{Either, Full};
+use tower_mrtr::{BoxError, Mrtr, MrtrLayer, ResponseBody};
+use tower_service::Service;
+
+use crate::MCP_PATH;
+use crate::body::ProxyBody;
+use crate::origin::Guard;
+use crate::proxy::Proxy;
+
+/// The body of every gateway answer: from the MCP stack, or the front's own refusal.
+pub type GatewayBody = Either<ResponseBody<ProxyBody>, Full<Bytes>>;
+
+type McpResponse = Response<ResponseBody<ProxyBody>>;
+
+/// The whole gateway as one tower service; see the [module docs](self). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    guard: Arc<Guard>,
+    mcp: Mrtr<Proxy>,
+}
+
+impl Gateway {
+    pub(crate) fn new(guard: Guard, layer: MrtrLayer, proxy: Proxy) -> Self {
+        Self {
+            guard: Arc::new(guard),
+            mcp: tower_layer::Layer::layer(&layer, proxy),
+        }
+    }
+}
+
+/// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's.
+pub type GatewayFuture<B> = EitherFuture<
+    Ready<Result<Response<GatewayBody>, Infallible>>,
+    MapOk<<Mrtr<Proxy> as Service<Request<B>>>::Future, fn(McpResponse) -> Response<GatewayBody>>,
+>;
+
+impl<B> Service<Request<B>> for Gateway
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + std::fmt::Display + Send,
+{
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = GatewayFuture<B>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The proxy is always ready (it never applies backpressure), and so is the layer.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let own = |response: Response<Full<Bytes>>| EitherFuture::Left(ready(Ok(response.map(Either::Right))));
+        if let Err(refusal) = self.guard.check(&request) {
+            return own(refusal);
+        }
+        if request.uri().path() != MCP_PATH {
+            return own(empty(StatusCode::NOT_FOUND));
+        }
+        if request.method() != Method::POST {
+            let mut refusal = empty(StatusCode::METHOD_NOT_ALLOWED);
+            refusal
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return own(refusal);
+        }
+        let to_gateway: fn(McpResponse) -> Response<GatewayBody> = |response| response.map(Either::Left);
+        EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway))
+    }
+}
+
+fn empty(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
