@@ -29,33 +29,32 @@ use crate::backend::Backend;
 use crate::body::ProxyBody;
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
-const REQUEST_DROP: [HeaderName; 14] = [
-    header::HOST,
-    header::ORIGIN,
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::ACCEPT_ENCODING,
-    header::CONTENT_LENGTH,
-    HeaderName::from_static("mcp-session-id"),
-    HeaderName::from_static("last-event-id"),
-    header::AUTHORIZATION,
-    header::COOKIE,
-];
+/// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
+fn request_drops(name: &str) -> bool {
+    matches!(
+        name,
+        "origin"
+            | "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "accept-encoding"
+            | "mcp-session-id"
+            | "last-event-id"
+            | "authorization"
+            | "cookie"
+    )
+}
 
 /// Headers never passed back to the client (besides `Proxy-*` and those `Connection` lists).
-const RESPONSE_DROP: [HeaderName; 7] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    HeaderName::from_static("mcp-session-id"),
-];
+fn response_drops(name: &str) -> bool {
+    matches!(
+        name,
+        "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" | "mcp-session-id"
+    )
+}
 
 /// Largest backend answer the gateway buffers when it has to merge answers (lists, discover).
 pub(crate) const MAX_MERGED_ANSWER: usize = 8 * 1024 * 1024;
@@ -107,8 +106,10 @@ impl Forwarder {
         mut headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<ProxyBody>, ForwardError> {
-        drop_headers(&mut headers, &REQUEST_DROP);
+        drop_headers(&mut headers, request_drops);
         headers.insert(header::HOST, backend.host().clone());
+        // The body may have been rewritten (an envelope opened, a name restored).
+        headers.insert(header::CONTENT_LENGTH, body.len().into());
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = backend.url().clone();
@@ -119,7 +120,7 @@ impl Forwarder {
             .map_err(|_| ForwardError::Timeout)?
             .map_err(|e| ForwardError::Unreachable(error_chain(&e)))?;
         let (mut parts, body) = response.into_parts();
-        drop_headers(&mut parts.headers, &RESPONSE_DROP);
+        drop_headers(&mut parts.headers, response_drops);
         Ok(Response::from_parts(parts, Either::Left(body)))
     }
 
@@ -250,34 +251,25 @@ fn complete_events(stream: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// Removes `drop`, every `Proxy-*` header and the headers `Connection` lists (hop-by-hop too,
-/// RFC 9110 §7.6.1), in place: the common request has none of the rare ones, and then costs a
-/// few lookups and no allocation.
-fn drop_headers(headers: &mut HeaderMap, drop: &[HeaderName]) {
-    if headers.contains_key(header::CONNECTION) {
-        let listed: Vec<HeaderName> = headers
+/// Removes the headers `drop` names, every `Proxy-*` header and the headers `Connection` lists
+/// (hop-by-hop too, RFC 9110 §7.6.1), in place. One pass over the headers finds them; the usual
+/// message has few (`Host`, `Content-Length`), so nothing is allocated for the rest.
+fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
+    let doomed = |name: &HeaderName| drop(name.as_str()) || name.as_str().starts_with("proxy-");
+    if !headers.keys().any(doomed) {
+        return;
+    }
+    let mut names: Vec<HeaderName> = headers.keys().filter(|name| doomed(name)).cloned().collect();
+    names.extend(
+        headers
             .get_all(header::CONNECTION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in listed {
-            headers.remove(name);
-        }
-    }
-    for name in drop {
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
+    );
+    for name in names {
         headers.remove(name);
-    }
-    if headers.keys().any(|name| name.as_str().starts_with("proxy-")) {
-        let proxy: Vec<HeaderName> = headers
-            .keys()
-            .filter(|name| name.as_str().starts_with("proxy-"))
-            .cloned()
-            .collect();
-        for name in proxy {
-            headers.remove(name);
-        }
     }
 }
 
@@ -301,6 +293,7 @@ mod tests {
         let mut from = HeaderMap::new();
         for (k, v) in [
             ("host", "gw.example"),
+            ("content-length", "12"),
             ("origin", "https://app.example"),
             ("connection", "keep-alive, x-hop"),
             ("x-hop", "1"),
@@ -319,10 +312,14 @@ mod tests {
         ] {
             from.append(k, v.parse().unwrap());
         }
-        drop_headers(&mut from, &REQUEST_DROP);
+        drop_headers(&mut from, request_drops);
         let mut kept: Vec<&str> = from.keys().map(|k| k.as_str()).collect();
         kept.sort_unstable();
-        assert_eq!(kept, ["accept", "mcp-method", "mcp-param-region", "traceparent"]);
+        // Host and Content-Length stay for `post` to replace.
+        assert_eq!(
+            kept,
+            ["accept", "content-length", "host", "mcp-method", "mcp-param-region", "traceparent"]
+        );
     }
 
     #[test]
@@ -337,7 +334,7 @@ mod tests {
         ] {
             headers.append(k, v.parse().unwrap());
         }
-        drop_headers(&mut headers, &RESPONSE_DROP);
+        drop_headers(&mut headers, response_drops);
         let mut kept: Vec<&str> = headers.keys().map(|k| k.as_str()).collect();
         kept.sort_unstable();
         assert_eq!(kept, ["content-type", "x-request-id"]);

@@ -135,16 +135,20 @@ impl Guard {
                     "Content-Type must be application/json",
                 ));
             }
-            let accepts = |media: &str| {
-                headers
-                    .get_all(header::ACCEPT)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .flat_map(|v| v.split(','))
-                    .map(|m| m.split(';').next().unwrap_or("").trim())
-                    .any(|a| a.eq_ignore_ascii_case(media) || a == "*/*")
-            };
-            if !(accepts("application/json") && accepts("text/event-stream")) {
+            // One pass over the listed media ranges (parameters ignored).
+            let (mut json, mut sse) = (false, false);
+            for range in headers
+                .get_all(header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+            {
+                let media = range.split(';').next().unwrap_or("").trim();
+                let any = media == "*/*";
+                json |= any || media.eq_ignore_ascii_case("application/json");
+                sse |= any || media.eq_ignore_ascii_case("text/event-stream");
+            }
+            if !(json && sse) {
                 return Err(plain(
                     StatusCode::NOT_ACCEPTABLE,
                     "Accept must list application/json and text/event-stream",

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
@@ -113,8 +113,8 @@ where
             let head = parts.extensions.remove::<McpRequestHead>();
             let pinned = parts.extensions.remove::<PinnedRoute>().map(|p| p.0);
             // The layer has already buffered (and size-limited) every POST body.
-            let (route, mut response) = match body.collect().await {
-                Ok(body) => inner.dispatch(parts, head, pinned.as_ref(), body.to_bytes()).await,
+            let (route, mut response) = match read_buffered(body).await {
+                Ok(body) => inner.dispatch(parts, head, pinned.as_ref(), body).await,
                 Err(e) => {
                     tracing::debug!(error = %e, "request body failed");
                     let route = pinned.clone().unwrap_or_else(|| Route::new(GATEWAY_ROUTE));
@@ -134,6 +134,25 @@ where
             Ok(response)
         })
     }
+}
+
+/// The body as one `Bytes`. The layer hands over a body it buffered, as one frame, which is
+/// taken as it is; only a body in several frames is copied together.
+async fn read_buffered<B: http_body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B::Error> {
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else { continue };
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            earlier => {
+                joined.extend_from_slice(&earlier.unwrap_or_default());
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Why a fan-out to one backend gave nothing to merge.
