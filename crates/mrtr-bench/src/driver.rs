@@ -65,6 +65,8 @@ pub struct Sample {
     pub hop_cpu_us: Option<f64>,
     /// Kernel share of the hop's CPU time.
     pub hop_system_share: Option<f64>,
+    /// Context switches of the hop's threads per request.
+    pub hop_switches: Option<f64>,
     /// CPU of the backend process(es) per request, µs.
     pub backend_cpu_us: f64,
 }
@@ -261,11 +263,7 @@ async fn run_one(
     let hop_proc = fleet.hops.get(&hop);
     let backends = &fleet.backends;
     let read = || -> (Option<Cpu>, Cpu) {
-        let backend = backends.iter().filter_map(|b| b.cpu().ok()).fold(Cpu::default(), |a, b| Cpu {
-            on_cpu_ns: a.on_cpu_ns + b.on_cpu_ns,
-            system_ticks: a.system_ticks + b.system_ticks,
-            user_ticks: a.user_ticks + b.user_ticks,
-        });
+        let backend = backends.iter().filter_map(|b| b.cpu().ok()).fold(Cpu::default(), Cpu::plus);
         (hop_proc.and_then(|p| p.cpu().ok()), backend)
     };
     let mut before = None;
@@ -301,6 +299,7 @@ async fn run_one(
         p99_us: segment.latency_us(0.99),
         hop_cpu_us: hop_used.map(|c| per_request(c.on_cpu_ns)),
         hop_system_share: hop_used.map(Cpu::system_share),
+        hop_switches: hop_used.map(|c| c.context_switches as f64 / segment.completed.max(1) as f64),
         backend_cpu_us: per_request(backend_after.since(backend_before).on_cpu_ns),
     })
 }

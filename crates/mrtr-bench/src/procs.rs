@@ -3,7 +3,9 @@
 //!
 //! CPU time is the sum of `/proc/PID/task/*/schedstat` (nanoseconds on a CPU, per thread), read
 //! at the edges of a measured window; user and system time come from `/proc/PID/stat` (clock
-//! ticks) for the kernel's share. Peak RSS is `VmHWM`.
+//! ticks) for the kernel's share, and context switches (voluntary and not, per thread) from
+//! `/proc/PID/task/*/status`: each is a thread going to sleep or being woken, which is where
+//! cross-thread hand-offs show. Peak RSS is `VmHWM`.
 
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -124,6 +126,8 @@ pub struct Cpu {
     pub system_ticks: u64,
     /// User-mode time, clock ticks (`stat`).
     pub user_ticks: u64,
+    /// Context switches of its live threads, voluntary and involuntary.
+    pub context_switches: u64,
 }
 
 impl Cpu {
@@ -133,6 +137,17 @@ impl Cpu {
             on_cpu_ns: self.on_cpu_ns.saturating_sub(earlier.on_cpu_ns),
             system_ticks: self.system_ticks.saturating_sub(earlier.system_ticks),
             user_ticks: self.user_ticks.saturating_sub(earlier.user_ticks),
+            context_switches: self.context_switches.saturating_sub(earlier.context_switches),
+        }
+    }
+
+    /// The sum of two processes' figures.
+    pub fn plus(self, other: Cpu) -> Cpu {
+        Cpu {
+            on_cpu_ns: self.on_cpu_ns + other.on_cpu_ns,
+            system_ticks: self.system_ticks + other.system_ticks,
+            user_ticks: self.user_ticks + other.user_ticks,
+            context_switches: self.context_switches + other.context_switches,
         }
     }
 
@@ -144,14 +159,23 @@ impl Cpu {
 
 fn cpu(pid: u32) -> io::Result<Cpu> {
     let mut on_cpu_ns = 0;
+    let mut context_switches = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let task = task?.path();
         // A thread may exit between listing and reading.
-        if let Ok(text) = std::fs::read_to_string(task?.path().join("schedstat")) {
+        if let Ok(text) = std::fs::read_to_string(task.join("schedstat")) {
             on_cpu_ns += text
                 .split_whitespace()
                 .next()
                 .and_then(|n| n.parse::<u64>().ok())
                 .unwrap_or(0);
+        }
+        if let Ok(text) = std::fs::read_to_string(task.join("status")) {
+            context_switches += text
+                .lines()
+                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
         }
     }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
@@ -163,6 +187,7 @@ fn cpu(pid: u32) -> io::Result<Cpu> {
         on_cpu_ns,
         user_ticks: field(14),
         system_ticks: field(15),
+        context_switches,
     })
 }
 

@@ -60,7 +60,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|"
+        "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &cell in cells {
         for &hop in hops_for(cell) {
@@ -68,9 +68,10 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
             let hop_cpu = median(samples.iter().filter_map(|s| s.hop_cpu_us).collect());
             let system = median(samples.iter().filter_map(|s| s.hop_system_share).collect());
+            let switches = median(samples.iter().filter_map(|s| s.hop_switches).collect());
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} |",
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {:.1} |",
                 cell.name(),
                 hop.name(),
                 of(|s| s.rate),
@@ -78,6 +79,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
                 of(|s| s.p99_us),
                 if hop_cpu.is_nan() { "-".to_owned() } else { format!("{hop_cpu:.1}") },
                 if system.is_nan() { "-".to_owned() } else { format!("{:.0} %", system * 100.0) },
+                if switches.is_nan() { "-".to_owned() } else { format!("{switches:.2}") },
                 of(|s| s.backend_cpu_us),
             );
         }

@@ -82,9 +82,10 @@ where
     type Error = Infallible;
     type Future = GatewayFuture<B>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // The proxy is always ready (it never applies backpressure), and so is the layer.
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Always ready today (the proxy applies no backpressure), but the layer's contract is
+        // that `call` follows a ready `poll_ready`.
+        Service::<Request<B>>::poll_ready(&mut self.mcp, cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
