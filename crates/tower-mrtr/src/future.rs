@@ -14,9 +14,11 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{RequestBody, ResponseBody, is_identity_encoded};
+use crate::config::Config;
+use crate::envelope::Sealer;
 use crate::error::Rejection;
-use crate::layer::Config;
+use crate::metrics;
 use crate::request::{self, ResponsePlan};
 use crate::response::{Rewriter, Unrelayable};
 use crate::route::Route;
@@ -54,12 +56,14 @@ pin_project! {
             collect: Collect<Limited<ReqBody>>,
             parts: Option<http::request::Parts>,
             service: Option<S>,
+            sealer: Option<Sealer>,
         },
         /// Waiting for the inner service.
         Calling {
             #[pin]
             future: S::Future,
             plan: Option<ResponsePlan>,
+            sealer: Option<Sealer>,
         },
         /// Buffering a JSON answer (bounded) to look for `input_required`.
         ReadingResponse {
@@ -83,10 +87,13 @@ where
     ResBody: Body,
     ResBody::Error: Into<BoxError>,
 {
-    pub(crate) fn passthrough(future: S::Future, config: Arc<Config>) -> Self {
+    /// The answer to a request the layer did not read (not a POST): checked, since the layer
+    /// cannot know what it may carry, and failed closed if it holds anything to seal.
+    pub(crate) fn inspecting(future: S::Future, sealer: Sealer, config: Arc<Config>) -> Self {
         let state = State::Calling {
             future,
-            plan: Some(ResponsePlan::Passthrough),
+            plan: Some(ResponsePlan::Inspect),
+            sealer: Some(sealer),
         };
         Self { state, config }
     }
@@ -104,12 +111,14 @@ where
         collect: Collect<Limited<ReqBody>>,
         parts: http::request::Parts,
         service: S,
+        sealer: Sealer,
         config: Arc<Config>,
     ) -> Self {
         let state = State::ReadingRequest {
             collect,
             parts: Some(parts),
             service: Some(service),
+            sealer: Some(sealer),
         };
         Self { state, config }
     }
@@ -148,12 +157,16 @@ where
                     collect,
                     parts,
                     service,
+                    sealer,
                 } => {
                     let collected = ready!(collect.poll(cx));
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
                     let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
+                    let sealer = sealer.take().expect(POLLED_AFTER_COMPLETION);
                     let outcome = match collected {
-                        Ok(collected) => request::process(this.config, &mut parts, collected.to_bytes()),
+                        Ok(collected) => {
+                            request::process(this.config, &sealer, &mut parts, collected.to_bytes())
+                        }
                         Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
                             Err(Rejection::TooLarge {
                                 limit: this.config.max_request_body,
@@ -171,6 +184,7 @@ where
                             this.state.set(State::Calling {
                                 future,
                                 plan: Some(plan),
+                                sealer: Some(sealer),
                             });
                         }
                         Err(rejection) => this.state.set(State::Ready {
@@ -178,14 +192,20 @@ where
                         }),
                     }
                 }
-                StateProj::Calling { future, plan } => {
+                StateProj::Calling { future, plan, sealer } => {
                     let response = ready!(future.poll(cx))?;
                     let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
-                    if let ResponsePlan::Passthrough = plan {
+                    // Only requests whose body was read carry a keyring snapshot; the others are
+                    // passed through.
+                    let Some(sealer) = sealer
+                        .take()
+                        .filter(|_| !matches!(plan, ResponsePlan::Passthrough))
+                    else {
                         return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
-                    }
+                    };
                     let (mut parts, body) = response.into_parts();
-                    let rewriter = Rewriter::new(this.config.clone(), plan, parts.extensions.get::<Route>());
+                    let rewriter =
+                        Rewriter::new(this.config.clone(), sealer, plan, parts.extensions.get::<Route>());
                     if let Err(reason) =
                         check_readable(&parts).and(rewriter.route_mismatch().map_or(Ok(()), Err))
                     {
@@ -249,19 +269,28 @@ where
 
 /// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
 fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
-    match parts.headers.get(header::CONTENT_ENCODING) {
-        None => Ok(()),
-        Some(v) if v.as_bytes().eq_ignore_ascii_case(b"identity") => Ok(()),
-        Some(_) => Err(Unrelayable::ContentEncoding),
+    if is_identity_encoded(&parts.headers) {
+        Ok(())
+    } else {
+        Err(Unrelayable::ContentEncoding)
     }
 }
 
 fn reject<B>(rejection: Rejection) -> Response<ResponseBody<B>> {
+    if !matches!(rejection, Rejection::Unrelayable { .. }) {
+        metrics::request_refused(rejection.reason());
+        tracing::debug!(reason = rejection.reason(), "answered by the layer");
+    }
     rejection.into_response().map(ResponseBody::full)
 }
 
 fn fail_closed<B>(reason: Unrelayable, id: Option<&str>) -> Response<ResponseBody<B>> {
-    tracing::debug!(reason = reason.reason(), "backend answer failed closed");
+    metrics::failed_closed(reason.label());
+    tracing::debug!(
+        reason = reason.label(),
+        detail = reason.reason(),
+        "backend answer failed closed"
+    );
     reject(Rejection::Unrelayable {
         id: id.map(str::to_owned),
     })

@@ -34,12 +34,15 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
-use chacha20poly1305::aead::{Generate, KeyInit};
+use chacha20poly1305::aead::KeyInit;
 use chacha20poly1305::{Key as CipherKey, XChaCha20Poly1305};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 /// Length of every key, in bytes.
 pub const KEY_LEN: usize = 32;
@@ -83,22 +86,29 @@ impl fmt::Display for KeyId {
 }
 
 /// 32 bytes of secret key material, zeroised on drop and redacted in `Debug`.
-pub struct Key(Zeroizing<[u8; KEY_LEN]>);
+///
+/// The bytes live on the heap, written in place: generating, decoding or encoding a key leaves no
+/// copy of it on the stack.
+pub struct Key(Box<Zeroizing<[u8; KEY_LEN]>>);
 
 impl Key {
-    /// Wraps raw key bytes.
+    /// Wraps raw key bytes. (The caller's array is a copy this type cannot wipe.)
     pub fn from_bytes(bytes: [u8; KEY_LEN]) -> Self {
-        Self(Zeroizing::new(bytes))
+        let mut key = Self::zeroed();
+        key.0.copy_from_slice(&bytes);
+        key
     }
 
-    /// A new random key from the operating system's CSPRNG.
+    fn zeroed() -> Self {
+        Self(Box::new(Zeroizing::new([0u8; KEY_LEN])))
+    }
+
+    /// A new random key from the operating system's CSPRNG, written straight into its final
+    /// place.
     pub fn generate() -> Result<Self, KeyringError> {
-        let key = CipherKey::try_generate().map_err(|_| KeyringError::Rng)?;
-        let mut bytes = [0u8; KEY_LEN];
-        bytes.copy_from_slice(&key);
-        let out = Self::from_bytes(bytes);
-        bytes.zeroize();
-        Ok(out)
+        let mut key = Self::zeroed();
+        getrandom::fill(&mut key.0[..]).map_err(|_| KeyringError::Rng)?;
+        Ok(key)
     }
 
     /// Decodes a base64url key (padding optional). The standard alphabet is not accepted, so one
@@ -114,17 +124,21 @@ impl Key {
                 .decode(text.trim())
                 .map_err(|_| KeyringError::InvalidKeyEncoding)?,
         );
-        let bytes: [u8; KEY_LEN] = decoded
-            .as_slice()
-            .try_into()
-            .map_err(|_| KeyringError::InvalidKeyLength(decoded.len()))?;
-        Ok(Self::from_bytes(bytes))
+        if decoded.len() != KEY_LEN {
+            return Err(KeyringError::InvalidKeyLength(decoded.len()));
+        }
+        let mut key = Self::zeroed();
+        key.0.copy_from_slice(&decoded);
+        Ok(key)
     }
 
     /// The key as unpadded base64url, for writing configuration. The returned string is zeroised
     /// on drop.
     pub fn to_base64url(&self) -> Zeroizing<String> {
-        Zeroizing::new(URL_SAFE_NO_PAD.encode(*self.0))
+        // Encoded from the slice: `encode(*self.0)` would copy the array onto the stack first.
+        let mut out = Zeroizing::new(String::with_capacity(KEY_LEN.div_ceil(3) * 4));
+        URL_SAFE_NO_PAD.encode_string(&self.0[..], &mut out);
+        out
     }
 }
 
@@ -251,6 +265,72 @@ impl fmt::Debug for Keyring {
             .field("active", self.active_key_id())
             .field("key_ids", &self.key_ids().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+/// A keyring that can be replaced while the layer runs: key rotation without a restart.
+///
+/// Cheap to clone (one `Arc`); reading the current keyring is a lock-free atomic load
+/// ([`arc_swap`]). Every request reads the keyring once, when it arrives, and uses that one to
+/// the end: a request in flight (a long SSE stream included) finishes with the keys it started
+/// with, and the keyring it holds is dropped (and zeroised) when the last such request ends.
+///
+/// ```
+/// use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
+///
+/// let handle = KeyringHandle::new(Keyring::generate("k1").unwrap());
+/// let layer = MrtrLayer::with_keyring_handle(handle.clone());
+/// # let _ = layer;
+/// // Later, e.g. when the keys file changed (in practice the new ring is parsed from it):
+/// let next: Keyring = Keyring::generate("k2").unwrap();
+/// handle.store(next);
+/// assert_eq!(handle.load().active_key_id().as_str(), "k2");
+/// ```
+#[derive(Clone)]
+pub struct KeyringHandle(Arc<ArcSwap<Keyring>>);
+
+impl KeyringHandle {
+    /// A handle holding `keyring`.
+    pub fn new(keyring: Keyring) -> Self {
+        Self::from_shared(Arc::new(keyring))
+    }
+
+    /// A handle holding a keyring shared with other users.
+    pub fn from_shared(keyring: Arc<Keyring>) -> Self {
+        Self(Arc::new(ArcSwap::new(keyring)))
+    }
+
+    /// The current keyring.
+    pub fn load(&self) -> Arc<Keyring> {
+        self.0.load_full()
+    }
+
+    /// Replaces the keyring for every request that arrives from now on.
+    pub fn store(&self, keyring: Keyring) {
+        self.store_shared(Arc::new(keyring));
+    }
+
+    /// Replaces the keyring with a shared one.
+    pub fn store_shared(&self, keyring: Arc<Keyring>) {
+        self.0.store(keyring);
+    }
+}
+
+impl fmt::Debug for KeyringHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KeyringHandle").field(&*self.0.load()).finish()
+    }
+}
+
+impl From<Keyring> for KeyringHandle {
+    fn from(keyring: Keyring) -> Self {
+        Self::new(keyring)
+    }
+}
+
+impl From<Arc<Keyring>> for KeyringHandle {
+    fn from(keyring: Arc<Keyring>) -> Self {
+        Self::from_shared(keyring)
     }
 }
 
