@@ -85,7 +85,10 @@ async fn answer(request: Request<Incoming>) -> Response<Answer> {
         Err(_) => return plain(StatusCode::BAD_REQUEST, "unreadable body"),
     };
     let Ok(message) = serde_json::from_slice::<Message<'_>>(&body) else {
-        return json(StatusCode::BAD_REQUEST, mcp::error_answer("null", -32700, "Parse error"));
+        return json(
+            StatusCode::BAD_REQUEST,
+            mcp::error_answer("null", -32700, "Parse error"),
+        );
     };
     let Some(id) = message.id.map(RawValue::get) else {
         return plain(StatusCode::ACCEPTED, "");
@@ -107,12 +110,17 @@ fn call(id: &str, params: Params<'_>) -> Response<Answer> {
             None => invalid("size missing or too large"),
         },
         Some(mcp::CONFIRM) => {
-            let (Some(seed), Some(size)) = (arguments.seed, arguments.state_size.filter(|&s| s <= mcp::MAX_SIZE))
-            else {
+            let (Some(seed), Some(size)) = (
+                arguments.seed,
+                arguments.state_size.filter(|&s| s <= mcp::MAX_SIZE),
+            ) else {
                 return invalid("seed or stateSize missing");
             };
             match params.request_state {
-                None => json(StatusCode::OK, mcp::input_required_answer(id, &mcp::state(seed, size))),
+                None => json(
+                    StatusCode::OK,
+                    mcp::input_required_answer(id, &mcp::state(seed, size)),
+                ),
                 Some(state) if params.input_responses.is_some() && state == mcp::state(seed, size) => {
                     json(StatusCode::OK, mcp::confirmed_answer(id, seed))
                 }
@@ -121,7 +129,10 @@ fn call(id: &str, params: Params<'_>) -> Response<Answer> {
         }
         Some(mcp::PROGRESS) => match arguments.events.filter(|&e| e <= mcp::MAX_EVENTS) {
             Some(events) => {
-                let frames = mcp::progress_events(id, events).into_iter().map(Bytes::from).collect();
+                let frames = mcp::progress_events(id, events)
+                    .into_iter()
+                    .map(Bytes::from)
+                    .collect();
                 let mut response = Response::new(Answer::Events {
                     frames,
                     flushed: false,
@@ -141,10 +152,9 @@ fn call(id: &str, params: Params<'_>) -> Response<Answer> {
 fn json(status: StatusCode, body: Vec<u8>) -> Response<Answer> {
     let mut response = Response::new(Answer::Full(Some(Bytes::from(body))));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -164,7 +174,10 @@ impl Body for Answer {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Self::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             Self::Events { frames, flushed } => {

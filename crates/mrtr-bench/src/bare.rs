@@ -58,7 +58,11 @@ impl BareProxy {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
-        Some(Self { client, backend, host })
+        Some(Self {
+            client,
+            backend,
+            host,
+        })
     }
 
     /// Serves on `listener` until the task is dropped.
@@ -91,7 +95,8 @@ impl BareProxy {
                 Response::from_parts(parts, Either::Left(body))
             }
             Err(_) => {
-                let mut response = Response::new(Either::Right(Full::new(Bytes::from_static(b"bad gateway"))));
+                let mut response =
+                    Response::new(Either::Right(Full::new(Bytes::from_static(b"bad gateway"))));
                 *response.status_mut() = StatusCode::BAD_GATEWAY;
                 response
             }

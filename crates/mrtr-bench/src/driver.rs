@@ -114,7 +114,10 @@ fn binary(plan: &Plan, name: &str) -> io::Result<PathBuf> {
     } else {
         Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{} not found: build it first (scripts/bench-gateway.sh does)", path.display()),
+            format!(
+                "{} not found: build it first (scripts/bench-gateway.sh does)",
+                path.display()
+            ),
         ))
     }
 }
@@ -175,7 +178,11 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bo
             for (backend, name) in backends.iter().zip(["alpha", "beta"]).take(count) {
                 args.extend(["--backend".to_owned(), format!("{name}={}", backend.url)]);
             }
-            (binary(plan, "mrtr-gateway")?, args, vec![("MRTR_KEYS", keys.to_owned())])
+            (
+                binary(plan, "mrtr-gateway")?,
+                args,
+                vec![("MRTR_KEYS", keys.to_owned())],
+            )
         }
     };
     Spawn {
@@ -187,7 +194,11 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bo
         callgrind_out: callgrind.then(|| plan.work_dir.join(format!("{name}.callgrind"))),
         log_dir: &plan.work_dir,
     }
-    .start(if callgrind { START_TIMEOUT * 2 } else { START_TIMEOUT })
+    .start(if callgrind {
+        START_TIMEOUT * 2
+    } else {
+        START_TIMEOUT
+    })
 }
 
 /// Round 2 replays one retry: its state (an envelope through the gateway) comes from one round 1.
@@ -237,14 +248,18 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
                     sample.rate,
                     sample.p50_us,
                     sample.p99_us,
-                    sample.hop_cpu_us.map_or("-".to_owned(), |c| format!("{c:.1} µs/req")),
+                    sample
+                        .hop_cpu_us
+                        .map_or("-".to_owned(), |c| format!("{c:.1} µs/req")),
                 );
                 timings.samples.entry((cell, hop)).or_default().push(sample);
             }
         }
     }
     for proc in fleet.backends.iter().chain(fleet.hops.values()) {
-        timings.peak_rss_kib.push((proc.name.clone(), proc.peak_rss_kib()?));
+        timings
+            .peak_rss_kib
+            .push((proc.name.clone(), proc.peak_rss_kib()?));
     }
     timings.peak_rss_kib.sort();
     Ok(timings)
@@ -263,7 +278,10 @@ async fn run_one(
     let hop_proc = fleet.hops.get(&hop);
     let backends = &fleet.backends;
     let read = || -> (Option<Cpu>, Cpu) {
-        let backend = backends.iter().filter_map(|b| b.cpu().ok()).fold(Cpu::default(), Cpu::plus);
+        let backend = backends
+            .iter()
+            .filter_map(|b| b.cpu().ok())
+            .fold(Cpu::default(), Cpu::plus);
         (hop_proc.and_then(|p| p.cpu().ok()), backend)
     };
     let mut before = None;
@@ -280,13 +298,17 @@ async fn run_one(
     .await?;
     timings.failure_count += segment.failures;
     for reason in segment.failure_samples.iter().take(3) {
-        timings.failures.push(format!("{} via {}: {reason}", cell.name(), hop.name()));
+        timings
+            .failures
+            .push(format!("{} via {}: {reason}", cell.name(), hop.name()));
     }
     if segment.completed == 0 {
         timings.failure_count += 1;
-        timings
-            .failures
-            .push(format!("{} via {}: no request completed", cell.name(), hop.name()));
+        timings.failures.push(format!(
+            "{} via {}: no request completed",
+            cell.name(),
+            hop.name()
+        ));
     }
     let ((hop_before, backend_before), (hop_after, backend_after)) =
         (before.unwrap_or_default(), after.unwrap_or_default());
@@ -328,7 +350,10 @@ pub async fn run_counts(plan: &Plan) -> io::Result<Vec<Count>> {
                     "{} via {}: wrong answers under callgrind: {:?}",
                     cell.name(),
                     hop.name(),
-                    warm.failure_samples.iter().chain(&measured.failure_samples).collect::<Vec<_>>()
+                    warm.failure_samples
+                        .iter()
+                        .chain(&measured.failure_samples)
+                        .collect::<Vec<_>>()
                 )));
             }
             let dump = PathBuf::from(format!("{}.{dumps}", base.display()));

@@ -51,7 +51,9 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("target", &self.target).finish()
+        f.debug_struct("Connection")
+            .field("target", &self.target)
+            .finish()
     }
 }
 
@@ -111,7 +113,10 @@ impl Connection {
         let headers = request.headers_mut();
         headers.clone_from(work.headers());
         headers.insert(header::HOST, self.host.clone());
-        self.sender.ready().await.map_err(|e| format!("connection: {e}"))?;
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection: {e}"))?;
         let response = self
             .sender
             .send_request(request)
@@ -186,7 +191,8 @@ pub async fn run_segment(
                 if let Err(reason) = exchange.verdict {
                     part.failures += 1;
                     if part.failure_samples.len() < 3 {
-                        part.failure_samples.push(format!("request {}: {reason}", exchange.id));
+                        part.failure_samples
+                            .push(format!("request {}: {reason}", exchange.id));
                     }
                     // A broken connection would fail every further request at once.
                     if reason.starts_with("connection") || reason.starts_with("request failed") {
@@ -215,9 +221,11 @@ pub async fn run_segment(
         let part = task.await.map_err(std::io::Error::other)?;
         segment.completed += part.completed;
         segment.failures += part.failures;
-        segment
-            .failure_samples
-            .extend(part.failure_samples.into_iter().take(3usize.saturating_sub(segment.failure_samples.len())));
+        segment.failure_samples.extend(
+            part.failure_samples
+                .into_iter()
+                .take(3usize.saturating_sub(segment.failure_samples.len())),
+        );
         segment.latencies_us.extend(part.latencies_us);
     }
     segment.latencies_us.sort_unstable();
@@ -237,7 +245,9 @@ pub async fn run_count(target: &Target, work: &Workload, count: u64) -> std::io:
             Err(reason) => {
                 segment.failures += 1;
                 if segment.failure_samples.len() < 3 {
-                    segment.failure_samples.push(format!("request {}: {reason}", exchange.id));
+                    segment
+                        .failure_samples
+                        .push(format!("request {}: {reason}", exchange.id));
                 }
             }
         }

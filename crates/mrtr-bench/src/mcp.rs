@@ -42,7 +42,8 @@ const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-0
 
 fn request(id: u64, method: &str, params: &str) -> Vec<u8> {
     let comma = if params.is_empty() { "" } else { "," };
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params}{comma}{META}}}}}"#).into_bytes()
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params}{comma}{META}}}}}"#)
+        .into_bytes()
 }
 
 /// `tools/call` of `echo`, answered by [`echo_answer`].
@@ -173,7 +174,11 @@ pub fn list_answer(id: &str) -> Vec<u8> {
             )
         })
         .collect();
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{}]}}}}"#, tools.join(",")).into_bytes()
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{}]}}}}"#,
+        tools.join(",")
+    )
+    .into_bytes()
 }
 
 #[cfg(test)]
@@ -210,6 +215,10 @@ mod tests {
     #[test]
     fn states_differ_by_seed() {
         assert_ne!(state(1, 64), state(2, 64));
-        assert!(state(9, 100).bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(
+            state(9, 100)
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
     }
 }

@@ -173,7 +173,9 @@ fn cpu(pid: u32) -> io::Result<Cpu> {
         if let Ok(text) = std::fs::read_to_string(task.join("status")) {
             context_switches += text
                 .lines()
-                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter(|l| {
+                    l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:")
+                })
                 .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
                 .sum::<u64>();
         }

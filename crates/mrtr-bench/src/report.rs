@@ -64,7 +64,9 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     );
     for &cell in cells {
         for &hop in hops_for(cell) {
-            let Some(samples) = timings.samples.get(&(cell, hop)) else { continue };
+            let Some(samples) = timings.samples.get(&(cell, hop)) else {
+                continue;
+            };
             let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
             let hop_cpu = median(samples.iter().filter_map(|s| s.hop_cpu_us).collect());
             let system = median(samples.iter().filter_map(|s| s.hop_system_share).collect());
@@ -77,9 +79,21 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
                 of(|s| s.rate),
                 of(|s| s.p50_us),
                 of(|s| s.p99_us),
-                if hop_cpu.is_nan() { "-".to_owned() } else { format!("{hop_cpu:.1}") },
-                if system.is_nan() { "-".to_owned() } else { format!("{:.0} %", system * 100.0) },
-                if switches.is_nan() { "-".to_owned() } else { format!("{switches:.2}") },
+                if hop_cpu.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{hop_cpu:.1}")
+                },
+                if system.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.0} %", system * 100.0)
+                },
+                if switches.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{switches:.2}")
+                },
                 of(|s| s.backend_cpu_us),
             );
         }
@@ -146,11 +160,20 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
         );
     }
 
-    let _ = writeln!(out, "\n### Peak RSS (VmHWM, whole run)\n\n| process | peak RSS |\n|---|---:|");
+    let _ = writeln!(
+        out,
+        "\n### Peak RSS (VmHWM, whole run)\n\n| process | peak RSS |\n|---|---:|"
+    );
     for (name, kib) in &timings.peak_rss_kib {
         let _ = writeln!(out, "| {name} | {:.1} MiB |", *kib as f64 / 1024.0);
     }
-    let rss = |name: &str| timings.peak_rss_kib.iter().find(|(n, _)| n == name).map(|(_, k)| *k as f64);
+    let rss = |name: &str| {
+        timings
+            .peak_rss_kib
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| *k as f64)
+    };
     if let (Some(gateway), Some(bare)) = (rss("gateway"), rss("bare-proxy")) {
         let ratio = gateway / bare;
         let _ = writeln!(
@@ -168,8 +191,15 @@ pub fn counts(cells: &[Cell], counts: &[Count]) -> String {
         "\n### Instructions per request of the hop process (callgrind)\n\n| cell | bare proxy | gateway | gateway / bare | gateway adds |\n|---|---:|---:|---:|---:|\n",
     );
     for &cell in cells {
-        let of = |hop| counts.iter().find(|c| c.cell == cell && c.hop == hop).map(|c| c.per_request);
-        let (Some(bare), Some(gateway)) = (of(Hop::Bare), of(Hop::Gateway)) else { continue };
+        let of = |hop| {
+            counts
+                .iter()
+                .find(|c| c.cell == cell && c.hop == hop)
+                .map(|c| c.per_request)
+        };
+        let (Some(bare), Some(gateway)) = (of(Hop::Bare), of(Hop::Gateway)) else {
+            continue;
+        };
         let _ = writeln!(
             out,
             "| {} | {:.0} | {:.0} | {:.2} | {:+.0} |",

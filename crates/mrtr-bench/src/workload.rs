@@ -101,7 +101,11 @@ impl fmt::Display for Cell {
 }
 
 fn bytes(n: usize) -> String {
-    if n % 1024 == 0 { format!("{} KiB", n / 1024) } else { format!("{n} B") }
+    if n % 1024 == 0 {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} B")
+    }
 }
 
 /// What the driver's requests go through.
@@ -214,7 +218,10 @@ impl Workload {
     /// Whether `body` (with `status`) is the correct answer to request `id`.
     pub fn check(&self, id: u64, status: StatusCode, body: &[u8]) -> Result<(), String> {
         if status != StatusCode::OK {
-            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)])));
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            ));
         }
         let id_text = id.to_string();
         let exact = |expected: Vec<u8>| {
@@ -250,10 +257,12 @@ impl Workload {
                 .then_some(())
                 .ok_or_else(|| "requestState changed by a hop that must not seal".to_owned());
         }
-        // Through the gateway: an envelope in place of the state, and never the state itself.
+        // Through the gateway: an envelope (`mrtr<version>.<base64url>`) in place of the state.
         let envelope = middle
-            .strip_prefix(b"mrtr1.")
-            .ok_or_else(|| "requestState is not an mrtr1 envelope".to_owned())?;
+            .strip_prefix(b"mrtr")
+            .map(|rest| &rest[rest.iter().take_while(|b| b.is_ascii_digit()).count()..])
+            .and_then(|rest| rest.strip_prefix(b"."))
+            .ok_or_else(|| "requestState is not an mrtr envelope".to_owned())?;
         let base64url = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
         if envelope.len() < state.len() || !envelope.iter().all(base64url) {
             return Err("requestState envelope is malformed or too short to hold the state".to_owned());

@@ -318,7 +318,14 @@ mod tests {
         // Host and Content-Length stay for `post` to replace.
         assert_eq!(
             kept,
-            ["accept", "content-length", "host", "mcp-method", "mcp-param-region", "traceparent"]
+            [
+                "accept",
+                "content-length",
+                "host",
+                "mcp-method",
+                "mcp-param-region",
+                "traceparent"
+            ]
         );
     }
 

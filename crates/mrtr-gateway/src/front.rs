@@ -89,7 +89,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let own = |response: Response<Full<Bytes>>| EitherFuture::Left(ready(Ok(response.map(Either::Right))));
+        let own =
+            |response: Response<Full<Bytes>>| EitherFuture::Left(ready(Ok(response.map(Either::Right))));
         if let Err(refusal) = self.guard.check(&request) {
             return own(refusal);
         }

@@ -5,9 +5,9 @@
 //! once. `Mcp-Param-*` headers are left to the backend, which receives the same arguments and
 //! knows the tool's schema; `_meta` is likewise checked by the backend.
 
+use http::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use tower_mrtr::McpRequestHead;
-use http::HeaderName;
 use tower_mrtr::mcp_headers::decode_header_value;
 
 use crate::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_VERSION};
@@ -119,7 +119,10 @@ mod tests {
         let encoded = tower_mrtr::mcp_headers::encode_header_value("日本語").unwrap();
         assert!(mirrors(&encoded, "日本語"));
         assert!(mirrors(&HeaderValue::from_static("get_weather"), "get_weather"));
-        assert!(!mirrors(&HeaderValue::from_bytes("日本語".as_bytes()).unwrap(), "日本語"));
+        assert!(!mirrors(
+            &HeaderValue::from_bytes("日本語".as_bytes()).unwrap(),
+            "日本語"
+        ));
         assert!(!mirrors(&HeaderValue::from_static("get_weather"), "get_weathe"));
         // A value that looks encoded is decoded, never compared as it is.
         let tricky = "=?base64?eA==?=";

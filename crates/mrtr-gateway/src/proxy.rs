@@ -297,10 +297,16 @@ impl Inner {
         let kind = match head.method() {
             "tools/call" => Kind::Tools,
             "prompts/get" => Kind::Prompts,
-            _ => return self.forward(index, parts.headers, head.id_json(), body, None).await,
+            _ => {
+                return self
+                    .forward(index, parts.headers, head.id_json(), body, None)
+                    .await;
+            }
         };
         let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
-            return self.forward(index, parts.headers, head.id_json(), body, None).await;
+            return self
+                .forward(index, parts.headers, head.id_json(), body, None)
+                .await;
         };
         // The envelope pins the backend; the name only needs un-prefixing. The catalog knows the
         // exact mapping; a replica that never listed falls back to stripping `<backend>__`.
@@ -313,7 +319,8 @@ impl Inner {
                 .to_owned(),
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts.headers, head.id_json(), body, rename).await
+        self.forward(index, parts.headers, head.id_json(), body, rename)
+            .await
     }
 
     /// `tools/call` or `prompts/get` with several backends.

@@ -39,7 +39,11 @@ pub(crate) fn connection_settings() -> http1::Builder {
 
 /// Serves `service` on `listener` until `stop` completes, then stops accepting and waits for
 /// the connections to finish their in-flight requests.
-pub(crate) async fn serve<S, B>(listener: TcpListener, service: S, stop: impl Future<Output = ()>) -> io::Result<()>
+pub(crate) async fn serve<S, B>(
+    listener: TcpListener,
+    service: S,
+    stop: impl Future<Output = ()>,
+) -> io::Result<()>
 where
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -66,7 +70,8 @@ where
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        let connection = settings.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service.clone()));
+        let connection =
+            settings.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service.clone()));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {

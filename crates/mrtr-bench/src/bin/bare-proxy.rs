@@ -9,7 +9,12 @@ async fn main() -> std::io::Result<()> {
     let matches = Command::new("bare-proxy")
         .about("Bare hyper 1.x reverse proxy (pooled client, streamed bodies) for gateway-bench")
         .arg(Arg::new("listen").long("listen").default_value("127.0.0.1:0"))
-        .arg(Arg::new("backend").long("backend").required(true).help("Backend URL, http://host:port/path"))
+        .arg(
+            Arg::new("backend")
+                .long("backend")
+                .required(true)
+                .help("Backend URL, http://host:port/path"),
+        )
         .get_matches();
     let listen = matches.get_one::<String>("listen").expect("has a default");
     let backend = matches.get_one::<String>("backend").expect("required");

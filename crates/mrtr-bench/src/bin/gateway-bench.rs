@@ -70,7 +70,10 @@ async fn main() -> ExitCode {
         eprintln!("gateway-bench: cannot create {}: {error}", work_dir.display());
         return ExitCode::FAILURE;
     }
-    let hop_cpus = matches.get_one::<String>("hop-cpus").filter(|c| *c != "none").cloned();
+    let hop_cpus = matches
+        .get_one::<String>("hop-cpus")
+        .filter(|c| *c != "none")
+        .cloned();
     let hop_cpus = hop_cpus.filter(|_| {
         let found = mrtr_bench::procs::available("taskset");
         if !found {
@@ -82,9 +85,21 @@ async fn main() -> ExitCode {
         bin_dir,
         work_dir: work_dir.clone(),
         cells,
-        rounds: if smoke { 1 } else { *matches.get_one("rounds").expect("has a default") },
-        warmup: if smoke { Duration::from_millis(200) } else { secs("warmup") },
-        window: if smoke { Duration::from_secs(1) } else { secs("secs") },
+        rounds: if smoke {
+            1
+        } else {
+            *matches.get_one("rounds").expect("has a default")
+        },
+        warmup: if smoke {
+            Duration::from_millis(200)
+        } else {
+            secs("warmup")
+        },
+        window: if smoke {
+            Duration::from_secs(1)
+        } else {
+            secs("secs")
+        },
         connections: *matches.get_one("connections").expect("has a default"),
         hop_cpus,
         callgrind_requests: matches.get_one::<u64>("callgrind").copied(),
@@ -101,7 +116,10 @@ async fn main() -> ExitCode {
         match driver::run_counts(&plan).await {
             Ok(counts) => {
                 print!("{}", report::counts(&plan.cells, &counts));
-                println!("\ncallgrind dumps (callgrind_annotate FILE): {}", work_dir.display());
+                println!(
+                    "\ncallgrind dumps (callgrind_annotate FILE): {}",
+                    work_dir.display()
+                );
                 ExitCode::SUCCESS
             }
             Err(error) => {
@@ -119,7 +137,10 @@ async fn main() -> ExitCode {
                     println!("\nevery answer was correct");
                     ExitCode::SUCCESS
                 } else {
-                    println!("\n{} wrong answers or failed exchanges, for example:", timings.failure_count);
+                    println!(
+                        "\n{} wrong answers or failed exchanges, for example:",
+                        timings.failure_count
+                    );
                     for failure in &timings.failures {
                         println!("  {failure}");
                     }
@@ -132,7 +153,10 @@ async fn main() -> ExitCode {
             }
         }
     };
-    println!("gateway-bench finished in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "gateway-bench finished in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     code
 }
 
