@@ -1,4 +1,4 @@
-//! The mock MCP backend: a plain hyper 1.x server that answers the [`mcp`](crate::mcp) tools as
+//! The mock MCP backend: a plain hyper 1.x server that answers the [`mcp`] tools as
 //! fast as it can, so that the hop in front of it is what a run measures.
 //!
 //! It keeps nothing between requests: round 2 of `confirm` recomputes the state from the

@@ -101,7 +101,7 @@ impl fmt::Display for Cell {
 }
 
 fn bytes(n: usize) -> String {
-    if n % 1024 == 0 {
+    if n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
         format!("{n} B")
@@ -241,7 +241,7 @@ impl Workload {
             Cell::Round1 { state } => self.check_round1(&id_text, &mcp::state(id, state), body),
             Cell::Round2 { .. } => exact(mcp::confirmed_answer(&id_text, ROUND2_SEED)),
             Cell::Sse => exact(mcp::progress_events(&id_text, SSE_EVENTS).concat()),
-            Cell::List if self.hop == Hop::Gateway2 => check_merged_list(&id_text, body),
+            Cell::List if self.hop == Hop::Gateway2 => check_merged_list(id, body),
             Cell::List => exact(mcp::list_answer(&id_text)),
         }
     }
@@ -272,10 +272,10 @@ impl Workload {
 }
 
 /// The gateway's merged catalog of two mock backends: every tool twice, prefixed by backend.
-fn check_merged_list(id: &str, body: &[u8]) -> Result<(), String> {
+fn check_merged_list(id: u64, body: &[u8]) -> Result<(), String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("merged list is not JSON: {e}"))?;
-    if value["id"].to_string() != id {
+    if value["id"].as_u64() != Some(id) {
         return Err(format!("merged list answers id {} instead of {id}", value["id"]));
     }
     let mut names: Vec<&str> = value["result"]["tools"]

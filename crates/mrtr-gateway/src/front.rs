@@ -92,7 +92,7 @@ where
         let own =
             |response: Response<Full<Bytes>>| EitherFuture::Left(ready(Ok(response.map(Either::Right))));
         if let Err(refusal) = self.guard.check(&request) {
-            return own(refusal);
+            return own(refusal.into_response());
         }
         if request.uri().path() != MCP_PATH {
             return own(empty(StatusCode::NOT_FOUND));

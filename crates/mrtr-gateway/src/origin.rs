@@ -109,12 +109,12 @@ pub(crate) struct Guard {
 impl Guard {
     /// Checks a request's `Origin`, `Host` and, for a POST, its media types; the refusal to send
     /// if one fails. Reads headers in place: a request that passes costs no allocation.
-    pub(crate) fn check<B>(&self, request: &Request<B>) -> Result<(), Response<Full<Bytes>>> {
+    pub(crate) fn check<B>(&self, request: &Request<B>) -> Result<(), Refusal> {
         let headers = request.headers();
         let origin = headers.get(header::ORIGIN).map(|v| v.to_str().unwrap_or("\u{0}"));
         if !self.origins.allows(origin) {
             tracing::debug!(origin, "refused Origin");
-            return Err(plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed"));
+            return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed"));
         }
         let host = headers
             .get(header::HOST)
@@ -122,7 +122,7 @@ impl Guard {
             .or_else(|| request.uri().host());
         if !self.hosts.allows(host) {
             tracing::debug!(host, "refused Host");
-            return Err(plain(StatusCode::FORBIDDEN, "Forbidden: Host is not allowed"));
+            return Err(Refusal(StatusCode::FORBIDDEN, "Forbidden: Host is not allowed"));
         }
         if request.method() == Method::POST {
             let content_type = headers
@@ -130,7 +130,7 @@ impl Guard {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             if !starts_with_ignore_case(content_type.trim_start(), "application/json") {
-                return Err(plain(
+                return Err(Refusal(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "Content-Type must be application/json",
                 ));
@@ -149,7 +149,7 @@ impl Guard {
                 sse |= any || media.eq_ignore_ascii_case("text/event-stream");
             }
             if !(json && sse) {
-                return Err(plain(
+                return Err(Refusal(
                     StatusCode::NOT_ACCEPTABLE,
                     "Accept must list application/json and text/event-stream",
                 ));
@@ -164,15 +164,21 @@ fn starts_with_ignore_case(text: &str, prefix: &str) -> bool {
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
-/// A `text/plain` answer of the gateway's own.
-pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+/// Why the guard refused a request: the status and the `text/plain` explanation to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal(pub(crate) StatusCode, pub(crate) &'static str);
+
+impl Refusal {
+    /// The refusal as the gateway's answer.
+    pub(crate) fn into_response(self) -> Response<Full<Bytes>> {
+        let mut response = Response::new(Full::new(Bytes::from_static(self.1.as_bytes())));
+        *response.status_mut() = self.0;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
 }
 
 #[cfg(test)]
