@@ -44,12 +44,12 @@
 
 pub mod answer;
 pub mod bridge;
-mod config;
+pub mod config;
 pub mod lifecycle;
 pub mod notes;
 pub mod registry;
 pub mod request;
-mod service;
+pub mod service;
 pub mod session;
 pub mod stream;
 
