@@ -78,6 +78,9 @@ pub enum Purpose {
     RequestState,
     /// A backend's task id (Tasks extension, SEP-2663).
     TaskHandle,
+    /// A legacy (2025-era) client's `Mcp-Session-Id`, minted by a gateway that serves such
+    /// clients without a session store: what the session needs travels sealed in the id.
+    LegacySession,
 }
 
 impl Purpose {
@@ -86,6 +89,7 @@ impl Purpose {
         match self {
             Purpose::RequestState => b"tower-mrtr/v1/request-state",
             Purpose::TaskHandle => b"tower-mrtr/v1/task-handle",
+            Purpose::LegacySession => b"tower-mrtr/v1/legacy-session",
         }
     }
 
@@ -93,6 +97,7 @@ impl Purpose {
         match self {
             Purpose::RequestState => "requestState",
             Purpose::TaskHandle => "task handle",
+            Purpose::LegacySession => "session id",
         }
     }
 }

@@ -15,8 +15,9 @@ use tower_service::Service;
 
 use crate::BoxError;
 use crate::body::{RequestBody, ResponseBody};
+use crate::config::Config;
+use crate::envelope::Sealer;
 use crate::error::Rejection;
-use crate::layer::Config;
 use crate::request::{self, ResponsePlan};
 use crate::response::{Rewriter, Unrelayable};
 use crate::route::Route;
@@ -54,12 +55,14 @@ pin_project! {
             collect: Collect<Limited<ReqBody>>,
             parts: Option<http::request::Parts>,
             service: Option<S>,
+            sealer: Option<Sealer>,
         },
         /// Waiting for the inner service.
         Calling {
             #[pin]
             future: S::Future,
             plan: Option<ResponsePlan>,
+            sealer: Option<Sealer>,
         },
         /// Buffering a JSON answer (bounded) to look for `input_required`.
         ReadingResponse {
@@ -87,6 +90,7 @@ where
         let state = State::Calling {
             future,
             plan: Some(ResponsePlan::Passthrough),
+            sealer: None,
         };
         Self { state, config }
     }
@@ -104,12 +108,14 @@ where
         collect: Collect<Limited<ReqBody>>,
         parts: http::request::Parts,
         service: S,
+        sealer: Sealer,
         config: Arc<Config>,
     ) -> Self {
         let state = State::ReadingRequest {
             collect,
             parts: Some(parts),
             service: Some(service),
+            sealer: Some(sealer),
         };
         Self { state, config }
     }
@@ -148,12 +154,16 @@ where
                     collect,
                     parts,
                     service,
+                    sealer,
                 } => {
                     let collected = ready!(collect.poll(cx));
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
                     let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
+                    let sealer = sealer.take().expect(POLLED_AFTER_COMPLETION);
                     let outcome = match collected {
-                        Ok(collected) => request::process(this.config, &mut parts, collected.to_bytes()),
+                        Ok(collected) => {
+                            request::process(this.config, &sealer, &mut parts, collected.to_bytes())
+                        }
                         Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
                             Err(Rejection::TooLarge {
                                 limit: this.config.max_request_body,
@@ -171,6 +181,7 @@ where
                             this.state.set(State::Calling {
                                 future,
                                 plan: Some(plan),
+                                sealer: Some(sealer),
                             });
                         }
                         Err(rejection) => this.state.set(State::Ready {
@@ -178,14 +189,20 @@ where
                         }),
                     }
                 }
-                StateProj::Calling { future, plan } => {
+                StateProj::Calling { future, plan, sealer } => {
                     let response = ready!(future.poll(cx))?;
                     let plan = plan.take().expect(POLLED_AFTER_COMPLETION);
-                    if let ResponsePlan::Passthrough = plan {
+                    // Only requests whose body was read carry a keyring snapshot; the others are
+                    // passed through.
+                    let Some(sealer) = sealer
+                        .take()
+                        .filter(|_| !matches!(plan, ResponsePlan::Passthrough))
+                    else {
                         return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
-                    }
+                    };
                     let (mut parts, body) = response.into_parts();
-                    let rewriter = Rewriter::new(this.config.clone(), plan, parts.extensions.get::<Route>());
+                    let rewriter =
+                        Rewriter::new(this.config.clone(), sealer, plan, parts.extensions.get::<Route>());
                     if let Err(reason) =
                         check_readable(&parts).and(rewriter.route_mismatch().map_or(Ok(()), Err))
                     {

@@ -34,6 +34,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
@@ -251,6 +254,72 @@ impl fmt::Debug for Keyring {
             .field("active", self.active_key_id())
             .field("key_ids", &self.key_ids().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+/// A keyring that can be replaced while the layer runs: key rotation without a restart.
+///
+/// Cheap to clone (one `Arc`); reading the current keyring is a lock-free atomic load
+/// ([`arc_swap`]). Every request reads the keyring once, when it arrives, and uses that one to
+/// the end: a request in flight (a long SSE stream included) finishes with the keys it started
+/// with, and the keyring it holds is dropped (and zeroised) when the last such request ends.
+///
+/// ```
+/// use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
+///
+/// let handle = KeyringHandle::new(Keyring::generate("k1").unwrap());
+/// let layer = MrtrLayer::with_keyring_handle(handle.clone());
+/// # let _ = layer;
+/// // Later, e.g. when the keys file changed (in practice the new ring is parsed from it):
+/// let next: Keyring = Keyring::generate("k2").unwrap();
+/// handle.store(next);
+/// assert_eq!(handle.load().active_key_id().as_str(), "k2");
+/// ```
+#[derive(Clone)]
+pub struct KeyringHandle(Arc<ArcSwap<Keyring>>);
+
+impl KeyringHandle {
+    /// A handle holding `keyring`.
+    pub fn new(keyring: Keyring) -> Self {
+        Self::from_shared(Arc::new(keyring))
+    }
+
+    /// A handle holding a keyring shared with other users.
+    pub fn from_shared(keyring: Arc<Keyring>) -> Self {
+        Self(Arc::new(ArcSwap::new(keyring)))
+    }
+
+    /// The current keyring.
+    pub fn load(&self) -> Arc<Keyring> {
+        self.0.load_full()
+    }
+
+    /// Replaces the keyring for every request that arrives from now on.
+    pub fn store(&self, keyring: Keyring) {
+        self.store_shared(Arc::new(keyring));
+    }
+
+    /// Replaces the keyring with a shared one.
+    pub fn store_shared(&self, keyring: Arc<Keyring>) {
+        self.0.store(keyring);
+    }
+}
+
+impl fmt::Debug for KeyringHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KeyringHandle").field(&*self.0.load()).finish()
+    }
+}
+
+impl From<Keyring> for KeyringHandle {
+    fn from(keyring: Keyring) -> Self {
+        Self::new(keyring)
+    }
+}
+
+impl From<Arc<Keyring>> for KeyringHandle {
+    fn from(keyring: Arc<Keyring>) -> Self {
+        Self::from_shared(keyring)
     }
 }
 

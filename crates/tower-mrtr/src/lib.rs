@@ -96,6 +96,7 @@
 
 mod body;
 mod clock;
+mod config;
 pub mod envelope;
 pub mod error;
 mod future;
@@ -111,12 +112,13 @@ mod sse;
 
 pub use body::{RequestBody, ResponseBody};
 pub use clock::{Clock, SystemClock};
-pub use future::ResponseFuture;
-pub use keyring::{Key, KeyId, Keyring, KeyringError};
-pub use layer::{
+pub use config::{
     DEFAULT_MAX_ENVELOPE_LEN, DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_SSE_EVENT,
-    DEFAULT_MAX_TASK_TTL, DEFAULT_TTL, MrtrLayer,
+    DEFAULT_MAX_TASK_TTL, DEFAULT_TTL,
 };
+pub use future::ResponseFuture;
+pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
+pub use layer::MrtrLayer;
 pub use route::{McpRequestHead, PinnedRoute, Route};
 pub use service::Mrtr;
 

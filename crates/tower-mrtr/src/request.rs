@@ -5,10 +5,10 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::value::RawValue;
 
-use crate::envelope::{Binding, OpenError, Purpose};
+use crate::config::Config;
+use crate::envelope::{Binding, OpenError, Purpose, Sealer};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
-use crate::layer::Config;
 use crate::mcp_headers::decode_header_value;
 use crate::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
 use crate::route::{McpRequestHead, PinnedRoute, Route};
@@ -73,6 +73,7 @@ impl SealContext {
 /// rewrite, a correct `Content-Length`.
 pub(crate) fn process(
     config: &Config,
+    sealer: &Sealer,
     parts: &mut Parts,
     body: Bytes,
 ) -> Result<(Bytes, ResponsePlan), Rejection> {
@@ -102,13 +103,13 @@ pub(crate) fn process(
         .copied()
         .find(|m| *m == method)
     {
-        return relay(config, parts, &body, &message, method, id);
+        return relay(config, sealer, parts, &body, &message, method, id);
     }
     if let Some(method) = jsonrpc::TASK_METHODS.iter().copied().find(|m| *m == method) {
-        return task_follow_up(config, parts, &body, &message, method, id);
+        return task_follow_up(config, sealer, parts, &body, &message, method, id);
     }
     if method == jsonrpc::LISTEN_METHOD {
-        return listen(config, parts, &body, &message, id);
+        return listen(config, sealer, parts, &body, &message, id);
     }
     let params = message.params.and_then(jsonrpc::parse_params);
     let target = params
@@ -124,6 +125,7 @@ pub(crate) fn process(
 /// backend's task id back in the body and in `Mcp-Name`, and pin the route.
 fn task_follow_up(
     config: &Config,
+    sealer: &Sealer,
     parts: &mut Parts,
     body: &Bytes,
     message: &Message<'_>,
@@ -148,6 +150,7 @@ fn task_follow_up(
     let principal = config.principal.as_ref().and_then(|f| f(parts));
     let opened = open(
         config,
+        sealer,
         Purpose::TaskHandle,
         &task_binding(principal.as_deref()),
         raw,
@@ -188,6 +191,7 @@ fn task_follow_up(
 /// must lead to one backend), put the backend's ids in their place and pin the route.
 fn listen(
     config: &Config,
+    sealer: &Sealer,
     parts: &mut Parts,
     body: &Bytes,
     message: &Message<'_>,
@@ -230,7 +234,7 @@ fn listen(
     let mut copied = 0;
     for raw in handles {
         let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
-        let opened = open(config, Purpose::TaskHandle, &binding, raw).map_err(|reason| {
+        let opened = open(config, sealer, Purpose::TaskHandle, &binding, raw).map_err(|reason| {
             tracing::debug!(method, reason = reason.reason(), "task handle rejected");
             invalid()
         })?;
@@ -272,6 +276,7 @@ pub(crate) fn decode_contents(raw: &str) -> Option<String> {
 /// A `tools/call`, `prompts/get` or `resources/read`.
 fn relay(
     config: &Config,
+    sealer: &Sealer,
     parts: &mut Parts,
     body: &Bytes,
     message: &Message<'_>,
@@ -307,7 +312,7 @@ fn relay(
     };
 
     let binding = Binding::new(method, target, principal.as_deref());
-    let opened = open(config, Purpose::RequestState, &binding, state).map_err(|reason| {
+    let opened = open(config, sealer, Purpose::RequestState, &binding, state).map_err(|reason| {
         tracing::debug!(method, reason = reason.reason(), "requestState rejected");
         Rejection::InvalidEnvelope {
             id: id.clone(),
@@ -347,6 +352,7 @@ fn relay(
 /// Opens the envelope held by a raw JSON member (which must be a string).
 pub(crate) fn open(
     config: &Config,
+    sealer: &Sealer,
     purpose: Purpose,
     binding: &Binding<'_>,
     raw: &RawValue,
@@ -359,7 +365,7 @@ pub(crate) fn open(
     if text.len() > config.max_envelope_len {
         return Err(OpenError::TooLong);
     }
-    config.sealer.open(purpose, binding, &text, config.clock.now())
+    sealer.open(purpose, binding, &text, config.clock.now())
 }
 
 /// A batch is forwarded untouched unless an element carries a `requestState`; if an element may

@@ -7,9 +7,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
-use crate::envelope::{Purpose, Sealed};
+use crate::config::Config;
+use crate::envelope::{Purpose, Sealed, Sealer};
 use crate::jsonrpc;
-use crate::layer::Config;
 use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
 use crate::route::Route;
 
@@ -17,19 +17,31 @@ use crate::route::Route;
 /// according to the request's [`ResponsePlan`].
 pub(crate) struct Rewriter {
     config: Arc<Config>,
+    /// The keyring the request arrived under: a request in flight finishes with it.
+    sealer: Sealer,
     plan: ResponsePlan,
     route: Result<Route, Unrelayable>,
 }
 
 impl Rewriter {
     /// `reported` is the route the proxy put into the response's extensions.
-    pub(crate) fn new(config: Arc<Config>, plan: ResponsePlan, reported: Option<&Route>) -> Self {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        sealer: Sealer,
+        plan: ResponsePlan,
+        reported: Option<&Route>,
+    ) -> Self {
         let route = match &plan {
             ResponsePlan::Seal(ctx) => resolve_route(&config, ctx.pinned.as_ref(), reported),
             ResponsePlan::Tasks(ctx) => resolve_route(&config, Some(&ctx.pinned), reported),
             ResponsePlan::Batch | ResponsePlan::Passthrough => Err(Unrelayable::Batch),
         };
-        Self { config, plan, route }
+        Self {
+            config,
+            sealer,
+            plan,
+            route,
+        }
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -84,7 +96,7 @@ impl Rewriter {
             return Ok(message);
         }
         match &self.plan {
-            ResponsePlan::Seal(ctx) => seal_message(&self.config, ctx, &self.route, message),
+            ResponsePlan::Seal(ctx) => seal_message(&self.config, &self.sealer, ctx, &self.route, message),
             ResponsePlan::Tasks(ctx) => present_handles(ctx, &self.route, message),
             ResponsePlan::Batch | ResponsePlan::Passthrough => check_batch(message),
         }
@@ -147,6 +159,7 @@ pub(crate) fn resolve_route(
 /// `taskId` if it is a `tools/call` answered with a task; returns the body unchanged otherwise.
 fn seal_message(
     config: &Config,
+    sealer: &Sealer,
     ctx: &SealContext,
     route: &Result<Route, Unrelayable>,
     body: Bytes,
@@ -163,11 +176,13 @@ fn seal_message(
         Some("input_required") => {}
         // The Tasks extension allows task results on tools/call only; a client must reject them
         // elsewhere, so they are left alone.
-        Some("task") if ctx.method == "tools/call" => return seal_task(config, ctx, route, &body, &head),
+        Some("task") if ctx.method == "tools/call" => {
+            return seal_task(config, sealer, ctx, route, &body, &head);
+        }
         _ => return Ok(body),
     }
     let route = route.clone()?;
-    let envelope = seal_state(config, ctx, route, head.request_state)?;
+    let envelope = seal_state(config, sealer, ctx, route, head.request_state)?;
     let rewritten = match head.request_state {
         Some(state) => {
             let span = jsonrpc::span_of(&body, state.get()).ok_or(Unrelayable::Unreadable)?;
@@ -197,6 +212,7 @@ fn seal_message(
 /// announced TTL (capped by the configured maximum; a `null` TTL gets the maximum).
 fn seal_task(
     config: &Config,
+    sealer: &Sealer,
     ctx: &SealContext,
     route: &Result<Route, Unrelayable>,
     body: &Bytes,
@@ -216,8 +232,7 @@ fn seal_task(
         state: Some(contents.to_owned()),
         expires_at: config.clock.now() + ttl,
     };
-    let handle = config
-        .sealer
+    let handle = sealer
         .seal(
             Purpose::TaskHandle,
             &task_binding(ctx.principal.as_deref()),
@@ -247,6 +262,7 @@ fn present_handles(
 
 fn seal_state(
     config: &Config,
+    sealer: &Sealer,
     ctx: &SealContext,
     route: Route,
     state: Option<&RawValue>,
@@ -264,8 +280,7 @@ fn seal_state(
         state,
         expires_at: config.clock.now() + config.ttl,
     };
-    let envelope = config
-        .sealer
+    let envelope = sealer
         .seal(Purpose::RequestState, &ctx.binding(), &sealed)
         .map_err(|_| Unrelayable::Seal)?;
     if envelope.len() > config.max_envelope_len {

@@ -11,9 +11,11 @@ use tower_service::Service;
 
 use crate::BoxError;
 use crate::body::{RequestBody, ResponseBody};
+use crate::config::Config;
+use crate::envelope::Sealer;
 use crate::error::Rejection;
 use crate::future::ResponseFuture;
-use crate::layer::{Config, MrtrLayer};
+use crate::layer::MrtrLayer;
 
 /// The middleware: seals `input_required` answers and opens retries. Built by [`MrtrLayer`].
 ///
@@ -101,6 +103,8 @@ where
         let ready = mem::replace(&mut self.inner, clone);
         let (parts, body) = req.into_parts();
         let collect = Limited::new(body, limit).collect();
-        ResponseFuture::collecting(collect, parts, ready, self.config.clone())
+        // The keyring of this request, from arrival to the end of its answer.
+        let sealer = Sealer::new(self.config.keys.load());
+        ResponseFuture::collecting(collect, parts, ready, sealer, self.config.clone())
     }
 }

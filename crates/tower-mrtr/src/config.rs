@@ -1,0 +1,85 @@
+//! The layer's configuration, shared by every module that reads it.
+//!
+//! [`MrtrLayer`](crate::MrtrLayer) builds a [`Config`]; the service, its future and the request and
+//! response paths read it. It sits below all of them so that imports flow one way.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+
+use crate::clock::{Clock, SystemClock};
+use crate::keyring::KeyringHandle;
+use crate::route::Route;
+
+/// Default lifetime of an envelope: long enough for a person to answer an elicitation form.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10 * 60);
+/// Default cap on a buffered request body.
+pub const DEFAULT_MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;
+/// Default cap on a buffered JSON response to a method that may need sealing.
+pub const DEFAULT_MAX_RESPONSE_BODY: usize = 4 * 1024 * 1024;
+/// Default cap on one SSE event in a stream that may need sealing.
+pub const DEFAULT_MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
+/// Default longest lifetime of a task handle (used for tasks with a `null` TTL, and as a cap).
+pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// Default cap on the length of an envelope, checked before any decoding.
+pub const DEFAULT_MAX_ENVELOPE_LEN: usize = 64 * 1024;
+
+/// Computes the principal an envelope is bound to, from the request head (for example the `sub`
+/// claim an authentication layer put into the extensions).
+pub(crate) type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
+/// Everything the layer is configured with. Built by [`MrtrLayer`](crate::MrtrLayer), shared
+/// behind an `Arc` by every service and future it makes.
+#[derive(Clone)]
+pub(crate) struct Config {
+    /// Where each request reads the keyring it seals and opens with.
+    pub(crate) keys: KeyringHandle,
+    pub(crate) ttl: Duration,
+    pub(crate) max_task_ttl: Duration,
+    pub(crate) default_route: Option<Route>,
+    pub(crate) principal: Option<PrincipalFn>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) max_request_body: usize,
+    pub(crate) max_response_body: usize,
+    pub(crate) max_sse_event: usize,
+    pub(crate) max_envelope_len: usize,
+}
+
+impl Config {
+    pub(crate) fn new(keys: KeyringHandle) -> Self {
+        Self {
+            keys,
+            ttl: DEFAULT_TTL,
+            max_task_ttl: DEFAULT_MAX_TASK_TTL,
+            default_route: None,
+            principal: None,
+            clock: Arc::new(SystemClock),
+            max_request_body: DEFAULT_MAX_REQUEST_BODY,
+            max_response_body: DEFAULT_MAX_RESPONSE_BODY,
+            max_sse_event: DEFAULT_MAX_SSE_EVENT,
+            max_envelope_len: DEFAULT_MAX_ENVELOPE_LEN,
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("keys", &self.keys)
+            .field("ttl", &self.ttl)
+            .field("max_task_ttl", &self.max_task_ttl)
+            .field("default_route", &self.default_route)
+            .field(
+                "principal",
+                &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"),
+            )
+            .field("clock", &self.clock)
+            .field("max_request_body", &self.max_request_body)
+            .field("max_response_body", &self.max_response_body)
+            .field("max_sse_event", &self.max_sse_event)
+            .field("max_envelope_len", &self.max_envelope_len)
+            .finish()
+    }
+}
