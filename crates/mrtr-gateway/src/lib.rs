@@ -42,7 +42,7 @@ use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower_mrtr::{Clock, Keyring, MrtrLayer};
+use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
 mod backend;
 pub mod catalog;
@@ -120,7 +120,9 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
         config.catalog_ttl,
         config.backend_timeout,
     );
-    let mut layer = MrtrLayer::with_shared_keyring(keyring.clone())
+    // One handle for the layer and the legacy front, so a keyring replacement reaches both.
+    let keys = KeyringHandle::from_shared(keyring);
+    let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {
@@ -138,7 +140,7 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
     let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
     // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
     // the `initialize` era served here. It also answers the 405s `post_service` gave before.
-    let mut front = legacy::Front::new(config.legacy.clone(), keyring)
+    let mut front = legacy::Front::new(config.legacy.clone(), keys)
         .principal_header(config.principal_header.clone())
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {

@@ -28,17 +28,16 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
 //! use mrtr_gateway::legacy::{DualEra, Front, LegacyConfig};
 //! use mrtr_gateway::Proxy;
-//! use tower_mrtr::{Keyring, MrtrLayer};
+//! use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
 //!
-//! let keyring = Arc::new(Keyring::generate("k1")?);
+//! let keys = KeyringHandle::new(Keyring::generate("k1")?);
 //! let proxy = Proxy::new(vec!["a=http://127.0.0.1:9001/mcp".parse()?], Default::default(), Default::default());
 //! let modern = tower::ServiceBuilder::new()
-//!     .layer(MrtrLayer::with_shared_keyring(keyring.clone()))
+//!     .layer(MrtrLayer::with_keyring_handle(keys.clone()))
 //!     .service(proxy);
-//! let dual_era = DualEra::new(modern, Front::new(LegacyConfig::default(), keyring));
+//! let dual_era = DualEra::new(modern, Front::new(LegacyConfig::default(), keys));
 //! # let _ = dual_era; Ok(()) }
 //! ```
 

@@ -35,7 +35,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
-use tower_mrtr::{BoxError, Clock, Keyring, SystemClock};
+use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
 use super::answer::Modern;
@@ -90,12 +90,13 @@ struct FrontState {
 }
 
 impl Front {
-    /// A front sealing sessions with `keyring`, with `config`'s limits, no principal binding,
-    /// the system clock and request bodies up to tower-mrtr's default.
-    pub fn new(config: LegacyConfig, keyring: Arc<Keyring>) -> Self {
+    /// A front sealing sessions with the keys behind `keys` (share the layer's handle, so a
+    /// rotation reaches both), with `config`'s limits, no principal binding, the system clock
+    /// and request bodies up to tower-mrtr's default.
+    pub fn new(config: LegacyConfig, keys: KeyringHandle) -> Self {
         Self {
             inner: Arc::new(FrontState {
-                sessions: SessionSealer::new(keyring, config.session_ttl),
+                sessions: SessionSealer::new(keys, config.session_ttl),
                 notes: Notes::new(config.max_session_notes),
                 registry: Registry::new(config.max_waiting_answers),
                 tools: Arc::default(),

@@ -12,9 +12,10 @@
 //! use std::sync::Arc;
 //! use std::time::{Duration, SystemTime};
 //! use mrtr_gateway::legacy::session::{Session, SessionSealer};
-//! use tower_mrtr::Keyring;
+//! use tower_mrtr::{Keyring, KeyringHandle};
 //!
-//! let sealer = SessionSealer::new(Arc::new(Keyring::generate("k1").unwrap()), Duration::from_secs(3600));
+//! let keys = KeyringHandle::new(Keyring::generate("k1").unwrap());
+//! let sealer = SessionSealer::new(keys, Duration::from_secs(3600));
 //! let session = Session::new(
 //!     "2025-11-25",
 //!     r#"{"name":"claude-desktop","version":"1.0"}"#,
@@ -38,21 +39,13 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use tower_mrtr::Keyring;
-use tower_mrtr::Route;
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
+use tower_mrtr::{KeyringHandle, Route};
 
 use crate::jsonrpc::RawObject;
 
-/// The purpose the session envelope is sealed under.
-///
-/// Shim until `Purpose::LegacySession` (its own domain label) lands in tower-mrtr: until then
-/// the session is sealed as a request state whose binding names [`SESSION_BINDING`], a "method"
-/// no JSON-RPC request can have, so a session id never opens as a `requestState` (the layer binds
-/// those to `tools/call`, `prompts/get` or `resources/read`) nor the reverse.
-const SESSION_PURPOSE: Purpose = Purpose::RequestState;
-
-/// The binding's method field for session envelopes.
+/// The binding's method field for session envelopes (the purpose label already separates them
+/// from request states and task handles; this names what the binding is about).
 pub const SESSION_BINDING: &str = "mrtr-gateway/legacy-session";
 
 /// Longest session id accepted, checked before any decoding (legacy clients echo it in a header;
@@ -194,20 +187,22 @@ impl SessionDigest {
     }
 }
 
-/// Seals sessions into ids and opens them.
+/// Seals sessions into ids and opens them, with whatever keyring the handle holds at the time
+/// (a key rotation applies to session ids as to every other envelope).
 #[derive(Clone, Debug)]
 pub struct SessionSealer {
-    sealer: Sealer,
+    keys: KeyringHandle,
     ttl: Duration,
 }
 
 impl SessionSealer {
-    /// Sessions sealed with `keyring`, valid for `ttl`.
-    pub fn new(keyring: Arc<Keyring>, ttl: Duration) -> Self {
-        Self {
-            sealer: Sealer::new(keyring),
-            ttl,
-        }
+    /// Sessions sealed with the keys behind `keys`, valid for `ttl`.
+    pub fn new(keys: KeyringHandle, ttl: Duration) -> Self {
+        Self { keys, ttl }
+    }
+
+    fn sealer(&self) -> Sealer {
+        Sealer::new(self.keys.load())
     }
 
     /// The session id for `session`, bound to `principal`, expiring `ttl` after `now`.
@@ -224,8 +219,8 @@ impl SessionSealer {
             expires_at: now + self.ttl,
         };
         let id = self
-            .sealer
-            .seal(SESSION_PURPOSE, &binding(principal), &sealed)
+            .sealer()
+            .seal(Purpose::LegacySession, &binding(principal), &sealed)
             .map_err(|_| SessionError::Seal)?;
         if id.len() > MAX_SESSION_ID_LEN {
             return Err(SessionError::TooLarge);
@@ -240,7 +235,10 @@ impl SessionSealer {
             tracing::debug!("legacy session id refused: too long");
             return None;
         }
-        let sealed = match self.sealer.open(SESSION_PURPOSE, &binding(principal), id, now) {
+        let sealed = match self
+            .sealer()
+            .open(Purpose::LegacySession, &binding(principal), id, now)
+        {
             Ok(sealed) => sealed,
             Err(error) => {
                 tracing::debug!(reason = error.reason(), "legacy session id refused");
@@ -265,13 +263,34 @@ fn binding(principal: Option<&str>) -> Binding<'_> {
 
 #[cfg(test)]
 mod tests {
+    use tower_mrtr::Keyring;
+
     use super::*;
 
     fn sealer() -> SessionSealer {
         SessionSealer::new(
-            Arc::new(Keyring::generate("k1").unwrap()),
+            KeyringHandle::new(Keyring::generate("k1").unwrap()),
             Duration::from_secs(60),
         )
+    }
+
+    #[test]
+    fn a_rotated_keyring_still_opens_sessions_sealed_before() {
+        let old = Keyring::generate("old").unwrap().to_config_string();
+        let keys = KeyringHandle::new(old.parse().unwrap());
+        let sealer = SessionSealer::new(keys.clone(), Duration::from_secs(60));
+        let now = SystemTime::now();
+        let id = sealer
+            .seal(&Session::new("2025-11-25", "{}", "{}").unwrap(), None, now)
+            .unwrap();
+        let new = Keyring::generate("new").unwrap();
+        keys.store(format!("{},{}", *new.to_config_string(), *old).parse().unwrap());
+        assert!(sealer.open(&id, None, now).is_some(), "old key still opens");
+        keys.store(new);
+        assert!(
+            sealer.open(&id, None, now).is_none(),
+            "retired key: session not found"
+        );
     }
 
     #[test]
@@ -303,7 +322,10 @@ mod tests {
     #[test]
     fn a_session_id_is_never_a_request_state() {
         let keyring = Arc::new(Keyring::generate("k1").unwrap());
-        let sessions = SessionSealer::new(keyring.clone(), Duration::from_secs(60));
+        let sessions = SessionSealer::new(
+            KeyringHandle::from_shared(keyring.clone()),
+            Duration::from_secs(60),
+        );
         let now = SystemTime::now();
         let id = sessions
             .seal(&Session::new("2025-11-25", "{}", "{}").unwrap(), None, now)
