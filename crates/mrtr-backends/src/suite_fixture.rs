@@ -617,8 +617,9 @@ mod tests {
 
     #[test]
     fn every_listed_tool_has_a_definition_and_the_schemas_parse() {
+        let fixture = SuiteFixture::new().unwrap();
         for name in SuiteFixture::tool_names() {
-            assert!(SuiteFixture::tool(name).is_some(), "{name}");
+            assert!(fixture.get_tool(name).is_some(), "{name}");
         }
         for schema in [details_schema(), defaults_schema(), enums_schema()] {
             let parsed = parse::<ElicitationSchema>(schema.clone()).unwrap();
