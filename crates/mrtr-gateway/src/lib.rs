@@ -10,6 +10,10 @@
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
 //!
+//! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
+//! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
+//! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use mrtr_gateway::{Backend, GatewayConfig, start};
@@ -33,12 +37,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::post_service;
+use axum::routing::any_service;
 use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower_mrtr::{Clock, Keyring, MrtrLayer};
+use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
 mod backend;
 pub mod catalog;
@@ -47,6 +51,7 @@ pub mod demo;
 mod forward;
 mod headers;
 pub mod jsonrpc;
+pub mod legacy;
 pub mod origin;
 pub mod proxy;
 
@@ -81,6 +86,8 @@ pub struct GatewayConfig {
     pub max_request_body: usize,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
     pub clock: Option<Arc<dyn Clock>>,
+    /// How clients of the `initialize` era are served.
+    pub legacy: legacy::LegacyConfig,
 }
 
 impl GatewayConfig {
@@ -97,6 +104,7 @@ impl GatewayConfig {
             backend_timeout: Duration::from_secs(60),
             max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
             clock: None,
+            legacy: legacy::LegacyConfig::default(),
         }
     }
 }
@@ -112,7 +120,9 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
         config.catalog_ttl,
         config.backend_timeout,
     );
-    let mut layer = MrtrLayer::with_shared_keyring(keyring)
+    // One handle for the layer and the legacy front, so a keyring replacement reaches both.
+    let keys = KeyringHandle::from_shared(keyring);
+    let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {
@@ -128,6 +138,16 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
         });
     }
     let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
+    // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
+    // the `initialize` era served here. It also answers the 405s `post_service` gave before.
+    let mut front = legacy::Front::new(config.legacy.clone(), keys)
+        .principal_header(config.principal_header.clone())
+        .max_request_body(config.max_request_body);
+    if let Some(clock) = &config.clock {
+        front = front.clock(clock.clone());
+    }
+    let mcp = legacy::DualEra::new(mcp, front);
+    // ---- end of the legacy front
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -139,9 +159,9 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
         origins: config.origins.clone(),
         hosts,
     });
-    // `post_service` answers every other method with 405 and `Allow: POST`.
+    // The legacy front answers GET, DELETE without a session, … with 405 and `Allow: POST`.
     Router::new()
-        .route(MCP_PATH, post_service(mcp))
+        .route(MCP_PATH, any_service(mcp))
         .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
 }
 
