@@ -1,13 +1,14 @@
 //! [`Gateway`]: the tower service every HTTP request meets first.
 //!
 //! In order: the [`Guard`](crate::origin) (`Origin`, `Host`, POST media types; 403, 415, 406),
-//! then the path and method: a POST to [`MCP_PATH`] goes to the MCP stack ([`MrtrLayer`] around
-//! the [`Proxy`]), another method on it gets 405 with `Allow: POST`, any other path 404.
+//! then the path: every request to [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
+//! The MCP stack is the [legacy front](crate::legacy::DualEra) (a modern POST passes it after
+//! one header comparison; it answers GET, and DELETE without a legacy session, with 405 and
+//! `Allow: POST`) around [`MrtrLayer`] around the [`Proxy`].
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
-//! boxing). A new front door (another path, another protocol) is one more arm in
-//! [`Gateway::call`].
+//! boxing). A new front door (another path) is one more arm in [`Gateway::call`].
 //!
 //! ```
 //! # use std::sync::Arc;
@@ -36,33 +37,40 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
-use tower_mrtr::{BoxError, Mrtr, MrtrLayer, ResponseBody};
+use tower_mrtr::{BoxError, Mrtr, ResponseBody};
 use tower_service::Service;
 
 use crate::MCP_PATH;
 use crate::body::ProxyBody;
+use crate::legacy::DualEra;
+use crate::legacy::bridge::LegacyBody;
 use crate::origin::Guard;
 use crate::proxy::Proxy;
 
-/// The body of every gateway answer: from the MCP stack, or the front's own refusal.
-pub type GatewayBody = Either<ResponseBody<ProxyBody>, Full<Bytes>>;
+/// The MCP stack behind the front: the legacy front around the MRTR layer around the proxy.
+pub type McpStack = DualEra<Mrtr<Proxy>>;
 
-type McpResponse = Response<ResponseBody<ProxyBody>>;
+/// The body of an answer of the MCP stack: the modern stack's (the backend's, possibly
+/// rewritten by the layer) or the legacy front's.
+pub type McpBody = Either<ResponseBody<ProxyBody>, LegacyBody>;
+
+/// The body of every gateway answer: from the MCP stack, or the front's own refusal.
+pub type GatewayBody = Either<McpBody, Full<Bytes>>;
 
 /// The whole gateway as one tower service; see the [module docs](self). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Gateway {
     guard: Arc<Guard>,
-    mcp: Mrtr<Proxy>,
+    mcp: McpStack,
 }
 
 impl Gateway {
-    pub(crate) fn new(guard: Guard, layer: MrtrLayer, proxy: Proxy) -> Self {
+    pub(crate) fn new(guard: Guard, mcp: McpStack) -> Self {
         Self {
             guard: Arc::new(guard),
-            mcp: tower_layer::Layer::layer(&layer, proxy),
+            mcp,
         }
     }
 }
@@ -70,7 +78,7 @@ impl Gateway {
 /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's.
 pub type GatewayFuture<B> = EitherFuture<
     Ready<Result<Response<GatewayBody>, Infallible>>,
-    MapOk<<Mrtr<Proxy> as Service<Request<B>>>::Future, fn(McpResponse) -> Response<GatewayBody>>,
+    MapOk<<McpStack as Service<Request<B>>>::Future, fn(Response<McpBody>) -> Response<GatewayBody>>,
 >;
 
 impl<B> Service<Request<B>> for Gateway
@@ -95,22 +103,12 @@ where
             return own(refusal.into_response());
         }
         if request.uri().path() != MCP_PATH {
-            return own(empty(StatusCode::NOT_FOUND));
+            let mut not_found = Response::new(Full::new(Bytes::new()));
+            *not_found.status_mut() = StatusCode::NOT_FOUND;
+            return own(not_found);
         }
-        if request.method() != Method::POST {
-            let mut refusal = empty(StatusCode::METHOD_NOT_ALLOWED);
-            refusal
-                .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST"));
-            return own(refusal);
-        }
-        let to_gateway: fn(McpResponse) -> Response<GatewayBody> = |response| response.map(Either::Left);
+        let to_gateway: fn(Response<McpBody>) -> Response<GatewayBody> =
+            |response| response.map(Either::Left);
         EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway))
     }
-}
-
-fn empty(status: StatusCode) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
-    *response.status_mut() = status;
-    response
 }

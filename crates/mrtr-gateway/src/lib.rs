@@ -5,11 +5,16 @@
 //!
 //! 0. `server`: hyper's HTTP/1.1 server, one task per connection, graceful shutdown;
 //! 1. [`front::Gateway`]: `Origin`/`Host` validation (403) and POST media types (415/406)
-//!    ([`origin`]); other methods on `/mcp` get 405 with `Allow: POST`, other paths 404;
+//!    ([`origin`]); paths other than `/mcp` get 404;
 //! 2. [`MrtrLayer`]: seals backend `requestState` into envelopes naming the backend, opens
 //!    them on retries and pins the retry to that backend;
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP (`forward`).
+//!
+//! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
+//! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
+//! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests; GET,
+//! and DELETE without a legacy session, get 405 with `Allow: POST`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,7 +42,7 @@ use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower_mrtr::{Clock, Keyring, MrtrLayer};
+use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
 mod backend;
 pub mod body;
@@ -48,6 +53,7 @@ mod forward;
 pub mod front;
 mod headers;
 pub mod jsonrpc;
+pub mod legacy;
 pub mod origin;
 pub mod proxy;
 mod server;
@@ -84,6 +90,8 @@ pub struct GatewayConfig {
     pub max_request_body: usize,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
     pub clock: Option<Arc<dyn Clock>>,
+    /// How clients of the `initialize` era are served.
+    pub legacy: legacy::LegacyConfig,
 }
 
 impl GatewayConfig {
@@ -100,6 +108,7 @@ impl GatewayConfig {
             backend_timeout: Duration::from_secs(60),
             max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
             clock: None,
+            legacy: legacy::LegacyConfig::default(),
         }
     }
 }
@@ -116,7 +125,9 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
         config.catalog_ttl,
         config.backend_timeout,
     );
-    let mut layer = MrtrLayer::with_shared_keyring(keyring)
+    // One handle for the layer and the legacy front, so a keyring replacement reaches both.
+    let keys = KeyringHandle::from_shared(keyring);
+    let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {
@@ -131,6 +142,17 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
                 .map(str::to_owned)
         });
     }
+    let mcp = tower_layer::Layer::layer(&layer, proxy);
+    // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
+    // the `initialize` era served here. It also answers the 405s on `/mcp`.
+    let mut front = legacy::Front::new(config.legacy.clone(), keys)
+        .principal_header(config.principal_header.clone())
+        .max_request_body(config.max_request_body);
+    if let Some(clock) = &config.clock {
+        front = front.clock(clock.clone());
+    }
+    let mcp = legacy::DualEra::new(mcp, front);
+    // ---- end of the legacy front
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -142,7 +164,7 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
         origins: config.origins.clone(),
         hosts,
     };
-    Gateway::new(guard, layer, proxy)
+    Gateway::new(guard, mcp)
 }
 
 /// A running gateway.
