@@ -4,7 +4,7 @@
 //! then the path: every request to [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
 //! The MCP stack is the [legacy front](crate::legacy::DualEra) (a modern POST passes it after
 //! one header comparison; it answers GET, and DELETE without a legacy session, with 405 and
-//! `Allow: POST`) around [`MrtrLayer`] around the [`Proxy`].
+//! `Allow: POST`) around [`MrtrLayer`](tower_mrtr::MrtrLayer) around the [`Proxy`].
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
