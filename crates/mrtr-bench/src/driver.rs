@@ -302,13 +302,13 @@ async fn run_one(
             .failures
             .push(format!("{} via {}: {reason}", cell.name(), hop.name()));
     }
-    if segment.completed == 0 {
+    // A slow build (CI's debug smoke run) may finish no request inside a short window; it must
+    // still have answered, and correctly.
+    if segment.correct == 0 {
         timings.failure_count += 1;
-        timings.failures.push(format!(
-            "{} via {}: no request completed",
-            cell.name(),
-            hop.name()
-        ));
+        timings
+            .failures
+            .push(format!("{} via {}: no correct answer", cell.name(), hop.name()));
     }
     let ((hop_before, backend_before), (hop_after, backend_after)) =
         (before.unwrap_or_default(), after.unwrap_or_default());

@@ -138,6 +138,8 @@ impl Connection {
 pub struct Segment {
     /// Requests answered (correctly or not) inside the measured window.
     pub completed: u64,
+    /// Correct answers during the whole segment, warm-up included.
+    pub correct: u64,
     /// Wrong answers and failed exchanges during the whole segment, warm-up included.
     pub failures: u64,
     /// The first few failure reasons.
@@ -200,6 +202,7 @@ pub async fn run_segment(
                     }
                     continue;
                 }
+                part.correct += 1;
                 if exchange.sent >= start && exchange.done <= end {
                     part.completed += 1;
                     let micros = exchange.done.duration_since(exchange.sent).as_micros();
@@ -220,6 +223,7 @@ pub async fn run_segment(
     for task in tasks {
         let part = task.await.map_err(std::io::Error::other)?;
         segment.completed += part.completed;
+        segment.correct += part.correct;
         segment.failures += part.failures;
         segment.failure_samples.extend(
             part.failure_samples
@@ -241,7 +245,10 @@ pub async fn run_count(target: &Target, work: &Workload, count: u64) -> std::io:
     for _ in 0..count {
         let exchange = connection.exchange(work).await;
         match exchange.verdict {
-            Ok(()) => segment.completed += 1,
+            Ok(()) => {
+                segment.completed += 1;
+                segment.correct += 1;
+            }
             Err(reason) => {
                 segment.failures += 1;
                 if segment.failure_samples.len() < 3 {
