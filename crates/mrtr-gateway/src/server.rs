@@ -1,0 +1,197 @@
+//! The accept loop: serves an axum [`Router`] over HTTP/1.1 and HTTP/2 (plain, or TLS with a
+//! [`ListenerTls`] whose certificate can be replaced while running), and drains as
+//! [`crate::drain`] describes.
+//!
+//! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
+//! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use http::header::{CONNECTION, HeaderValue};
+use http::{Request, Version};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+use crate::drain::{DrainConfig, Lifecycle};
+use crate::tls::ListenerTls;
+
+/// Longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the accept loop serves and how it stops.
+pub(crate) struct Server {
+    pub(crate) listener: TcpListener,
+    pub(crate) router: Router,
+    pub(crate) tls: Option<Arc<ListenerTls>>,
+    /// `None`: no drain (the admin listener), stop at once when `stop` fires.
+    pub(crate) drain: Option<(Lifecycle, DrainConfig)>,
+    /// Fires for a shutdown without the drain delay ([`crate::RunningGateway::shutdown`]).
+    pub(crate) stop: watch::Receiver<bool>,
+    /// True while the listener accepts connections.
+    pub(crate) accepting: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Accepts until stopped or drained, then lets the open connections finish (within the
+    /// drain timeout, if any).
+    pub(crate) async fn run(self) -> io::Result<()> {
+        let Self {
+            listener,
+            router,
+            tls,
+            drain,
+            mut stop,
+            accepting,
+        } = self;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        builder.http2().timer(TokioTimer::new());
+        let builder = Arc::new(builder);
+        let graceful = GracefulShutdown::new();
+
+        // When to stop accepting, and the deadline for what is still open then.
+        let stop_accepting = async {
+            let stopped = async {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            match &drain {
+                None => {
+                    stopped.await;
+                    None
+                }
+                Some((lifecycle, config)) => {
+                    let started = tokio::select! {
+                        () = stopped => Instant::now(),
+                        () = lifecycle.drain_started() => {
+                            let started = Instant::now();
+                            tokio::time::sleep(config.delay).await;
+                            started
+                        }
+                    };
+                    Some(started + config.timeout)
+                }
+            }
+        };
+        tokio::pin!(stop_accepting);
+        let deadline = loop {
+            tokio::select! {
+                deadline = &mut stop_accepting => break deadline,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => {
+                        let _ = stream.set_nodelay(true);
+                        let lifecycle = drain.as_ref().map(|(l, _)| l.clone());
+                        let connection = Connection {
+                            builder: builder.clone(),
+                            router: router.clone(),
+                            lifecycle,
+                            watcher: graceful.watcher(),
+                        };
+                        match &tls {
+                            None => {
+                                tokio::spawn(connection.serve(stream));
+                            }
+                            Some(tls) => {
+                                let acceptor = tls.acceptor();
+                                tokio::spawn(async move {
+                                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                        Ok(Ok(stream)) => connection.serve(stream).await,
+                                        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                                    }
+                                });
+                            }
+                        }
+                    }
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        };
+        accepting.store(false, Ordering::SeqCst);
+        drop(listener);
+        let open = graceful.count();
+        if open > 0 && drain.is_some() {
+            tracing::info!(open, "listener closed; waiting for open connections");
+        }
+        match deadline {
+            None => graceful.shutdown().await,
+            Some(deadline) => {
+                if tokio::time::timeout_at(deadline, graceful.shutdown()).await.is_err() {
+                    tracing::warn!("drain timeout reached; dropping the connections still open");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One accepted connection.
+struct Connection {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    router: Router,
+    lifecycle: Option<Lifecycle>,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl Connection {
+    async fn serve<I>(self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Self {
+            builder,
+            router,
+            lifecycle,
+            watcher,
+        } = self;
+        let counted = lifecycle.is_some();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let router = router.clone();
+            let lifecycle = lifecycle.clone();
+            async move {
+                let http1 = request.version() < Version::HTTP_2;
+                let mut response = router.oneshot(request).await?;
+                // While draining, every HTTP/1.1 answer closes its connection: the client
+                // reconnects (to another replica) instead of writing its next request onto a
+                // connection this replica is about to close.
+                if http1 && lifecycle.as_ref().is_some_and(Lifecycle::is_draining) {
+                    response
+                        .headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                }
+                Ok::<_, Infallible>(response)
+            }
+        });
+        if counted {
+            crate::telemetry::connection(1.0);
+        }
+        let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
+        if let Err(error) = watcher.watch(connection).await {
+            tracing::debug!(%error, "connection ended with an error");
+        }
+        if counted {
+            crate::telemetry::connection(-1.0);
+        }
+    }
+}
