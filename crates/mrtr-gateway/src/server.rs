@@ -55,7 +55,7 @@ impl Server {
             router,
             tls,
             drain,
-            mut stop,
+            stop,
             accepting,
         } = self;
         let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -68,24 +68,28 @@ impl Server {
         let graceful = GracefulShutdown::new();
 
         // When to stop accepting, and the deadline for what is still open then.
+        let stop_requested = |mut stop: watch::Receiver<bool>| async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
         let stop_accepting = async {
-            let stopped = async {
-                let _ = stop.wait_for(|s| *s).await;
-            };
             match &drain {
                 None => {
-                    stopped.await;
+                    stop_requested(stop.clone()).await;
                     None
                 }
                 Some((lifecycle, config)) => {
-                    let started = tokio::select! {
-                        () = stopped => Instant::now(),
-                        () = lifecycle.drain_started() => {
-                            let started = Instant::now();
-                            tokio::time::sleep(config.delay).await;
-                            started
-                        }
-                    };
+                    tokio::select! {
+                        biased;
+                        () = stop_requested(stop.clone()) => {}
+                        () = lifecycle.drain_started() => {}
+                    }
+                    let started = Instant::now();
+                    // A stop request cuts the delay short (`RunningGateway::shutdown`).
+                    tokio::select! {
+                        biased;
+                        () = stop_requested(stop.clone()) => {}
+                        () = tokio::time::sleep(config.delay) => {}
+                    }
                     Some(started + config.timeout)
                 }
             }

@@ -107,7 +107,7 @@ impl BackendTls {
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError(format!("TLS setup: {e}")))?
             .with_root_certificates(roots);
-        let mut config = match (&self.client_cert, &self.client_key) {
+        let config = match (&self.client_cert, &self.client_key) {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => builder
                 .with_client_auth_cert(certificates(cert)?, private_key(key)?)
@@ -124,7 +124,7 @@ impl BackendTls {
                 ));
             }
         };
-        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        // ALPN is left to the connector, which offers what the HTTP client can speak.
         Ok(Arc::new(config))
     }
 }
@@ -156,12 +156,11 @@ fn system_roots() -> Result<&'static RootCertStore, TlsError> {
 /// A configuration trusting nothing, for a machine without a trust store: plain-HTTP backends
 /// still work, and every TLS handshake fails (with an "unknown issuer" error in the log).
 pub(crate) fn empty_roots_config() -> Arc<ClientConfig> {
-    let mut config = ClientConfig::builder_with_provider(provider())
+    let config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("the ring provider supports the default protocol versions")
         .with_root_certificates(RootCertStore::empty())
         .with_no_client_auth();
-    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)
 }
 
@@ -170,8 +169,11 @@ pub(crate) fn connector(
     config: Arc<ClientConfig>,
     http: hyper_util::client::legacy::connect::HttpConnector,
 ) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let mut config = Arc::unwrap_or_clone(config);
+    // The builder sets ALPN itself and refuses (panics on) a configuration that has it already.
+    config.alpn_protocols.clear();
     hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(Arc::unwrap_or_clone(config))
+        .with_tls_config(config)
         .https_or_http()
         .enable_all_versions()
         .wrap_connector(http)
