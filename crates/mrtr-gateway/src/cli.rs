@@ -281,7 +281,10 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
         return Err(format!("backend name {:?} is used twice", w[0]));
     }
     if backends.is_empty() && !demo {
-        return Err("no backend: give --backend NAME=URL (at least once), [[backend]] in --config, or --demo".to_owned());
+        return Err(
+            "no backend: give --backend NAME=URL (at least once), [[backend]] in --config, or --demo"
+                .to_owned(),
+        );
     }
     let keys_file = merged(m, "keys-file", file.keys_file.clone());
     let keys = match (keys_file, env(KEYS_ENV).filter(|k| !k.trim().is_empty())) {
@@ -402,7 +405,9 @@ mod tests {
             Some(&keys),
         )
         .unwrap();
-        let Some(Keys::Fixed(keyring)) = settings.keys else { panic!("keys from the environment") };
+        let Some(Keys::Fixed(keyring)) = settings.keys else {
+            panic!("keys from the environment")
+        };
         assert_eq!(keyring.load().active_key_id().as_str(), "k1");
         assert_eq!(settings.config.principal_header.unwrap().as_str(), "x-user");
     }
@@ -420,6 +425,91 @@ mod tests {
             .contains("twice")
         );
         assert!(run(&["--backend", "a__b=http://x/mcp"], Some(&keys)).is_err());
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("mrtr-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            "listen = \"127.0.0.1:7000\"\ndrain-timeout = 20\nready-backends = \"all\"\n\
+             [[backend]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ntimeout = 3\n",
+        )
+        .unwrap();
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let path = config.to_str().unwrap();
+        let from_file = run(&["--config", path], Some(&keys)).unwrap();
+        assert_eq!(from_file.listen.port(), 7000);
+        assert_eq!(from_file.config.drain.timeout, Duration::from_secs(20));
+        assert_eq!(from_file.config.ready_rule, ReadyRule::All);
+        assert_eq!(
+            from_file.config.backends[0].timeout(),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            from_file.config.drain.delay,
+            Duration::from_secs(5),
+            "the flag's default"
+        );
+
+        let overridden = run(
+            &[
+                "--config",
+                path,
+                "--listen",
+                "127.0.0.1:7001",
+                "--drain-timeout",
+                "9",
+                "--backend",
+                "b=http://127.0.0.1:2/mcp",
+            ],
+            Some(&keys),
+        )
+        .unwrap();
+        assert_eq!(overridden.listen.port(), 7001);
+        assert_eq!(overridden.config.drain.timeout, Duration::from_secs(9));
+        assert_eq!(
+            overridden.config.ready_rule,
+            ReadyRule::All,
+            "not given: still the file's"
+        );
+        let names: Vec<&str> = overridden.config.backends.iter().map(Backend::name).collect();
+        assert_eq!(names, ["b"]);
+
+        std::fs::write(&config, "listen = \"127.0.0.1:7000\"\nlisten_port = 1\n").unwrap();
+        let error = run(&["--config", path], Some(&keys)).unwrap_err();
+        assert!(
+            error.contains(&format!("{path}:2: listen_port: unknown field")),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn https_backends_load_their_tls_files_at_start() {
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let error = run(
+            &[
+                "--backend",
+                "a=https://127.0.0.1:1/mcp",
+                "--backend-ca",
+                "/nonexistent/ca.pem",
+            ],
+            Some(&keys),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("backend \"a\"") && error.contains("/nonexistent/ca.pem"),
+            "{error}"
+        );
+        let error = run(
+            &["--backend", "a=http://127.0.0.1:1/mcp", "--tls-cert", "/x.pem"],
+            Some(&keys),
+        )
+        .unwrap_err();
+        assert!(error.contains("--tls-cert and --tls-key go together"), "{error}");
     }
 
     #[test]

@@ -208,7 +208,11 @@ fn backend_entry(
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<BackendEntry, String> {
     let mut backend = Backend::new(raw.name.get_ref(), raw.url.get_ref()).map_err(|e| {
-        let span = if e.to_string().contains("name") { raw.name.span() } else { raw.url.span() };
+        let span = if e.to_string().contains("name") {
+            raw.name.span()
+        } else {
+            raw.url.span()
+        };
         located.error(Some(span), &e.to_string())
     })?;
     let name = raw.name.into_inner();
@@ -220,10 +224,15 @@ fn backend_entry(
         let header_name = header
             .parse::<HeaderName>()
             .map_err(|e| located.error_in(&what, &format!("not a header name: {e}")))?;
-        let source = source
-            .try_into::<HeaderSource>()
-            .map_err(|e| located.error_in(&what, &format!("expected {{ value | env | file = …, prefix = … }}: {e}")))?;
-        let value = source.resolve(env).map_err(|problem| located.error_in(&what, &problem))?;
+        let source = source.try_into::<HeaderSource>().map_err(|e| {
+            located.error_in(
+                &what,
+                &format!("expected {{ value | env | file = …, prefix = … }}: {e}"),
+            )
+        })?;
+        let value = source
+            .resolve(env)
+            .map_err(|problem| located.error_in(&what, &problem))?;
         // The message never includes the value: it is a credential.
         let value = HeaderValue::from_str(&value)
             .map_err(|_| located.error_in(&what, "the value contains characters a header cannot carry"))?;
@@ -270,7 +279,10 @@ impl Locator<'_> {
         let line = self.text[..start].matches('\n').count() + 1;
         let line_text = self.text.lines().nth(line - 1).unwrap_or_default();
         // The key is what stands before `=` on that line; the section is the last header above.
-        let key = line_text.split_once('=').map(|(k, _)| k.trim()).filter(|k| !k.is_empty());
+        let key = line_text
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| !k.is_empty());
         let section = self.text[..start]
             .lines()
             .rev()
@@ -346,23 +358,50 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(b.backend.headers()["x-tenant"], "acme");
     }
 
+    /// The documented example stays valid: every key it shows parses.
+    #[test]
+    fn the_documented_example_parses() {
+        let env = |name: &str| (name == "JIRA_MCP_TOKEN").then(|| "t".to_owned());
+        let file = parse(
+            include_str!("../../../docs/gateway.toml"),
+            "docs/gateway.toml",
+            env,
+        )
+        .unwrap();
+        assert_eq!(file.backends.len(), 3);
+        assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys/keys")));
+        assert!(file.backends[2].tls.client_cert.is_some());
+    }
+
     #[test]
     fn errors_name_the_line_and_the_key() {
         let cases = [
             ("listen = \"nowhere\"\n", "t.toml:1: listen:"),
             ("\n\ndrain-timeout = \"30s\"\n", "t.toml:3: drain-timeout:"),
             ("ready-backends = \"most\"\n", "t.toml:1: ready-backends:"),
-            ("reload-interval = 0\n", "t.toml:1: reload-interval: must be at least 1"),
+            (
+                "reload-interval = 0\n",
+                "t.toml:1: reload-interval: must be at least 1",
+            ),
             (
                 "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\ntimout = 3\n",
                 "t.toml:4: [[backend]] timout: unknown field `timout`",
             ),
-            ("[[backend]]\nname = \"a b\"\nurl = \"http://x/mcp\"\n", "t.toml:2: [[backend]] name:"),
-            ("[[backend]]\nname = \"a\"\nurl = \"ftp://x/mcp\"\n", "t.toml:3: [[backend]] url:"),
+            (
+                "[[backend]]\nname = \"a b\"\nurl = \"http://x/mcp\"\n",
+                "t.toml:2: [[backend]] name:",
+            ),
+            (
+                "[[backend]]\nname = \"a\"\nurl = \"ftp://x/mcp\"\n",
+                "t.toml:3: [[backend]] url:",
+            ),
         ];
         for (text, expected) in cases {
             let error = parse(text, "t.toml", no_env).unwrap_err();
-            assert!(error.starts_with(expected), "{text:?} gave {error:?}, expected {expected:?}");
+            assert!(
+                error.starts_with(expected),
+                "{text:?} gave {error:?}, expected {expected:?}"
+            );
         }
     }
 
@@ -389,11 +428,16 @@ headers.x-tenant = { value = "acme" }
 
         let error = parse(&text, "t.toml", no_env).unwrap_err();
         assert!(error.contains("API_KEY is not set"), "{error}");
-        let both = "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"v\", env = \"E\" }\n";
+        let both =
+            "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"v\", env = \"E\" }\n";
         assert!(parse(both, "t.toml", no_env).unwrap_err().contains("exactly one"));
-        let bad = "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"se\\ncret\" }\n";
+        let bad =
+            "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"se\\ncret\" }\n";
         let error = parse(bad, "t.toml", no_env).unwrap_err();
-        assert!(error.contains("cannot carry") && !error.contains("cret"), "{error}");
+        assert!(
+            error.contains("cannot carry") && !error.contains("cret"),
+            "{error}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

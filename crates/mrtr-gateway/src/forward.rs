@@ -26,8 +26,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
 use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
@@ -133,7 +133,11 @@ impl Forwarder {
             headers.append(name, value.clone());
         }
 
-        let client = self.clients.get(backend.name()).cloned().unwrap_or_else(|| client_for(backend));
+        let client = self
+            .clients
+            .get(backend.name())
+            .cloned()
+            .unwrap_or_else(|| client_for(backend));
         let timeout = backend.timeout().unwrap_or(self.response_timeout);
         let started = Instant::now();
         let outcome = match tokio::time::timeout(timeout, client.request(request)).await {

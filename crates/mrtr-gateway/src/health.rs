@@ -102,7 +102,11 @@ impl BackendHealth {
 
     /// `Some(true)` up, `Some(false)` down, `None` not checked yet.
     pub fn is_up(&self) -> Option<bool> {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.up)
+        self.last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|c| c.up)
     }
 
     fn to_json(&self) -> Value {

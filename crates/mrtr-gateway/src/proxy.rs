@@ -431,11 +431,10 @@ impl Inner {
     /// `server/discover` with several backends.
     async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let answers = join_all(
-            self.backends
-                .iter()
-                .map(|backend| self.forwarder.exchange_recorded(backend, &parts.headers, body.clone())),
-        )
+        let answers = join_all(self.backends.iter().map(|backend| {
+            self.forwarder
+                .exchange_recorded(backend, &parts.headers, body.clone())
+        }))
         .await;
         let mut results = Vec::new();
         let mut failures = Vec::new();

@@ -250,7 +250,9 @@ mod tests {
         assert_eq!((ring.active_key_id().as_str(), ring.len()), ("k1", 2));
 
         std::fs::write(&path, "# half written\nk2:").unwrap();
-        let Reloaded::Failed(error) = keys.reload() else { panic!("a bad file must fail") };
+        let Reloaded::Failed(error) = keys.reload() else {
+            panic!("a bad file must fail")
+        };
         assert!(error.contains(&path.display().to_string()), "{error}");
         assert_eq!(keys.handle().load().len(), 2, "the old keyring stays");
         // The same bad content is reported once, not at every poll.

@@ -141,7 +141,10 @@ impl Server {
         match deadline {
             None => graceful.shutdown().await,
             Some(deadline) => {
-                if tokio::time::timeout_at(deadline, graceful.shutdown()).await.is_err() {
+                if tokio::time::timeout_at(deadline, graceful.shutdown())
+                    .await
+                    .is_err()
+                {
                     tracing::warn!("drain timeout reached; dropping the connections still open");
                 }
             }

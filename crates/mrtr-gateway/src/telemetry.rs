@@ -64,7 +64,9 @@ pub const SECONDS_BUCKETS: &[f64] = &[
 ];
 
 /// Histogram buckets for the `_bytes` histograms (the library's envelope sizes): 64 B to 64 KiB.
-pub const BYTES_BUCKETS: &[f64] = &[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 65536.0];
+pub const BYTES_BUCKETS: &[f64] = &[
+    64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 65536.0,
+];
 
 /// MCP methods counted under their own name; any other is `other`.
 const METHODS: &[&str] = &[
@@ -102,17 +104,36 @@ fn header_method(headers: &HeaderMap) -> &'static str {
 /// Describes every gateway metric to the installed recorder (the `# HELP` lines).
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(REQUESTS_TOTAL, "MCP requests answered, by method, HTTP status and who answered");
-    describe_histogram!(REQUEST_DURATION_SECONDS, Unit::Seconds, "Time to the response head, by MCP method");
-    describe_counter!(BACKEND_REQUESTS_TOTAL, "Requests sent to a backend, by backend and MCP method");
-    describe_counter!(BACKEND_ERRORS_TOTAL, "Backend requests that failed, by backend, MCP method and reason");
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "MCP requests answered, by method, HTTP status and who answered"
+    );
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time to the response head, by MCP method"
+    );
+    describe_counter!(
+        BACKEND_REQUESTS_TOTAL,
+        "Requests sent to a backend, by backend and MCP method"
+    );
+    describe_counter!(
+        BACKEND_ERRORS_TOTAL,
+        "Backend requests that failed, by backend, MCP method and reason"
+    );
     describe_histogram!(
         BACKEND_REQUEST_DURATION_SECONDS,
         Unit::Seconds,
         "Time to a backend's response head, by backend and MCP method"
     );
-    describe_gauge!(BACKEND_UP, "1 when the backend answered its last catalog or discovery request");
-    describe_counter!(KEYRING_RELOADS_TOTAL, "Keyring reloads from the keys file, by result");
+    describe_gauge!(
+        BACKEND_UP,
+        "1 when the backend answered its last catalog or discovery request"
+    );
+    describe_counter!(
+        KEYRING_RELOADS_TOTAL,
+        "Keyring reloads from the keys file, by result"
+    );
     describe_gauge!(KEYRING_ACTIVE_KEY, "1 for the key id that seals new envelopes");
     describe_gauge!(KEYRING_KEYS, "Keys in the keyring (every one opens envelopes)");
     describe_counter!(TLS_RELOADS_TOTAL, "Listener certificate reloads, by result");

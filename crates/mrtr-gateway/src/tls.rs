@@ -67,8 +67,12 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 
 fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     // The error names the file only: a key's bytes never reach a message.
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| TlsError(format!("cannot read a PEM private key from {}: {e}", path.display())))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        TlsError(format!(
+            "cannot read a PEM private key from {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// How the gateway connects to one `https://` backend. `Default`: the system's roots, no client
@@ -95,9 +99,9 @@ impl BackendTls {
             Some(path) => {
                 let mut roots = RootCertStore::empty();
                 for cert in certificates(path)? {
-                    roots
-                        .add(cert)
-                        .map_err(|e| TlsError(format!("unusable CA certificate in {}: {e}", path.display())))?;
+                    roots.add(cert).map_err(|e| {
+                        TlsError(format!("unusable CA certificate in {}: {e}", path.display()))
+                    })?;
                 }
                 roots
             }

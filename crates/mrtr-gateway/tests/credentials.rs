@@ -58,9 +58,13 @@ headers.x-tenant = {{ value = "acme" }}
         !debug.contains("backend-token") && !debug.contains("api-key-from-env"),
         "{debug}"
     );
-    let gateway = start(config, Keyring::generate("k1").unwrap(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let gateway = start(
+        config,
+        Keyring::generate("k1").unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
 
     let answer = reqwest::Client::new()
         .post(gateway.url())
@@ -77,9 +81,16 @@ headers.x-tenant = {{ value = "acme" }}
         .await
         .unwrap();
     assert_eq!(answer.status(), 200);
-    common::eventually(common::TIMEOUT, "the health probe reached the backend", || async {
-        seen.lock().unwrap().iter().any(|h| h.get("mcp-method").is_some_and(|m| m == "server/discover"))
-    })
+    common::eventually(
+        common::TIMEOUT,
+        "the health probe reached the backend",
+        || async {
+            seen.lock()
+                .unwrap()
+                .iter()
+                .any(|h| h.get("mcp-method").is_some_and(|m| m == "server/discover"))
+        },
+    )
     .await;
     let seen = seen.lock().unwrap().clone();
     let call = seen
@@ -88,12 +99,18 @@ headers.x-tenant = {{ value = "acme" }}
         .expect("the call reached the backend");
     assert_eq!(call["authorization"], "Bearer backend-token-from-file");
     assert_eq!(call.get_all("authorization").iter().count(), 1);
-    assert_eq!(call["x-api-key"], "api-key-from-env", "the backend's value replaces the client's");
+    assert_eq!(
+        call["x-api-key"], "api-key-from-env",
+        "the backend's value replaces the client's"
+    );
     assert_eq!(call.get_all("x-api-key").iter().count(), 1);
     assert_eq!(call["x-tenant"], "acme");
     assert!(call.get("cookie").is_none());
     let everything = format!("{seen:?}");
-    assert!(!everything.contains("client-token") && !everything.contains("client-cookie"), "{everything}");
+    assert!(
+        !everything.contains("client-token") && !everything.contains("client-cookie"),
+        "{everything}"
+    );
     // The health probe carries the credentials too (a backend behind auth still answers it).
     let probe = seen
         .iter()

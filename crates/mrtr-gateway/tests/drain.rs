@@ -30,19 +30,23 @@ type Slot = Arc<Mutex<Option<mpsc::Sender<Result<Bytes, Infallible>>>>>;
 /// A backend whose `tools/call` answers with an SSE stream held open until the test writes its
 /// result through the sender left in the slot; anything else gets an empty tools list.
 async fn backend(State(slot): State<Slot>, headers: HeaderMap, body: Bytes) -> Response {
-    let id = serde_json::from_slice::<serde_json::Value>(&body).map(|m| m["id"].clone()).unwrap_or_default();
+    let id = serde_json::from_slice::<serde_json::Value>(&body)
+        .map(|m| m["id"].clone())
+        .unwrap_or_default();
     if headers.get("mcp-method").is_some_and(|m| m == "tools/call") {
         let (tx, rx) = mpsc::channel(4);
         let progress = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
         tx.try_send(Ok(Bytes::from_static(progress.as_bytes()))).unwrap();
         *slot.lock().unwrap() = Some(tx);
-        let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        let stream =
+            futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
         return Response::builder()
             .header("content-type", "text/event-stream")
             .body(Body::from_stream(stream))
             .unwrap();
     }
-    let result = json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [], "ttlMs": 0, "cacheScope": "public"}});
+    let result =
+        json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [], "ttlMs": 0, "cacheScope": "public"}});
     Response::builder()
         .header("content-type", "application/json")
         .body(Body::from(result.to_string()))
@@ -51,14 +55,22 @@ async fn backend(State(slot): State<Slot>, headers: HeaderMap, body: Bytes) -> R
 
 async fn start_backend() -> (String, Slot) {
     let slot: Slot = Arc::default();
-    let app = Router::new().route("/mcp", route_post(backend)).with_state(slot.clone());
+    let app = Router::new()
+        .route("/mcp", route_post(backend))
+        .with_state(slot.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, slot)
 }
 
-fn post(client: &reqwest::Client, url: &str, id: u64, method: &str, params: serde_json::Value) -> reqwest::RequestBuilder {
+fn post(
+    client: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> reqwest::RequestBuilder {
     let mut request = client
         .post(url)
         .header("content-type", "application/json")
@@ -88,13 +100,27 @@ async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
     eventually(TIMEOUT, "ready", || async { gateway.readyz().await.0 == 200 }).await;
     let client = reqwest::Client::new();
 
-    let response = post(&client, &gateway.url, 1, "tools/call", json!({"name": "slow", "arguments": {}}))
-        .send()
-        .await
-        .unwrap();
+    let response = post(
+        &client,
+        &gateway.url,
+        1,
+        "tools/call",
+        json!({"name": "slow", "arguments": {}}),
+    )
+    .send()
+    .await
+    .unwrap();
     let mut stream = response.bytes_stream();
-    let first = tokio::time::timeout(TIMEOUT, stream.next()).await.unwrap().unwrap().unwrap();
-    assert!(std::str::from_utf8(&first).unwrap().contains("notifications/progress"));
+    let first = tokio::time::timeout(TIMEOUT, stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        std::str::from_utf8(&first)
+            .unwrap()
+            .contains("notifications/progress")
+    );
 
     gateway.signal("TERM");
     // Not ready at once, saying why.
@@ -104,22 +130,35 @@ async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
     })
     .await;
     // Still serving during the delay, but every answer closes its connection.
-    let answer = post(&client, &gateway.url, 2, "tools/list", json!({})).send().await.unwrap();
+    let answer = post(&client, &gateway.url, 2, "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status(), 200);
     assert_eq!(answer.headers()["connection"], "close");
     // After the delay the listener is closed.
-    let addr = gateway.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let addr = gateway
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
     eventually(TIMEOUT, "the listener closes", || async {
         tokio::net::TcpStream::connect(&addr).await.is_err()
     })
     .await;
     // The admin listener still answers until the end.
     assert_eq!(gateway.readyz().await.0, 503);
-    assert!(gateway.child.try_wait().unwrap().is_none(), "exited with a stream in flight");
+    assert!(
+        gateway.child.try_wait().unwrap().is_none(),
+        "exited with a stream in flight"
+    );
 
     let sender = slot.lock().unwrap().clone().expect("the backend got the call");
     let result = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n";
-    sender.send(Ok(Bytes::from_static(result.as_bytes()))).await.unwrap();
+    sender
+        .send(Ok(Bytes::from_static(result.as_bytes())))
+        .await
+        .unwrap();
     drop(sender);
     slot.lock().unwrap().take();
     let mut rest = Vec::new();
@@ -144,12 +183,22 @@ async fn drain_timeout_ends_a_stream_that_does_not_finish() {
         &[("MRTR_KEYS", &keys)],
     );
     let client = reqwest::Client::new();
-    let response = post(&client, &gateway.url, 1, "tools/call", json!({"name": "slow", "arguments": {}}))
-        .send()
-        .await
-        .unwrap();
+    let response = post(
+        &client,
+        &gateway.url,
+        1,
+        "tools/call",
+        json!({"name": "slow", "arguments": {}}),
+    )
+    .send()
+    .await
+    .unwrap();
     let mut stream = response.bytes_stream();
-    tokio::time::timeout(TIMEOUT, stream.next()).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(TIMEOUT, stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     gateway.signal("TERM");
     let status = gateway.exited(TIMEOUT).await;
     assert!(status.success(), "{status:?}");
@@ -167,21 +216,34 @@ struct Balancer {
 impl Balancer {
     fn pick(&self) -> Option<String> {
         let ready = self.ready.lock().unwrap();
-        (!ready.is_empty()).then(|| ready[self.next.fetch_add(1, Ordering::Relaxed) as usize % ready.len()].clone())
+        (!ready.is_empty())
+            .then(|| ready[self.next.fetch_add(1, Ordering::Relaxed) as usize % ready.len()].clone())
     }
 }
 
 #[tokio::test]
 async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
-    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json).await.unwrap();
+    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
+        .await
+        .unwrap();
     let keys = keys();
     let spec = format!("alpha={}", alpha.url());
-    let args = ["--backend", spec.as_str(), "--drain-delay", "2", "--drain-timeout", "10"];
+    let args = [
+        "--backend",
+        spec.as_str(),
+        "--drain-delay",
+        "2",
+        "--drain-timeout",
+        "10",
+    ];
     let env = [("MRTR_KEYS", keys.as_str())];
     let replicas: Arc<Mutex<Vec<(String, String)>>> = Arc::default(); // (mcp url, admin url)
     let mut a = Process::spawn(&args, &env);
     let mut b = Process::spawn(&args, &env);
-    replicas.lock().unwrap().extend([(a.url.clone(), a.admin.clone()), (b.url.clone(), b.admin.clone())]);
+    replicas
+        .lock()
+        .unwrap()
+        .extend([(a.url.clone(), a.admin.clone()), (b.url.clone(), b.admin.clone())]);
 
     let balancer = Balancer::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -193,7 +255,11 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
                 let known = replicas.lock().unwrap().clone();
                 let mut ready = Vec::new();
                 for (url, admin) in known {
-                    let answer = probe.get(format!("{admin}/readyz")).timeout(Duration::from_secs(1)).send().await;
+                    let answer = probe
+                        .get(format!("{admin}/readyz"))
+                        .timeout(Duration::from_secs(1))
+                        .send()
+                        .await;
                     if answer.is_ok_and(|r| r.status() == 200) {
                         ready.push(url);
                     }
@@ -203,14 +269,18 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
             }
         })
     };
-    eventually(TIMEOUT, "both replicas ready", || async { balancer.ready.lock().unwrap().len() == 2 }).await;
+    eventually(TIMEOUT, "both replicas ready", || async {
+        balancer.ready.lock().unwrap().len() == 2
+    })
+    .await;
 
     // Clients, each with its own keep-alive pool, calling as fast as they are answered.
     let served = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<String>>> = Arc::default();
     let clients: Vec<_> = (0..4)
         .map(|n| {
-            let (balancer, stop, served, failures) = (balancer.clone(), stop.clone(), served.clone(), failures.clone());
+            let (balancer, stop, served, failures) =
+                (balancer.clone(), stop.clone(), served.clone(), failures.clone());
             tokio::spawn(async move {
                 let client = reqwest::Client::new();
                 let mut id = n * 1_000_000;
@@ -221,9 +291,15 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
                         continue;
                     };
                     id += 1;
-                    let outcome = post(&client, &url, id, "tools/call", json!({"name": "whoami", "arguments": {}}))
-                        .send()
-                        .await;
+                    let outcome = post(
+                        &client,
+                        &url,
+                        id,
+                        "tools/call",
+                        json!({"name": "whoami", "arguments": {}}),
+                    )
+                    .send()
+                    .await;
                     match outcome {
                         Ok(response) if response.status() == 200 => match response.text().await {
                             Ok(text) if text.contains("alpha") => {
@@ -241,7 +317,10 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
         let served = served.clone();
         async move {
             let target = served.load(Ordering::Relaxed) + n;
-            eventually(TIMEOUT, "requests being served", || async { served.load(Ordering::Relaxed) >= target }).await;
+            eventually(TIMEOUT, "requests being served", || async {
+                served.load(Ordering::Relaxed) >= target
+            })
+            .await;
         }
     };
     more(50).await;
@@ -273,7 +352,11 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
     polling.await.unwrap();
     let failures = failures.lock().unwrap().clone();
     let served = served.load(Ordering::Relaxed);
-    assert!(failures.is_empty(), "{} failures in {served} requests: {failures:?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures in {served} requests: {failures:?}",
+        failures.len()
+    );
     assert!(served >= 150, "{served}");
     drop((a, b));
     alpha.shutdown().await.unwrap();

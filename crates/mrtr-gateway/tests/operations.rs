@@ -15,7 +15,13 @@ use serde_json::Value;
 const STEP: Duration = Duration::from_secs(15);
 
 /// One MRTR flow started on `first` and finished on `second`; `Err` with the answer that broke it.
-async fn crossing_round(client: &reqwest::Client, first: &str, second: &str, tool: &str, id: u64) -> Result<(), Value> {
+async fn crossing_round(
+    client: &reqwest::Client,
+    first: &str,
+    second: &str,
+    tool: &str,
+    id: u64,
+) -> Result<(), Value> {
     let round1 = call_tool(client, first, id, delete_branch(tool)).await;
     let Some(state) = round1["result"]["requestState"].as_str() else {
         return Err(round1);
@@ -36,17 +42,23 @@ async fn keyring_state(replica: &Process) -> (String, u64) {
 /// Waits until both replicas report `active` as the sealing key and `keys` keys.
 async fn both_on(replicas: &[&Process], active: &str, keys: u64) {
     for replica in replicas {
-        eventually(STEP, &format!("keyring {active}/{keys} on {}", replica.url), || async {
-            keyring_state(replica).await == (active.to_owned(), keys)
-        })
+        eventually(
+            STEP,
+            &format!("keyring {active}/{keys} on {}", replica.url),
+            || async { keyring_state(replica).await == (active.to_owned(), keys) },
+        )
         .await;
     }
 }
 
 #[tokio::test]
 async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
-    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json).await.unwrap();
-    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse).await.unwrap();
+    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
+        .await
+        .unwrap();
+    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
+        .await
+        .unwrap();
     let dir = TempDir::new("rotation");
     let keys = dir.path("keys");
     let entry = |kid: &str| tower_mrtr::keyring::generate_entry(kid).unwrap().to_string();
@@ -97,7 +109,10 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
         let rounds = rounds.clone();
         async move {
             let target = rounds.load(Ordering::SeqCst) + n;
-            eventually(STEP, "rounds progressing", || async { rounds.load(Ordering::SeqCst) >= target }).await;
+            eventually(STEP, "rounds progressing", || async {
+                rounds.load(Ordering::SeqCst) >= target
+            })
+            .await;
         }
     };
     more_rounds(2).await;
@@ -116,8 +131,12 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
     std::fs::write(&keys, "k3:this-is-not-a-key\n").unwrap();
     for replica in [&a, &b] {
         eventually(STEP, "the failed reload is counted", || async {
-            sample(&replica.metrics().await, "mrtr_gateway_keyring_reloads_total", &[("result", "failed")])
-                .is_some_and(|n| n >= 1.0)
+            sample(
+                &replica.metrics().await,
+                "mrtr_gateway_keyring_reloads_total",
+                &[("result", "failed")],
+            )
+            .is_some_and(|n| n >= 1.0)
         })
         .await;
         let log = replica.stderr.lock().unwrap().clone();
@@ -137,15 +156,35 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
     stop.store(true, Ordering::SeqCst);
     let failures = looping.await.unwrap();
     let completed = rounds.load(Ordering::SeqCst);
-    assert!(failures.is_empty(), "{} of {completed} rounds failed: {failures:?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {completed} rounds failed: {failures:?}",
+        failures.len()
+    );
     assert!(completed >= 12, "{completed} rounds");
     for replica in [&a, &b] {
         let metrics = replica.metrics().await;
-        assert_eq!(sample(&metrics, "mrtr_gateway_keyring_reloads_total", &[("result", "ok")]), Some(3.0));
-        assert_eq!(sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k2")]), Some(1.0));
-        assert_eq!(sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k1")]), Some(0.0));
+        assert_eq!(
+            sample(
+                &metrics,
+                "mrtr_gateway_keyring_reloads_total",
+                &[("result", "ok")]
+            ),
+            Some(3.0)
+        );
+        assert_eq!(
+            sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k2")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k1")]),
+            Some(0.0)
+        );
         let log = replica.stderr.lock().unwrap().clone();
-        assert!(!log.contains(&k1[3..]) && !log.contains(&k2[3..]), "a key reached the log");
+        assert!(
+            !log.contains(&k1[3..]) && !log.contains(&k2[3..]),
+            "a key reached the log"
+        );
     }
     drop((a, b));
     alpha.shutdown().await.unwrap();
@@ -154,30 +193,60 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
 
 #[tokio::test]
 async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
-    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse).await.unwrap();
+    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
+        .await
+        .unwrap();
     let keys = tower_mrtr::keyring::generate_entry("k1").unwrap().to_string();
     let backend = format!("beta={}", beta.url());
     let gateway = Process::spawn(&["--backend", &backend], &[("MRTR_KEYS", &keys)]);
     let client = reqwest::Client::new();
 
-    let health = client.get(format!("{}/healthz", gateway.admin)).send().await.unwrap();
+    let health = client
+        .get(format!("{}/healthz", gateway.admin))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
-    eventually(STEP, "ready once the probe reached beta", || async { gateway.readyz().await.0 == 200 }).await;
+    eventually(STEP, "ready once the probe reached beta", || async {
+        gateway.readyz().await.0 == 200
+    })
+    .await;
     let (_, ready) = gateway.readyz().await;
     assert_eq!(ready["backends"]["beta"]["state"], "up", "{ready}");
     assert_eq!(ready["keyring"]["active"], "k1", "{ready}");
 
     let round1 = call_tool(&client, &gateway.url, 1, delete_branch("delete_branch")).await;
-    let state = round1["result"]["requestState"].as_str().expect("sealed").to_owned();
-    let round2 = call_tool(&client, &gateway.url, 2, delete_branch_retry("delete_branch", &state)).await;
-    assert!(round2["result"]["content"][0]["text"].as_str().unwrap().contains("deleted branch old"), "{round2}");
+    let state = round1["result"]["requestState"]
+        .as_str()
+        .expect("sealed")
+        .to_owned();
+    let round2 = call_tool(
+        &client,
+        &gateway.url,
+        2,
+        delete_branch_retry("delete_branch", &state),
+    )
+    .await;
+    assert!(
+        round2["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted branch old"),
+        "{round2}"
+    );
     // One character changed in the envelope: refused before any backend sees it.
     let mut tampered = state.into_bytes();
     let last = tampered.len() - 1;
     tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
     let tampered = String::from_utf8(tampered).unwrap();
     let before = beta.requests();
-    let refused = call_tool(&client, &gateway.url, 3, delete_branch_retry("delete_branch", &tampered)).await;
+    let refused = call_tool(
+        &client,
+        &gateway.url,
+        3,
+        delete_branch_retry("delete_branch", &tampered),
+    )
+    .await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert_eq!(beta.requests(), before, "the tampered retry reached the backend");
 
@@ -186,23 +255,53 @@ async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
         sample(
             &metrics,
             "mrtr_gateway_requests_total",
-            &[("method", "tools/call"), ("status", "200"), ("answered_by", answered_by)],
+            &[
+                ("method", "tools/call"),
+                ("status", "200"),
+                ("answered_by", answered_by),
+            ],
         )
     };
     assert_eq!(calls("backend"), Some(2.0), "{metrics}");
     assert_eq!(calls("mrtr_layer"), Some(1.0), "{metrics}");
     let to_beta = [("backend", "beta"), ("method", "tools/call")];
-    assert_eq!(sample(&metrics, "mrtr_gateway_backend_requests_total", &to_beta), Some(2.0));
     assert_eq!(
-        sample(&metrics, "mrtr_gateway_backend_request_duration_seconds_count", &to_beta),
+        sample(&metrics, "mrtr_gateway_backend_requests_total", &to_beta),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "mrtr_gateway_backend_request_duration_seconds_count",
+            &to_beta
+        ),
         Some(2.0),
         "{metrics}"
     );
-    assert!(sample(&metrics, "mrtr_gateway_backend_request_duration_seconds_bucket", &[("le", "+Inf")]).is_some());
-    assert!(metrics.contains("# TYPE mrtr_gateway_request_duration_seconds histogram"), "{metrics}");
-    assert_eq!(sample(&metrics, "mrtr_gateway_backend_up", &[("backend", "beta")]), Some(1.0));
-    assert_eq!(sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k1")]), Some(1.0));
-    assert!(sample(&metrics, "mrtr_gateway_backend_errors_total", &[]).is_none(), "{metrics}");
+    assert!(
+        sample(
+            &metrics,
+            "mrtr_gateway_backend_request_duration_seconds_bucket",
+            &[("le", "+Inf")]
+        )
+        .is_some()
+    );
+    assert!(
+        metrics.contains("# TYPE mrtr_gateway_request_duration_seconds histogram"),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "mrtr_gateway_backend_up", &[("backend", "beta")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&metrics, "mrtr_gateway_keyring_active_key", &[("kid", "k1")]),
+        Some(1.0)
+    );
+    assert!(
+        sample(&metrics, "mrtr_gateway_backend_errors_total", &[]).is_none(),
+        "{metrics}"
+    );
     drop(gateway);
     beta.shutdown().await.unwrap();
 }

@@ -158,6 +158,18 @@ fn help_documents_every_option() {
         "--envelope-ttl",
         "--backend-timeout",
         "--max-request-body",
+        "--config",
+        "--admin-listen",
+        "--backend-ca",
+        "--reload-interval",
+        "--tls-cert",
+        "--tls-key",
+        "--health-interval",
+        "--ready-backends",
+        "--drain-delay",
+        "--drain-timeout",
+        "SIGTERM",
+        "SIGHUP",
         "MRTR_KEYS",
     ] {
         assert!(help.contains(option), "--help does not mention {option}");

@@ -11,7 +11,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Ca, HttpsServer, TIMEOUT, TempDir, delete_branch, delete_branch_retry, mcp_request, message, rpc, server_config, text};
+use common::{
+    Ca, HttpsServer, TIMEOUT, TempDir, delete_branch, delete_branch_retry, mcp_request, message, rpc,
+    server_config, text,
+};
 use http::Version;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -69,19 +72,33 @@ async fn mrtr_round_to_an_https_backend_with_a_private_ca() {
     let refused = mrtr_round(&untrusting.url()).await.unwrap_err();
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     assert!(*backend.failed_handshakes.lock().unwrap() >= 1);
-    assert!(backend.versions.lock().unwrap().is_empty(), "no request (not even the health probe) got through");
+    assert!(
+        backend.versions.lock().unwrap().is_empty(),
+        "no request (not even the health probe) got through"
+    );
     untrusting.shutdown().await.unwrap();
 
     let tls = BackendTls {
         ca_file: Some(ca.cert_file()),
         ..BackendTls::default()
     };
-    let trusting = gateway(Backend::new("alpha", &backend.url()).unwrap().with_tls(tls.client_config().unwrap())).await;
+    let trusting = gateway(
+        Backend::new("alpha", &backend.url())
+            .unwrap()
+            .with_tls(tls.client_config().unwrap()),
+    )
+    .await;
     let text = mrtr_round(&trusting.url()).await.unwrap();
-    assert!(text.starts_with("[alpha] delete_branch: deleted branch old"), "{text}");
+    assert!(
+        text.starts_with("[alpha] delete_branch: deleted branch old"),
+        "{text}"
+    );
     let versions = backend.versions_of("tools/call");
     assert_eq!(versions.len(), 2, "both rounds reached the backend");
-    assert!(versions.iter().all(|v| *v == Version::HTTP_2), "ALPN chose HTTP/2: {versions:?}");
+    assert!(
+        versions.iter().all(|v| *v == Version::HTTP_2),
+        "ALPN chose HTTP/2: {versions:?}"
+    );
     trusting.shutdown().await.unwrap();
 }
 
@@ -102,10 +119,18 @@ async fn mrtr_round_to_a_backend_requiring_a_client_certificate() {
         ca_file: Some(server_ca.cert_file()),
         ..BackendTls::default()
     };
-    let anonymous = gateway(Backend::new("alpha", &backend.url()).unwrap().with_tls(without.client_config().unwrap())).await;
+    let anonymous = gateway(
+        Backend::new("alpha", &backend.url())
+            .unwrap()
+            .with_tls(without.client_config().unwrap()),
+    )
+    .await;
     let refused = mrtr_round(&anonymous.url()).await.unwrap_err();
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
-    assert!(backend.versions.lock().unwrap().is_empty(), "no request (not even the health probe) got through");
+    assert!(
+        backend.versions.lock().unwrap().is_empty(),
+        "no request (not even the health probe) got through"
+    );
     anonymous.shutdown().await.unwrap();
 
     let with = BackendTls {
@@ -113,10 +138,17 @@ async fn mrtr_round_to_a_backend_requiring_a_client_certificate() {
         client_cert: Some(client_cert),
         client_key: Some(client_key),
     };
-    let authenticated =
-        gateway(Backend::new("alpha", &backend.url()).unwrap().with_tls(with.client_config().unwrap())).await;
+    let authenticated = gateway(
+        Backend::new("alpha", &backend.url())
+            .unwrap()
+            .with_tls(with.client_config().unwrap()),
+    )
+    .await;
     let text = mrtr_round(&authenticated.url()).await.unwrap();
-    assert!(text.starts_with("[alpha] delete_branch: deleted branch old"), "{text}");
+    assert!(
+        text.starts_with("[alpha] delete_branch: deleted branch old"),
+        "{text}"
+    );
     assert_eq!(backend.versions_of("tools/call").len(), 2);
     authenticated.shutdown().await.unwrap();
 }
@@ -132,43 +164,75 @@ async fn the_listener_serves_tls_and_takes_a_new_certificate_without_a_restart()
     let tls = Arc::new(ListenerTls::load(&cert, &key).unwrap());
     let mut config = GatewayConfig::new(vec![Backend::new("alpha", &backend.url()).unwrap()]);
     config.listener_tls = Some(tls.clone());
-    let gateway = start(config, Keyring::generate("k1").unwrap(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let gateway = start(
+        config,
+        Keyring::generate("k1").unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     assert!(gateway.url().starts_with("https://127.0.0.1:"));
 
     // A fresh client (so a fresh connection and handshake) trusting only `ca`.
     let call = |ca: std::path::PathBuf, id: u64| {
         let url = gateway.url();
         async move {
-            let tls = BackendTls { ca_file: Some(ca), ..BackendTls::default() }.client_config().unwrap();
+            let tls = BackendTls {
+                ca_file: Some(ca),
+                ..BackendTls::default()
+            }
+            .client_config()
+            .unwrap();
             let connector = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(Arc::unwrap_or_clone(tls))
                 .https_only()
                 .enable_http1()
                 .build();
             let client = Client::builder(TokioExecutor::new()).build(connector);
-            let request = mcp_request(&url, "tools/call", Some("whoami"), rpc(id, "tools/call", serde_json::json!({"name": "whoami"})));
-            match tokio::time::timeout(TIMEOUT, client.request(request)).await.unwrap() {
+            let request = mcp_request(
+                &url,
+                "tools/call",
+                Some("whoami"),
+                rpc(id, "tools/call", serde_json::json!({"name": "whoami"})),
+            );
+            match tokio::time::timeout(TIMEOUT, client.request(request))
+                .await
+                .unwrap()
+            {
                 Ok(response) => Ok(message(&text(response).await)),
                 Err(error) => Err(error),
             }
         }
     };
-    let answer = call(first_ca.cert_file(), 1).await.expect("TLS with the first certificate");
-    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("alpha"), "{answer}");
+    let answer = call(first_ca.cert_file(), 1)
+        .await
+        .expect("TLS with the first certificate");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("alpha"),
+        "{answer}"
+    );
     let certs = CertFiles::new(tls);
     assert_eq!(certs.reload(false), Reloaded::Unchanged);
 
     // A broken key file keeps the old certificate.
     std::fs::write(&key, "not a key").unwrap();
     assert!(matches!(certs.reload(false), Reloaded::Failed(e) if e.contains("listener.key")));
-    call(first_ca.cert_file(), 2).await.expect("still the first certificate");
+    call(first_ca.cert_file(), 2)
+        .await
+        .expect("still the first certificate");
 
     second_ca.leaf("listener", &["127.0.0.1"]); // overwrites listener.crt and listener.key
     assert_eq!(certs.reload(false), Reloaded::Applied);
-    call(second_ca.cert_file(), 3).await.expect("TLS with the second certificate");
-    assert!(call(first_ca.cert_file(), 4).await.is_err(), "the first CA no longer verifies the listener");
+    call(second_ca.cert_file(), 3)
+        .await
+        .expect("TLS with the second certificate");
+    assert!(
+        call(first_ca.cert_file(), 4).await.is_err(),
+        "the first CA no longer verifies the listener"
+    );
 
     gateway.shutdown().await.unwrap();
     backend.shutdown().await.unwrap();

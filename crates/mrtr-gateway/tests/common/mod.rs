@@ -78,7 +78,10 @@ impl Ca {
         let key = KeyPair::generate().unwrap();
         let params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let (cert_file, key_file) = (self.dir.join(format!("{file}.crt")), self.dir.join(format!("{file}.key")));
+        let (cert_file, key_file) = (
+            self.dir.join(format!("{file}.crt")),
+            self.dir.join(format!("{file}.key")),
+        );
         std::fs::write(&cert_file, cert.pem()).unwrap();
         std::fs::write(&key_file, key.serialize_pem()).unwrap();
         (cert_file, key_file)
@@ -92,8 +95,10 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A TLS server configuration offering h2 and http/1.1; with `client_ca`, client certificates
 /// signed by it are required.
 pub fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Arc<ServerConfig> {
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(cert).unwrap().map(Result::unwrap).collect();
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     let key = PrivateKeyDer::from_pem_file(key).unwrap();
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -138,16 +143,24 @@ impl HttpsServer {
         let versions: Arc<Mutex<Vec<(Version, String)>>> = Arc::default();
         let failed_handshakes: Arc<Mutex<u32>> = Arc::default();
         let seen = versions.clone();
-        let router = router.layer(axum::middleware::map_request(move |request: axum::extract::Request| {
-            let method = request.headers().get("mcp-method").and_then(|m| m.to_str().ok()).unwrap_or("");
-            seen.lock().unwrap().push((request.version(), method.to_owned()));
-            std::future::ready(request)
-        }));
+        let router = router.layer(axum::middleware::map_request(
+            move |request: axum::extract::Request| {
+                let method = request
+                    .headers()
+                    .get("mcp-method")
+                    .and_then(|m| m.to_str().ok())
+                    .unwrap_or("");
+                seen.lock().unwrap().push((request.version(), method.to_owned()));
+                std::future::ready(request)
+            },
+        ));
         let failed = failed_handshakes.clone();
         let acceptor = tokio_rustls::TlsAcceptor::from(tls);
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let (acceptor, router, failed) = (acceptor.clone(), router.clone(), failed.clone());
                 tokio::spawn(async move {
                     let Ok(stream) = acceptor.accept(stream).await else {
@@ -176,7 +189,10 @@ impl HttpsServer {
     /// The HTTP versions of the `method` requests received.
     pub fn versions_of(&self, method: &str) -> Vec<Version> {
         let seen = self.versions.lock().unwrap();
-        seen.iter().filter(|(_, m)| m == method).map(|(v, _)| *v).collect()
+        seen.iter()
+            .filter(|(_, m)| m == method)
+            .map(|(v, _)| *v)
+            .collect()
     }
 }
 
@@ -251,7 +267,8 @@ pub fn delete_branch(name: &str) -> Value {
 pub fn delete_branch_retry(name: &str, state: &str) -> Value {
     let mut params = delete_branch(name);
     params["requestState"] = json!(state);
-    params["inputResponses"] = json!({ "confirm_delete": { "action": "accept", "content": { "confirm": true } } });
+    params["inputResponses"] =
+        json!({ "confirm_delete": { "action": "accept", "content": { "confirm": true } } });
     params
 }
 
@@ -303,7 +320,9 @@ impl Process {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..n]));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
             }
         });
         let (tx, rx) = std::sync::mpsc::channel();
@@ -347,7 +366,10 @@ impl Process {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the gateway did not exit in {limit:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the gateway did not exit in {limit:?}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -386,7 +408,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + limit;
     while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -396,7 +421,9 @@ where
 pub fn sample(metrics: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let mut total = None;
     for line in metrics.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
         let (name, label_text) = match series.split_once('{') {
             Some((name, rest)) => (name, rest.trim_end_matches('}')),
             None => (series, ""),
@@ -404,7 +431,10 @@ pub fn sample(metrics: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f6
         if name != metric {
             continue;
         }
-        if labels.iter().all(|(k, v)| label_text.split(',').any(|pair| pair == format!("{k}=\"{v}\""))) {
+        if labels
+            .iter()
+            .all(|(k, v)| label_text.split(',').any(|pair| pair == format!("{k}=\"{v}\"")))
+        {
             *total.get_or_insert(0.0) += value.parse::<f64>().unwrap();
         }
     }
