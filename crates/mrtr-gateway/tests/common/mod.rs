@@ -224,8 +224,7 @@ pub fn message(text: &str) -> Value {
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .map(str::trim)
-        .filter(|d| d.contains("\"id\""))
-        .next_back()
+        .rfind(|d| d.contains("\"id\""))
         .unwrap_or(text);
     serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {text:?}"))
 }
