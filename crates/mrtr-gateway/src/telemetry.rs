@@ -4,7 +4,7 @@
 //! * [`RequestMetricsLayer`] counts and times every MCP request at the front of the stack, by
 //!   MCP method, HTTP status and who answered it (a backend, the gateway itself, or the MRTR
 //!   layer refusing it before any backend saw it).
-//! * [`backend_request`] counts and times every request the gateway sends to a backend.
+//! * the forwarder counts and times every request the gateway sends to a backend.
 //! * Key and certificate reloads, backend health and draining report through the helpers below.
 //!
 //! Labels are bounded: methods outside the MCP method set are counted as `other`, backends are
