@@ -323,7 +323,7 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
     config.listener_tls = listener_tls;
     config.drain.delay = merged_secs(m, "drain-delay", file.drain_delay);
     config.drain.timeout = merged_secs(m, "drain-timeout", file.drain_timeout);
-    config.health_interval = merged_secs(m, "health-interval", file.health_interval);
+    config.health_interval = Some(merged_secs(m, "health-interval", file.health_interval));
     config.ready_rule = merged(m, "ready-backends", file.ready_backends).expect("has a default");
     if config.drain.delay > config.drain.timeout {
         return Err("--drain-delay must not exceed --drain-timeout".to_owned());

@@ -96,14 +96,16 @@ pub struct GatewayConfig {
     pub drain: drain::DrainConfig,
     /// Which backends must be up for `/readyz` to say ready.
     pub ready_rule: health::ReadyRule,
-    /// How often every backend is sent a `server/discover` health probe.
-    pub health_interval: Duration,
+    /// How often every backend is sent a `server/discover` health probe; `None` (the default
+    /// here; the binary probes every 10 s) sends none, and backends are judged by the catalog
+    /// and discovery requests clients cause.
+    pub health_interval: Option<Duration>,
 }
 
 impl GatewayConfig {
     /// Defaults: no principal binding, loopback origins, catalog TTL 30 s, envelope TTL 10 min,
     /// backend timeout 60 s, request bodies up to 2 MiB, plain HTTP, drain delay 5 s and timeout
-    /// 30 s, ready when any backend is up, health probes every 10 s.
+    /// 30 s, ready when any backend is up, no health probes.
     pub fn new(backends: Vec<Backend>) -> Self {
         Self {
             backends,
@@ -118,7 +120,7 @@ impl GatewayConfig {
             listener_tls: None,
             drain: drain::DrainConfig::default(),
             ready_rule: health::ReadyRule::default(),
-            health_interval: Duration::from_secs(10),
+            health_interval: None,
         }
     }
 }
@@ -183,7 +185,7 @@ pub struct RunningGateway {
     tls: bool,
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
-    probe: JoinHandle<()>,
+    probe: Option<JoinHandle<()>>,
     keys: KeyringHandle,
     lifecycle: drain::Lifecycle,
     accepting: Arc<AtomicBool>,
@@ -242,7 +244,9 @@ impl RunningGateway {
     /// Waits until the server stops.
     pub async fn wait(self) -> io::Result<()> {
         let served = self.task.await.map_err(io::Error::other);
-        self.probe.abort();
+        if let Some(probe) = self.probe {
+            probe.abort();
+        }
         served?
     }
 }
@@ -281,7 +285,9 @@ pub async fn start_with_keys(
         config.catalog_ttl,
         config.backend_timeout,
     );
-    let probe = tokio::spawn(health::probe(proxy.clone(), config.health_interval));
+    let probe = config
+        .health_interval
+        .map(|interval| tokio::spawn(health::probe(proxy.clone(), interval)));
     let app = router_with(&config, keys.clone(), proxy, addr);
     let (stop, stopped) = watch::channel(false);
     let lifecycle = drain::Lifecycle::new();

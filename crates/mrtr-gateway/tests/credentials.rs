@@ -52,7 +52,8 @@ headers.x-tenant = {{ value = "acme" }}
     let env = |name: &str| (name == "CRM_API_KEY").then(|| "api-key-from-env".to_owned());
     let file = config_file::parse(&text, "gateway.toml", env).unwrap();
     let backends: Vec<_> = file.backends.into_iter().map(|entry| entry.backend).collect();
-    let config = GatewayConfig::new(backends);
+    let mut config = GatewayConfig::new(backends);
+    config.health_interval = Some(std::time::Duration::from_secs(60));
     let debug = format!("{config:?}");
     assert!(
         !debug.contains("backend-token") && !debug.contains("api-key-from-env"),

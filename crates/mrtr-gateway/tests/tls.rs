@@ -36,8 +36,11 @@ fn alpha_router() -> axum::Router {
 }
 
 async fn gateway(backend: Backend) -> RunningGateway {
+    let mut config = GatewayConfig::new(vec![backend]);
+    // The probe is one more request that must fail without the right certificates.
+    config.health_interval = Some(std::time::Duration::from_secs(60));
     start(
-        GatewayConfig::new(vec![backend]),
+        config,
         Keyring::generate("k1").unwrap(),
         "127.0.0.1:0".parse().unwrap(),
     )
