@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use common::{TempDir, rpc};
+use common::TempDir;
 use mrtr_gateway::config_file;
 use mrtr_gateway::{GatewayConfig, start};
 use serde_json::json;
@@ -67,20 +67,19 @@ headers.x-tenant = {{ value = "acme" }}
     .await
     .unwrap();
 
-    let answer = reqwest::Client::new()
-        .post(gateway.url())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "lookup")
-        .header("authorization", "Bearer client-token")
-        .header("cookie", "session=client-cookie")
-        .header("x-api-key", "client-api-key")
-        .body(rpc(1, "tools/call", json!({"name": "lookup", "arguments": {}})).to_string())
-        .send()
-        .await
-        .unwrap();
+    let answer = common::mcp_post(
+        &reqwest::Client::new(),
+        &gateway.url(),
+        1,
+        "tools/call",
+        json!({"name": "lookup", "arguments": {}}),
+    )
+    .header("authorization", "Bearer client-token")
+    .header("cookie", "session=client-cookie")
+    .header("x-api-key", "client-api-key")
+    .send()
+    .await
+    .unwrap();
     assert_eq!(answer.status(), 200);
     common::eventually(
         common::TIMEOUT,

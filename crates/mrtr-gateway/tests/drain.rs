@@ -19,7 +19,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post as route_post;
 use bytes::Bytes;
-use common::{Process, TIMEOUT, eventually, rpc};
+use common::{Process, TIMEOUT, eventually, mcp_post};
 use futures_util::StreamExt;
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
 use serde_json::json;
@@ -64,45 +64,15 @@ async fn start_backend() -> (String, Slot) {
     (url, slot)
 }
 
-fn post(
+/// Calls the backend's held tool through `url`; the answer's stream after its first event
+/// (the progress notification).
+async fn open_stream(
     client: &reqwest::Client,
     url: &str,
-    id: u64,
-    method: &str,
-    params: serde_json::Value,
-) -> reqwest::RequestBuilder {
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .timeout(TIMEOUT);
-    if let Some(name) = params["name"].as_str() {
-        request = request.header("mcp-name", name.to_owned());
-    }
-    request.body(rpc(id, method, params).to_string())
-}
-
-fn keys() -> String {
-    tower_mrtr::keyring::generate_entry("k1").unwrap().to_string()
-}
-
-#[tokio::test]
-async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
-    let (backend_url, slot) = start_backend().await;
-    let keys = keys();
-    let spec = format!("slow={backend_url}");
-    let mut gateway = Process::spawn(
-        &["--backend", &spec, "--drain-delay", "1", "--drain-timeout", "20"],
-        &[("MRTR_KEYS", &keys)],
-    );
-    eventually(TIMEOUT, "ready", || async { gateway.readyz().await.0 == 200 }).await;
-    let client = reqwest::Client::new();
-
-    let response = post(
-        &client,
-        &gateway.url,
+) -> impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin + use<> {
+    let response = mcp_post(
+        client,
+        url,
         1,
         "tools/call",
         json!({"name": "slow", "arguments": {}}),
@@ -121,6 +91,26 @@ async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
             .unwrap()
             .contains("notifications/progress")
     );
+    stream
+}
+
+fn keys() -> String {
+    tower_mrtr::keyring::generate_entry("k1").unwrap().to_string()
+}
+
+#[tokio::test]
+async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
+    let (backend_url, slot) = start_backend().await;
+    let keys = keys();
+    let spec = format!("slow={backend_url}");
+    let mut gateway = Process::spawn(
+        &["--backend", &spec, "--drain-delay", "1", "--drain-timeout", "20"],
+        &[("MRTR_KEYS", &keys)],
+    );
+    eventually(TIMEOUT, "ready", || async { gateway.readyz().await.0 == 200 }).await;
+    let client = reqwest::Client::new();
+
+    let mut stream = open_stream(&client, &gateway.url).await;
 
     gateway.signal("TERM");
     // Not ready at once, saying why.
@@ -130,7 +120,7 @@ async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
     })
     .await;
     // Still serving during the delay, but every answer closes its connection.
-    let answer = post(&client, &gateway.url, 2, "tools/list", json!({}))
+    let answer = mcp_post(&client, &gateway.url, 2, "tools/list", json!({}))
         .send()
         .await
         .unwrap();
@@ -183,22 +173,7 @@ async fn drain_timeout_ends_a_stream_that_does_not_finish() {
         &[("MRTR_KEYS", &keys)],
     );
     let client = reqwest::Client::new();
-    let response = post(
-        &client,
-        &gateway.url,
-        1,
-        "tools/call",
-        json!({"name": "slow", "arguments": {}}),
-    )
-    .send()
-    .await
-    .unwrap();
-    let mut stream = response.bytes_stream();
-    tokio::time::timeout(TIMEOUT, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let _stream = open_stream(&client, &gateway.url).await;
     gateway.signal("TERM");
     let status = gateway.exited(TIMEOUT).await;
     assert!(status.success(), "{status:?}");
@@ -291,7 +266,7 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
                         continue;
                     };
                     id += 1;
-                    let outcome = post(
+                    let outcome = mcp_post(
                         &client,
                         &url,
                         id,

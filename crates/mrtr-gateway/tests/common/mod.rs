@@ -239,18 +239,31 @@ pub async fn text(response: Response<hyper::body::Incoming>) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-/// A `tools/call` with reqwest (plain HTTP), returning the JSON-RPC response.
-pub async fn call_tool(client: &reqwest::Client, url: &str, id: u64, params: Value) -> Value {
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let response = client
+/// A reqwest POST of `method` with `params` (plus a conformant `_meta`) and the headers every
+/// 2026-07-28 request carries (`Mcp-Name` from `params.name`).
+pub fn mcp_post(
+    client: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
+    let mut request = client
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .body(rpc(id, "tools/call", params).to_string())
-        .timeout(TIMEOUT)
+        .header("mcp-method", method)
+        .timeout(TIMEOUT);
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name.to_owned());
+    }
+    request.body(rpc(id, method, params).to_string())
+}
+
+/// A `tools/call` with reqwest (plain HTTP), returning the JSON-RPC response.
+pub async fn call_tool(client: &reqwest::Client, url: &str, id: u64, params: Value) -> Value {
+    let response = mcp_post(client, url, id, "tools/call", params)
         .send()
         .await
         .expect("the gateway answers");
