@@ -137,14 +137,40 @@ async fn state_bound_to_another_principal_is_refused() -> anyhow::Result<()> {
     let envelope = first.state()?;
     let bob = delete_branch("beta").header("x-authenticated-user", "bob");
     assert_refused(&stack, &url, &bob.retry(first.answers(), &envelope)).await?;
-    assert_refused(
-        &stack,
-        &url,
-        &delete_branch("beta").retry(first.answers(), &envelope),
-    )
-    .await?;
+    // Without the principal header the gateway refuses before opening anything (403): a
+    // deployment that binds principals never relays a request without one.
+    let before = stack.backend_requests();
+    let anonymous = send(&url, &delete_branch("beta").retry(first.answers(), &envelope)).await?;
+    assert_eq!(
+        (anonymous.status, anonymous.error_code()),
+        (403, Some(-32600)),
+        "{}",
+        anonymous.body
+    );
+    assert_eq!(stack.backend_requests(), before, "a backend was reached");
     let done = send(&url, &alice.retry(first.answers(), &envelope)).await?;
     assert!(done.text().starts_with("[beta] delete_branch"), "{}", done.body);
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn state_replayed_with_other_arguments_is_refused() -> anyhow::Result<()> {
+    let stack = Stack::new(ResponseMode::Json, ResponseMode::Sse).await?;
+    let url = stack.url();
+    for backend in ["alpha", "beta"] {
+        let first = send(&url, &delete_branch(backend)).await?;
+        let envelope = first.state()?;
+        // The confirmation was given for branch "old"; replayed for "main", it must not open.
+        let main = Call::tool(
+            &format!("{backend}__delete_branch"),
+            json!({"repo": "acme/api", "branch": "main"}),
+        );
+        assert_refused(&stack, &url, &main.retry(first.answers(), &envelope)).await?;
+        // With the arguments it was given for, it opens (reordering and re-spacing are covered by
+        // the layer's own tests, which send raw bytes).
+        let done = send(&url, &delete_branch(backend).retry(first.answers(), &envelope)).await?;
+        assert!(done.text().contains("deleted branch old"), "{}", done.body);
+    }
     stack.stop().await
 }
 

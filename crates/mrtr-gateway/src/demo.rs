@@ -53,7 +53,7 @@ Try it with any MCP 2026-07-28 client, or with curl:
   curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/list' \
     -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{'"$META"'}}}}'
 
-  # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr1....")
+  # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr2....")
   curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
     -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},'"$META"'}}}}' \
     | sed -n 's/^data: //; /^{{/p' | tee round1.json

@@ -302,6 +302,39 @@ async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
         sample(&metrics, "mrtr_gateway_backend_errors_total", &[]).is_none(),
         "{metrics}"
     );
+    // The MRTR layer's own counters (tower-mrtr's `metrics` feature).
+    let state = [("kind", "request_state")];
+    assert_eq!(
+        sample(&metrics, "mrtr_envelopes_sealed_total", &state),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "mrtr_envelopes_opened_total", &state), Some(1.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            "mrtr_envelopes_refused_total",
+            &[("kind", "request_state"), ("reason", "authentication")]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "mrtr_requests_refused_total",
+            &[("reason", "invalid_envelope")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&metrics, "mrtr_envelope_size_bytes_count", &state),
+        Some(1.0)
+    );
+    assert!(
+        metrics.contains("# TYPE mrtr_envelope_size_bytes histogram"),
+        "{metrics}"
+    );
     drop(gateway);
     beta.shutdown().await.unwrap();
 }

@@ -17,7 +17,7 @@ use http::{Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full, StreamBody};
 use tower::{Layer, Service, ServiceExt};
-use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
+use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{Keyring, MrtrLayer, Route};
 
 const SIZES: [usize; 3] = [256, 4 * 1024, 64 * 1024];
@@ -86,6 +86,49 @@ fn envelope(c: &mut Criterion) {
 
 /// The baseline inner service: reads the request body (as a forwarding proxy would) and answers
 /// with a fixed JSON body, reporting a route.
+/// Tool arguments of about `size` bytes: an object of mixed members (strings with escapes,
+/// numbers, nested objects and arrays), as real tool calls carry.
+fn arguments_json(size: usize) -> String {
+    let mut members = Vec::new();
+    let mut len = 2;
+    let mut i = 0;
+    while len < size {
+        let member = match i % 4 {
+            0 => format!(r#""name_{i}":"value \"{i}\" caf\u00e9""#),
+            1 => format!(r#""count_{i}":{}"#, i * 37),
+            2 => format!(r#""ratio_{i}":{}.25"#, i),
+            _ => format!(r#""nested_{i}":{{"z":[1,2,3],"a":true,"m":null}}"#),
+        };
+        len += member.len() + 1;
+        members.push(member);
+        i += 1;
+    }
+    // Written in reverse order, so canonicalisation has sorting to do.
+    members.reverse();
+    format!("{{{}}}", members.join(","))
+}
+
+/// The digest binding an envelope to the call's arguments, against what reading the same bytes
+/// costs anyway: a JSON validation (the layer parses every body) and a plain SHA-256 of them.
+fn arguments_digest(c: &mut Criterion) {
+    use sha2::Digest;
+    let mut group = c.benchmark_group("arguments_digest");
+    for size in [256usize, 1024, 4 * 1024, 64 * 1024] {
+        let json = arguments_json(size);
+        group.throughput(Throughput::Bytes(json.len() as u64));
+        group.bench_with_input(BenchmarkId::new("canonical_sha256", size), &json, |b, json| {
+            b.iter(|| ArgumentsDigest::of(Some(black_box(json))).unwrap())
+        });
+        group.bench_with_input(BenchmarkId::new("validate_only", size), &json, |b, json| {
+            b.iter(|| serde_json::from_str::<&serde_json::value::RawValue>(black_box(json)).unwrap())
+        });
+        group.bench_with_input(BenchmarkId::new("sha256_raw", size), &json, |b, json| {
+            b.iter(|| sha2::Sha256::digest(black_box(json.as_bytes())))
+        });
+    }
+    group.finish();
+}
+
 fn inner<B>(
     answer: Bytes,
 ) -> impl Service<Request<B>, Response = Response<Full<Bytes>>, Error = Infallible> + Clone
@@ -300,5 +343,5 @@ fn sse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! { name = benches; config = config(); targets = envelope, service_paths, sse }
+criterion_group! { name = benches; config = config(); targets = envelope, arguments_digest, service_paths, sse }
 criterion_main!(benches);

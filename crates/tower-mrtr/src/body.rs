@@ -5,11 +5,26 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
+use http::{HeaderMap, header};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::BoxError;
 use crate::sse::SseBody;
+
+/// Whether a body's `Content-Encoding` leaves it readable as is: every value of every
+/// `Content-Encoding` header, split on commas, is `identity` (empty list elements are ignored, as
+/// HTTP lists allow). Checking only the first header would let `identity` followed by `gzip`
+/// through.
+pub(crate) fn is_identity_encoded(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONTENT_ENCODING).iter().all(|value| {
+        value
+            .as_bytes()
+            .split(|&b| b == b',')
+            .map(<[u8]>::trim_ascii)
+            .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case(b"identity"))
+    })
+}
 
 pin_project! {
     /// The body of a request handed to the inner service: the client's own body, untouched and
@@ -118,6 +133,34 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
+    /// Wraps a body the layer passes through untouched: what a layer *outside* `MrtrLayer`
+    /// uses to answer early (a 401, a 429) with a body of the inner service's type.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use http_body_util::Full;
+    /// use tower_mrtr::ResponseBody;
+    ///
+    /// let unauthorized: Response<ResponseBody<Full<Bytes>>> = Response::builder()
+    ///     .status(StatusCode::UNAUTHORIZED)
+    ///     .body(ResponseBody::new(Full::new(Bytes::from_static(b"sign in first"))))
+    ///     .unwrap();
+    /// # let _ = unauthorized;
+    /// ```
+    pub fn new(body: B) -> Self {
+        Self::passthrough(body)
+    }
+
+    /// A body of the given bytes, whatever the inner body type: for early answers written by
+    /// another layer. [`From`] conversions from `String`, `&'static str`, `Vec<u8>` and `Bytes`
+    /// and [`Default`] (empty) do the same, so layers that build their own answers from those
+    /// (tower-http's `ValidateRequestHeaderLayer` needs `Default`) stack outside `MrtrLayer`
+    /// with no adapter.
+    pub fn from_bytes(data: impl Into<Bytes>) -> Self {
+        Self::full(data.into())
+    }
+
     pub(crate) fn passthrough(body: B) -> Self {
         Self {
             kind: ResponseKind::Passthrough { body },
@@ -136,6 +179,37 @@ impl<B> ResponseBody<B> {
         Self {
             kind: ResponseKind::Sse { body },
         }
+    }
+}
+
+impl<B> Default for ResponseBody<B> {
+    /// An empty body.
+    fn default() -> Self {
+        Self::full(Bytes::new())
+    }
+}
+
+impl<B> From<Bytes> for ResponseBody<B> {
+    fn from(data: Bytes) -> Self {
+        Self::full(data)
+    }
+}
+
+impl<B> From<String> for ResponseBody<B> {
+    fn from(text: String) -> Self {
+        Self::full(Bytes::from(text))
+    }
+}
+
+impl<B> From<&'static str> for ResponseBody<B> {
+    fn from(text: &'static str) -> Self {
+        Self::full(Bytes::from_static(text.as_bytes()))
+    }
+}
+
+impl<B> From<Vec<u8>> for ResponseBody<B> {
+    fn from(data: Vec<u8>) -> Self {
+        Self::full(Bytes::from(data))
     }
 }
 

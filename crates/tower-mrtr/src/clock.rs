@@ -23,7 +23,7 @@
 //! ```
 
 use std::fmt::Debug;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time.
 pub trait Clock: Debug + Send + Sync + 'static {
@@ -39,5 +39,33 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
         SystemTime::now()
+    }
+}
+
+/// `now + ttl`, saturating: a lifetime too long for the clock (such as `Duration::MAX`) means
+/// "as late as an envelope can say" (`u64::MAX` milliseconds after the epoch) instead of an
+/// overflow.
+pub(crate) fn expiry(now: SystemTime, ttl: Duration) -> SystemTime {
+    now.checked_add(ttl).map_or(latest(), |t| t.min(latest()))
+}
+
+/// The latest instant an envelope can hold.
+fn latest() -> SystemTime {
+    UNIX_EPOCH
+        .checked_add(Duration::from_millis(u64::MAX))
+        .unwrap_or(UNIX_EPOCH + Duration::from_secs(u64::from(u32::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_saturates_instead_of_overflowing() {
+        let now = SystemTime::now();
+        assert_eq!(expiry(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+        let far = expiry(now, Duration::MAX);
+        assert!(far > now + Duration::from_secs(100 * 365 * 24 * 3600));
+        assert_eq!(expiry(far, Duration::MAX), far);
     }
 }

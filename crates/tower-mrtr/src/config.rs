@@ -40,6 +40,10 @@ pub(crate) struct Config {
     pub(crate) max_task_ttl: Duration,
     pub(crate) default_route: Option<Route>,
     pub(crate) principal: Option<PrincipalFn>,
+    /// With a principal function: refuse requests it finds no principal for.
+    pub(crate) principal_required: bool,
+    /// Bind `tools/call` and `prompts/get` envelopes to the call's `params.arguments`.
+    pub(crate) bind_arguments: bool,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_request_body: usize,
     pub(crate) max_response_body: usize,
@@ -55,6 +59,8 @@ impl Config {
             max_task_ttl: DEFAULT_MAX_TASK_TTL,
             default_route: None,
             principal: None,
+            principal_required: true,
+            bind_arguments: true,
             clock: Arc::new(SystemClock),
             max_request_body: DEFAULT_MAX_REQUEST_BODY,
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
@@ -75,6 +81,8 @@ impl fmt::Debug for Config {
                 "principal",
                 &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"),
             )
+            .field("principal_required", &self.principal_required)
+            .field("bind_arguments", &self.bind_arguments)
             .field("clock", &self.clock)
             .field("max_request_body", &self.max_request_body)
             .field("max_response_body", &self.max_response_body)

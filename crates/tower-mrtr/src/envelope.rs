@@ -1,11 +1,12 @@
-//! The sealed envelope (format v1): what the client holds between rounds.
+//! The sealed envelope (format v2): what the client holds between rounds.
 //!
 //! An envelope carries the backend's own `requestState` (or task id), the [`Route`] of the backend
 //! that minted it and an expiry, encrypted and authenticated with XChaCha20-Poly1305 under the
 //! active key of a [`Keyring`]. The associated data binds it to a [`Purpose`] (a request state can
 //! never be opened as a task handle, or the reverse) and to a [`Binding`]: the JSON-RPC method, the
-//! target name and, optionally, the principal. An envelope presented for another method, tool,
-//! prompt, resource or user fails authentication exactly like a tampered one.
+//! target name, the call's arguments ([`ArgumentsDigest`]) and, optionally, the principal. An
+//! envelope presented for another method, tool, prompt, resource, set of arguments or user fails
+//! authentication exactly like a tampered one.
 //!
 //! The byte layout is specified in `docs/envelope.md`, with test vectors that the crate's tests
 //! check.
@@ -27,7 +28,7 @@
 //!     expires_at: now + Duration::from_secs(600),
 //! };
 //! let envelope = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
-//! assert!(envelope.starts_with("mrtr1."));
+//! assert!(envelope.starts_with("mrtr2."));
 //!
 //! let opened = sealer.open(Purpose::RequestState, &binding, &envelope, now).unwrap();
 //! assert_eq!(opened.state.as_deref(), Some("backend-state-123"));
@@ -50,15 +51,19 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::XNonce;
 use chacha20poly1305::aead::{Aead, Generate, Payload};
 
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{CanonicalError, canonicalize};
 use crate::keyring::Keyring;
 use crate::route::Route;
 
-/// Text every v1 envelope starts with. The `.` is outside the base64url alphabet, so the prefix
+/// Text every v2 envelope starts with. The `.` is outside the base64url alphabet, so the prefix
 /// can never be confused with encoded bytes.
-pub const PREFIX: &str = "mrtr1.";
+pub const PREFIX: &str = "mrtr2.";
 
-/// Version byte of the v1 header.
-pub const VERSION: u8 = 1;
+/// Version byte of the v2 header. Version 1 (prefix `mrtr1.`) bound no arguments; its envelopes
+/// are refused.
+pub const VERSION: u8 = 2;
 
 /// Nonce length of XChaCha20-Poly1305 (192 bits: random nonces are safe at any realistic volume).
 pub const NONCE_LEN: usize = 24;
@@ -87,9 +92,9 @@ impl Purpose {
     /// The domain-separation label at the start of the associated data.
     pub fn label(self) -> &'static [u8] {
         match self {
-            Purpose::RequestState => b"tower-mrtr/v1/request-state",
-            Purpose::TaskHandle => b"tower-mrtr/v1/task-handle",
-            Purpose::LegacySession => b"tower-mrtr/v1/legacy-session",
+            Purpose::RequestState => b"tower-mrtr/v2/request-state",
+            Purpose::TaskHandle => b"tower-mrtr/v2/task-handle",
+            Purpose::LegacySession => b"tower-mrtr/v2/legacy-session",
         }
     }
 
@@ -111,35 +116,81 @@ pub struct Binding<'a> {
     pub target: Option<&'a str>,
     /// The principal, when the layer is configured to bind one and the request has one.
     pub principal: Option<&'a str>,
+    /// The digest of `params.arguments` (`tools/call`, `prompts/get`), when arguments are bound.
+    pub arguments: Option<ArgumentsDigest>,
 }
 
 impl<'a> Binding<'a> {
-    /// A binding from its three parts.
+    /// A binding from method, target and principal, without arguments.
     pub fn new(method: &'a str, target: Option<&'a str>, principal: Option<&'a str>) -> Self {
         Self {
             method,
             target,
             principal,
+            arguments: None,
         }
     }
 
+    /// The same binding, also bound to a call's arguments.
+    pub fn with_arguments(mut self, arguments: ArgumentsDigest) -> Self {
+        self.arguments = Some(arguments);
+        self
+    }
+
     fn write_to(&self, out: &mut Vec<u8>) {
-        write_field(out, Some(self.method));
-        write_field(out, self.target);
-        write_field(out, self.principal);
+        write_field(out, Some(self.method.as_bytes()));
+        write_field(out, self.target.map(str::as_bytes));
+        write_field(out, self.principal.map(str::as_bytes));
+        write_field(out, self.arguments.as_ref().map(|d| &d.0[..]));
+    }
+}
+
+/// SHA-256 of the canonical form ([`crate::canonical`]) of a call's `params.arguments`: what
+/// binds an envelope to the arguments of the request that minted it, so that a retry carrying
+/// other arguments does not open it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ArgumentsDigest([u8; 32]);
+
+impl ArgumentsDigest {
+    /// The digest of raw JSON `arguments`. Absent, `null` and `{}` all mean "no arguments" and
+    /// digest alike.
+    pub fn of(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        let arguments = arguments.map(str::trim).filter(|a| *a != "null").unwrap_or("{}");
+        let canonical = canonicalize(arguments)?;
+        Ok(Self(Sha256::digest(&canonical).into()))
+    }
+
+    /// A digest from its 32 bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ArgumentsDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ArgumentsDigest(")?;
+        for byte in &self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        f.write_str(")")
     }
 }
 
 /// `0x00` for absent, or `0x01 || u32 BE length || bytes`: absent and empty stay distinct, and no
 /// two different field lists encode to the same bytes.
-fn write_field(out: &mut Vec<u8>, field: Option<&str>) {
+fn write_field(out: &mut Vec<u8>, field: Option<&[u8]>) {
     match field {
         None => out.push(0),
-        Some(text) => {
+        Some(bytes) => {
             out.push(1);
             // Lengths above u32::MAX cannot occur: bodies are bounded far below that.
-            out.extend_from_slice(&(text.len() as u32).to_be_bytes());
-            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            out.extend_from_slice(bytes);
         }
     }
 }
@@ -379,7 +430,8 @@ pub enum OpenError {
     UnknownVersion(u8),
     /// Sealed under a key id the keyring does not hold (retired, or never known).
     UnknownKey,
-    /// Authentication failed: tampered, or bound to another purpose, method, target or principal.
+    /// Authentication failed: tampered, or bound to another purpose, method, target, arguments or
+    /// principal (the cipher cannot tell these apart, by design).
     Authentication,
     /// Authentic but not a v1 plaintext (would mean a key was shared with another format).
     Malformed,
@@ -409,7 +461,9 @@ impl fmt::Display for OpenError {
         match self {
             Self::UnknownVersion(v) => write!(f, "unknown envelope version {v}"),
             Self::Authentication => {
-                f.write_str("authentication failed (tampered, or bound to another request or principal)")
+                f.write_str(
+                    "authentication failed: tampered, or bound to another purpose, method, target, arguments or principal",
+                )
             }
             other => f.write_str(other.reason()),
         }

@@ -2,7 +2,9 @@
 //!
 //! Every one of them is a JSON-RPC error response with `Content-Type: application/json`. HTTP
 //! statuses follow the 2026-07-28 Streamable HTTP rules and the official SDKs: `400` for header
-//! mismatches and requests the layer cannot read, `413` for bodies over the limit, and `200` for
+//! mismatches and requests the layer cannot read, `413` for bodies over the limit, `415` for
+//! compressed bodies, `403` for a request without the principal the layer requires (`403`, not
+//! `401`: the layer is not the authenticating party and has no challenge to offer), and `200` for
 //! errors that are about the request's *content* (an invalid `requestState`, a backend answer that
 //! could not be relayed), which MCP reports in band. A `5xx` is deliberately avoided for the
 //! latter: clients treat `5xx` as retryable, and retrying a `tools/call` may repeat side effects.
@@ -24,6 +26,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 /// MCP 2026-07-28: the request needs a client capability it did not declare.
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
+/// JSON-RPC: the body is not valid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+
 /// Why the layer answered instead of the inner service (or instead of the inner response).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Rejection {
@@ -33,21 +38,33 @@ pub(crate) enum Rejection {
     Encoded,
     /// The request body could not be read from the client.
     BodyUnreadable,
-    /// A body the layer cannot read as one JSON-RPC request carries something it must open.
-    Unreadable { id: Option<String> },
-    /// A JSON-RPC batch carries something the layer must open.
-    Batch,
+    /// The request body is not JSON (syntax, encoding, a BOM, trailing bytes): a backend's more
+    /// lenient parser might still read it, so it is not forwarded.
+    ParseError,
+    /// The body is JSON the layer cannot read unambiguously as a request (a value that is not a
+    /// request, a duplicate or case-variant member name, a mistyped member).
+    Unreadable { id: Option<String>, detail: String },
+    /// A JSON-RPC batch carries something the layer must open, or an element it cannot read.
+    Batch { detail: &'static str },
     /// `params` of a method the layer relays could not be read.
     InvalidParams { id: Option<String> },
+    /// `params.arguments` has no canonical form, so it cannot be bound to an envelope.
+    ArgumentsUnbindable { id: Option<String>, detail: String },
     /// An envelope did not open (any reason; the reason goes to logs only).
     InvalidEnvelope {
         id: Option<String>,
         purpose: &'static str,
     },
+    /// A `requestState` on a method that never takes one.
+    StateNotAccepted { id: Option<String> },
+    /// The layer requires a principal and the request has none.
+    PrincipalRequired { id: Option<String> },
     /// A task request from a client that did not declare the Tasks extension in this request.
     MissingTasksCapability { id: Option<String> },
     /// A `subscriptions/listen` names task handles of different backends.
     MixedTaskRoutes { id: Option<String> },
+    /// A `subscriptions/listen` names more task handles than the layer opens for one request.
+    TooManyTaskIds { id: Option<String>, limit: usize },
     /// `Mcp-Method` or `Mcp-Name` disagrees with the body of a request the layer rewrites.
     HeaderMismatch {
         id: Option<String>,
@@ -58,18 +75,45 @@ pub(crate) enum Rejection {
 }
 
 impl Rejection {
+    /// A short, stable label for logs and metrics.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::Encoded => "content_encoding",
+            Self::BodyUnreadable => "body_unreadable",
+            Self::ParseError => "parse_error",
+            Self::Unreadable { .. } => "unreadable",
+            Self::Batch { .. } => "batch",
+            Self::InvalidParams { .. } => "invalid_params",
+            Self::ArgumentsUnbindable { .. } => "arguments_unbindable",
+            Self::InvalidEnvelope { .. } => "invalid_envelope",
+            Self::StateNotAccepted { .. } => "state_not_accepted",
+            Self::PrincipalRequired { .. } => "principal_required",
+            Self::MissingTasksCapability { .. } => "missing_tasks_capability",
+            Self::MixedTaskRoutes { .. } => "mixed_task_routes",
+            Self::TooManyTaskIds { .. } => "too_many_task_ids",
+            Self::HeaderMismatch { .. } => "header_mismatch",
+            Self::Unrelayable { .. } => "unrelayable",
+        }
+    }
+
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PrincipalRequired { .. } => StatusCode::FORBIDDEN,
             Self::BodyUnreadable
+            | Self::ParseError
             | Self::Unreadable { .. }
-            | Self::Batch
+            | Self::Batch { .. }
             | Self::HeaderMismatch { .. }
             | Self::MissingTasksCapability { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidParams { .. }
+            | Self::ArgumentsUnbindable { .. }
             | Self::InvalidEnvelope { .. }
+            | Self::StateNotAccepted { .. }
             | Self::MixedTaskRoutes { .. }
+            | Self::TooManyTaskIds { .. }
             | Self::Unrelayable { .. } => StatusCode::OK,
         }
     }
@@ -87,21 +131,37 @@ impl Rejection {
                 "Compressed request bodies are not supported by this relay; send identity encoding",
             ),
             Self::BodyUnreadable => error_body(None, INVALID_REQUEST, "Request body could not be read"),
-            Self::Unreadable { id } => error_body(
+            Self::ParseError => error_body(
+                None,
+                PARSE_ERROR,
+                "Parse error: the request body is not valid JSON (UTF-8, no byte order mark, one value)",
+            ),
+            Self::Unreadable { id, detail } => error_body(
                 id.as_deref(),
                 INVALID_REQUEST,
-                "Request carries relay state but is not a single JSON-RPC request object this relay can read",
+                &format!("Invalid request: {detail}"),
             ),
-            Self::Batch => error_body(
-                None,
-                INVALID_REQUEST,
-                "JSON-RPC batches cannot carry requestState or task handles",
-            ),
+            Self::Batch { detail } => error_body(None, INVALID_REQUEST, detail),
             Self::InvalidParams { id } => error_body(id.as_deref(), INVALID_PARAMS, "Invalid params"),
+            Self::ArgumentsUnbindable { id, detail } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                &format!("Invalid params: params.arguments {detail}"),
+            ),
             Self::InvalidEnvelope { id, purpose } => error_body(
                 id.as_deref(),
                 INVALID_PARAMS,
                 &format!("Invalid or expired {purpose}"),
+            ),
+            Self::StateNotAccepted { id } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                "requestState is only accepted on tools/call, prompts/get and resources/read",
+            ),
+            Self::PrincipalRequired { id } => error_body(
+                id.as_deref(),
+                INVALID_REQUEST,
+                "This relay binds requests to an authenticated principal, and this request has none",
             ),
             Self::MissingTasksCapability { id } => error_body_with_data(
                 id.as_deref(),
@@ -113,6 +173,11 @@ impl Rejection {
                 id.as_deref(),
                 INVALID_PARAMS,
                 "taskIds of tasks held by different backends cannot share one subscription; listen to each separately",
+            ),
+            Self::TooManyTaskIds { id, limit } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                &format!("A subscription may name at most {limit} taskIds"),
             ),
             Self::HeaderMismatch { id, header } => error_body(
                 id.as_deref(),

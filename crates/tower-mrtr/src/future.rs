@@ -14,10 +14,11 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{RequestBody, ResponseBody, is_identity_encoded};
 use crate::config::Config;
 use crate::envelope::Sealer;
 use crate::error::Rejection;
+use crate::metrics;
 use crate::request::{self, ResponsePlan};
 use crate::response::{Rewriter, Unrelayable};
 use crate::route::Route;
@@ -86,11 +87,13 @@ where
     ResBody: Body,
     ResBody::Error: Into<BoxError>,
 {
-    pub(crate) fn passthrough(future: S::Future, config: Arc<Config>) -> Self {
+    /// The answer to a request the layer did not read (not a POST): checked, since the layer
+    /// cannot know what it may carry, and failed closed if it holds anything to seal.
+    pub(crate) fn inspecting(future: S::Future, sealer: Sealer, config: Arc<Config>) -> Self {
         let state = State::Calling {
             future,
-            plan: Some(ResponsePlan::Passthrough),
-            sealer: None,
+            plan: Some(ResponsePlan::Inspect),
+            sealer: Some(sealer),
         };
         Self { state, config }
     }
@@ -266,19 +269,28 @@ where
 
 /// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
 fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
-    match parts.headers.get(header::CONTENT_ENCODING) {
-        None => Ok(()),
-        Some(v) if v.as_bytes().eq_ignore_ascii_case(b"identity") => Ok(()),
-        Some(_) => Err(Unrelayable::ContentEncoding),
+    if is_identity_encoded(&parts.headers) {
+        Ok(())
+    } else {
+        Err(Unrelayable::ContentEncoding)
     }
 }
 
 fn reject<B>(rejection: Rejection) -> Response<ResponseBody<B>> {
+    if !matches!(rejection, Rejection::Unrelayable { .. }) {
+        metrics::request_refused(rejection.reason());
+        tracing::debug!(reason = rejection.reason(), "answered by the layer");
+    }
     rejection.into_response().map(ResponseBody::full)
 }
 
 fn fail_closed<B>(reason: Unrelayable, id: Option<&str>) -> Response<ResponseBody<B>> {
-    tracing::debug!(reason = reason.reason(), "backend answer failed closed");
+    metrics::failed_closed(reason.label());
+    tracing::debug!(
+        reason = reason.label(),
+        detail = reason.reason(),
+        "backend answer failed closed"
+    );
     reject(Rejection::Unrelayable {
         id: id.map(str::to_owned),
     })

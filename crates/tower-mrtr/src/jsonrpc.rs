@@ -1,17 +1,28 @@
-//! Reading JSON-RPC messages and rewriting single members in place.
+//! Reading JSON-RPC messages: only the members the layer needs, strictly.
 //!
-//! The layer never re-serialises a message: it parses with borrowed [`RawValue`]s to find the
-//! byte span of the one member it must change, and splices new bytes into that span. Everything
-//! else, key order, whitespace, number spellings and escapes included, stays as it was.
+//! The layer and the backend must read a request the same way, or a client could show the layer
+//! one thing and the backend another. So every object the layer reads (the message, its `params`,
+//! a subscription filter, a result) is refused when it is ambiguous:
+//!
+//! * a member name that appears twice (parsers disagree on which one wins);
+//! * a member name that differs from one the layer reads only in case, such as `RequestState`,
+//!   `REQUESTSTATE` or `requeſtState` (U+017F): Go's `encoding/json` (v1) matches all of them to
+//!   `requestState`, and the MCP Go SDK had to fix exactly that. The folding refused is ASCII
+//!   case plus the two non-ASCII letters that fold to ASCII ones, `ſ` (to `s`) and the Kelvin sign
+//!   `K` (to `k`).
+//!
+//! Reading never re-serialises anything: values stay [`RawValue`]s borrowed from the body.
 
 use std::borrow::Cow;
-use std::ops::Range;
+use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use memchr::memmem::Finder;
-use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+use crate::json::{self, Members, Position};
 
 /// Methods whose results may be `input_required` (SEP-2322: the list is closed).
 pub(crate) const INPUT_REQUIRED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -21,11 +32,44 @@ pub(crate) fn may_require_input(method: &str) -> bool {
     INPUT_REQUIRED_METHODS.contains(&method)
 }
 
+/// Whether `method`'s `params.arguments` is bound into its envelopes (tools and prompts take
+/// arguments; a resource is named by its URI alone).
+pub(crate) fn takes_arguments(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get")
+}
+
 /// Task follow-up methods of the Tasks extension: `params.taskId` is a task handle.
 pub(crate) const TASK_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
 
 /// The method whose `params.notifications.taskIds` may hold task handles.
 pub(crate) const LISTEN_METHOD: &str = "subscriptions/listen";
+
+/// Member names the layer reads in a request, its `params` or a subscription filter. A member
+/// named like one of these but for case is refused (see the module docs).
+pub(crate) const REQUEST_MEMBERS: &[&str] = &[
+    "method",
+    "params",
+    "name",
+    "uri",
+    "arguments",
+    "requestState",
+    "inputResponses",
+    "taskId",
+    "taskIds",
+    "notifications",
+    "_meta",
+];
+
+/// Member names the layer reads in a response or its result.
+pub(crate) const RESULT_MEMBERS: &[&str] = &[
+    "result",
+    "resultType",
+    "requestState",
+    "inputRequests",
+    "taskId",
+    "taskIds",
+    "ttlMs",
+];
 
 /// Byte strings that make an answer to `tools/call`, `prompts/get` or `resources/read` worth
 /// parsing: the `input_required` result type, and `taskId`, which every task result carries
@@ -34,6 +78,12 @@ pub(crate) const LISTEN_METHOD: &str = "subscriptions/listen";
 /// (`"input\u005frequired"` means `input_required` to every client), so a message using escapes
 /// is parsed rather than trusted to the plain-text filter.
 pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"taskId", b"\\u"];
+
+/// Byte strings without which an answer to a task follow-up holds no task id to map: ids sit in
+/// `taskId` members and `taskIds` arrays (the first needle finds both), and a message with a
+/// backslash may spell those names with escapes. The needles do not depend on the ids, so the
+/// search costs the same for one id as for a hundred.
+pub(crate) const TASK_NEEDLES: [&[u8]; 2] = [b"taskId", b"\\"];
 
 /// Searchers for [`RESPONSE_NEEDLES`], built once: building one costs more than a search of a
 /// typical message.
@@ -49,35 +99,220 @@ pub(crate) fn response_is_candidate(body: &[u8]) -> bool {
     RESPONSE_FINDERS.iter().any(|f| f.find(body).is_some())
 }
 
+/// Whether an answer to a task follow-up may hold a task id.
+pub(crate) fn may_hold_task_ids(body: &[u8]) -> bool {
+    static FINDER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(TASK_NEEDLES[0]));
+    memchr::memchr(b'\\', body).is_some() || FINDER.find(body).is_some()
+}
+
+/// Why an object could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    /// Not JSON at all (syntax, encoding, trailing bytes).
+    NotJson,
+    /// JSON, but not an object where one is required.
+    NotAnObject,
+    /// The member named so appears twice.
+    Duplicate(String),
+    /// The member named so differs from one the layer reads only in case.
+    CaseVariant(String),
+    /// The member named so does not have the type the layer requires (e.g. a `method` that is
+    /// not a string).
+    WrongType(&'static str),
+}
+
+impl ReadError {
+    /// A short description for logs and for the client's error message (it names only what the
+    /// client itself sent).
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::NotJson => "not valid JSON".to_owned(),
+            Self::NotAnObject => "not a JSON object".to_owned(),
+            Self::Duplicate(name) => format!("member {} appears more than once", quoted(name)),
+            Self::CaseVariant(name) => format!(
+                "member {} differs from a member the relay reads only in letter case",
+                quoted(name)
+            ),
+            Self::WrongType(name) => format!("member {name:?} has the wrong type"),
+        }
+    }
+}
+
+/// A name as JSON text, shortened: it goes into an error message.
+fn quoted(name: &str) -> String {
+    let short: String = name.chars().take(64).collect();
+    serde_json::to_string(&short).unwrap_or_default()
+}
+
+/// The members of one object, checked against the names the layer reads.
+pub(crate) struct Object<'a> {
+    members: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> Object<'a> {
+    /// Reads a JSON text that must be exactly one object.
+    pub(crate) fn from_slice(bytes: &'a [u8], reads: &[&str]) -> Result<Self, ReadError> {
+        match serde_json::from_slice::<Members<'a>>(bytes) {
+            Ok(Members(members)) => Self::checked(members, reads),
+            Err(e) if e.is_data() => Err(ReadError::NotAnObject),
+            Err(_) => Err(ReadError::NotJson),
+        }
+    }
+
+    /// Reads a raw value (already known to be JSON) that must be an object.
+    pub(crate) fn from_raw(raw: &'a RawValue, reads: &[&str]) -> Result<Self, ReadError> {
+        if !json::is_object(raw.get()) {
+            return Err(ReadError::NotAnObject);
+        }
+        Self::from_slice(raw.get().as_bytes(), reads)
+    }
+
+    fn checked(members: Vec<(Cow<'a, str>, &'a RawValue)>, reads: &[&str]) -> Result<Self, ReadError> {
+        if let Some(name) = first_duplicate(&members) {
+            return Err(ReadError::Duplicate(name.to_owned()));
+        }
+        for (name, _) in &members {
+            if !reads.contains(&&**name) && reads.iter().any(|read| folds_to(name, read)) {
+                return Err(ReadError::CaseVariant(name.to_string()));
+            }
+        }
+        Ok(Self { members })
+    }
+
+    /// The raw value of member `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.members.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// The string value of member `name`; an error if it is present but not a string.
+    fn string(&self, name: &'static str) -> Result<Option<Cow<'a, str>>, ReadError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(raw) => json::as_string(raw).map(Some).ok_or(ReadError::WrongType(name)),
+        }
+    }
+}
+
+fn first_duplicate<'m>(members: &'m [(Cow<'_, str>, &RawValue)]) -> Option<&'m str> {
+    if members.len() <= 16 {
+        return members
+            .iter()
+            .enumerate()
+            .find(|(i, (name, _))| members[..*i].iter().any(|(other, _)| other == name))
+            .map(|(_, (name, _))| &**name);
+    }
+    // Bodies can hold many thousands of members; keep this linear.
+    let mut seen = HashSet::with_capacity(members.len());
+    members
+        .iter()
+        .map(|(name, _)| &**name)
+        .find(|name| !seen.insert(*name))
+}
+
+/// Whether `name` equals `read` under Go's case folding (ASCII letters, `ſ`→`s`, `K`→`k`).
+fn folds_to(name: &str, read: &str) -> bool {
+    let fold = |c: char| match c {
+        '\u{17F}' => 's',
+        '\u{212A}' => 'k',
+        c => c.to_ascii_lowercase(),
+    };
+    let mut expected = read.chars().map(|c| c.to_ascii_lowercase());
+    name.chars().all(|c| expected.next() == Some(fold(c))) && expected.next().is_none()
+}
+
 /// A JSON-RPC message with only the members the layer reads.
-#[derive(Deserialize)]
 pub(crate) struct Message<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
     pub(crate) id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     pub(crate) method: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     pub(crate) params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     pub(crate) result: Option<&'a RawValue>,
 }
 
+impl<'a> Message<'a> {
+    fn from_object(object: &Object<'a>) -> Result<Self, ReadError> {
+        Ok(Self {
+            id: object.get("id"),
+            method: object.string("method")?,
+            params: object.get("params"),
+            result: object.get("result"),
+        })
+    }
+}
+
+/// Reads a body (or a batch element) as one request message.
+pub(crate) fn parse_request(body: &[u8]) -> Result<Message<'_>, ReadError> {
+    Message::from_object(&Object::from_slice(body, REQUEST_MEMBERS)?)
+}
+
+/// Reads a backend's answer (or one element of it) as one response message.
+pub(crate) fn parse_response(body: &[u8]) -> Result<Message<'_>, ReadError> {
+    Message::from_object(&Object::from_slice(body, RESULT_MEMBERS)?)
+}
+
 /// The request parameters the layer reads.
-#[derive(Deserialize)]
 pub(crate) struct Params<'a> {
-    #[serde(borrow, default)]
     pub(crate) name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     pub(crate) uri: Option<Cow<'a, str>>,
     /// Present-but-`null` is kept as `Some("null")`: only a string can be an envelope.
-    #[serde(borrow, default, rename = "requestState", deserialize_with = "present")]
     pub(crate) request_state: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "taskId", deserialize_with = "present")]
     pub(crate) task_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     pub(crate) notifications: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "_meta")]
     pub(crate) meta: Option<&'a RawValue>,
+    pub(crate) arguments: Option<&'a RawValue>,
+}
+
+/// Reads the `params` of a request, which must be an object.
+pub(crate) fn parse_params(raw: &RawValue) -> Result<Params<'_>, ReadError> {
+    let object = Object::from_raw(raw, REQUEST_MEMBERS)?;
+    Ok(Params {
+        name: object.string("name")?,
+        uri: object.string("uri")?,
+        request_state: object.get("requestState"),
+        task_id: object.get("taskId"),
+        notifications: object.get("notifications"),
+        meta: object.get("_meta"),
+        arguments: object.get("arguments"),
+    })
+}
+
+/// Reads `params.notifications` of a `subscriptions/listen`: the task filter, if any.
+pub(crate) fn parse_listen_task_ids(raw: &RawValue) -> Result<Option<&RawValue>, ReadError> {
+    Ok(Object::from_raw(raw, REQUEST_MEMBERS)?.get("taskIds"))
+}
+
+/// The members of a result the layer reads.
+pub(crate) struct ResultHead<'a> {
+    pub(crate) result_type: Option<Cow<'a, str>>,
+    pub(crate) request_state: Option<&'a RawValue>,
+    pub(crate) task_id: Option<&'a RawValue>,
+    pub(crate) ttl_ms: Option<&'a RawValue>,
+}
+
+/// Reads the head of a result object.
+pub(crate) fn parse_result(raw: &RawValue) -> Result<ResultHead<'_>, ReadError> {
+    let object = Object::from_raw(raw, RESULT_MEMBERS)?;
+    Ok(ResultHead {
+        result_type: object.string("resultType")?,
+        request_state: object.get("requestState"),
+        task_id: object.get("taskId"),
+        ttl_ms: object.get("ttlMs"),
+    })
+}
+
+/// Whether one response message holds something the layer would have to seal (an
+/// `input_required` or task result), or cannot be read well enough to tell.
+pub(crate) fn needs_sealing(message: &[u8]) -> bool {
+    let Ok(message) = parse_response(message) else {
+        // Not a readable object: only an object can carry a result.
+        return json::first_significant(message) == Some(b'{');
+    };
+    match message.result {
+        Some(result) if json::is_object(result.get()) => match parse_result(result) {
+            Ok(head) => matches!(head.result_type.as_deref(), Some("input_required" | "task")),
+            Err(_) => true,
+        },
+        _ => false,
+    }
 }
 
 /// Whether a request's `_meta` declares the Tasks extension (`io.modelcontextprotocol/tasks`) among
@@ -90,208 +325,15 @@ pub(crate) fn declares_tasks_extension(meta: Option<&RawValue>) -> bool {
         .is_some_and(serde_json::Value::is_object)
 }
 
-/// `params.notifications` of a `subscriptions/listen`: only the task filter is read.
-#[derive(Deserialize)]
-pub(crate) struct ListenFilter<'a> {
-    #[serde(borrow, default, rename = "taskIds", deserialize_with = "present")]
-    pub(crate) task_ids: Option<&'a RawValue>,
-}
-
-/// The members of a result the layer reads.
-#[derive(Deserialize)]
-pub(crate) struct ResultHead<'a> {
-    #[serde(borrow, default, rename = "resultType")]
-    pub(crate) result_type: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "requestState", deserialize_with = "present")]
-    pub(crate) request_state: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "taskId", deserialize_with = "present")]
-    pub(crate) task_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "ttlMs", deserialize_with = "present")]
-    pub(crate) ttl_ms: Option<&'a RawValue>,
-}
-
-/// Deserialises a member that is present (even as `null`) to `Some`; `#[serde(default)]` gives
-/// `None` when it is absent.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
-}
-
-/// The first byte that is not JSON whitespace.
-pub(crate) fn first_significant(bytes: &[u8]) -> Option<u8> {
-    bytes
-        .iter()
-        .copied()
-        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-}
-
-/// Whether a raw value is a JSON object. Serde would also accept an array for a struct (by
-/// position), which must not happen here.
-pub(crate) fn is_object(raw: &str) -> bool {
-    first_significant(raw.as_bytes()) == Some(b'{')
-}
-
-/// Parses a body as one JSON-RPC message, refusing arrays and anything not an object.
-pub(crate) fn parse_message(body: &[u8]) -> Option<Message<'_>> {
-    if first_significant(body) != Some(b'{') {
-        return None;
-    }
-    serde_json::from_slice(body).ok()
-}
-
-/// Parses the params of a message, which must be an object.
-pub(crate) fn parse_params<'a>(params: &'a RawValue) -> Option<Params<'a>> {
-    if !is_object(params.get()) {
-        return None;
-    }
-    serde_json::from_str(params.get()).ok()
-}
-
-/// Parses the head of a result object.
-pub(crate) fn parse_result<'a>(result: &'a RawValue) -> Option<ResultHead<'a>> {
-    if !is_object(result.get()) {
-        return None;
-    }
-    serde_json::from_str(result.get()).ok()
-}
-
-/// Parses the filter of a `subscriptions/listen`, which must be an object.
-pub(crate) fn parse_listen_filter<'a>(filter: &'a RawValue) -> Option<ListenFilter<'a>> {
-    if !is_object(filter.get()) {
-        return None;
-    }
-    serde_json::from_str(filter.get()).ok()
-}
-
-/// Replaces every JSON string token of `json` (keys excepted) whose decoded value `map` knows by
-/// `"` + the mapped raw contents + `"`. `json` must be valid JSON. Returns `None` when nothing
-/// matched, so the caller can keep the original bytes.
-pub(crate) fn replace_string_values(json: &[u8], map: impl Fn(&str) -> Option<String>) -> Option<Bytes> {
-    let mut out: Option<BytesMut> = None;
-    let mut copied = 0; // bytes of `json` already in `out`
-    let mut i = 0;
-    while let Some(offset) = memchr::memchr(b'"', &json[i..]) {
-        let start = i + offset;
-        // Find the closing quote: the first one not escaped.
-        let mut end = start + 1;
-        loop {
-            let rel = memchr::memchr2(b'"', b'\\', json.get(end..)?)?;
-            end += rel;
-            if json[end] == b'\\' {
-                end += 2;
-            } else {
-                break;
-            }
-        }
-        let token = &json[start..=end];
-        i = end + 1;
-        // A key is followed by ':' (after optional whitespace).
-        if first_significant(&json[i..]) == Some(b':') {
-            continue;
-        }
-        let Ok(value) = serde_json::from_slice::<Cow<'_, str>>(token) else {
-            continue;
-        };
-        if let Some(replacement) = map(&value) {
-            let buf = out.get_or_insert_with(|| BytesMut::with_capacity(json.len() + 64));
-            buf.extend_from_slice(&json[copied..start]);
-            buf.extend_from_slice(b"\"");
-            buf.extend_from_slice(replacement.as_bytes());
-            buf.extend_from_slice(b"\"");
-            copied = i;
-        }
-    }
-    let mut buf = out?;
-    buf.extend_from_slice(&json[copied..]);
-    Some(buf.freeze())
-}
-
-/// Decodes a raw JSON string token; `None` if it is not a string.
-pub(crate) fn as_string<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
-    if !raw.get().starts_with('"') {
-        return None;
-    }
-    serde_json::from_str(raw.get()).ok()
-}
-
-/// The characters between the quotes of a raw JSON string token, escapes untouched.
-pub(crate) fn string_contents(raw: &RawValue) -> Option<&str> {
-    raw.get().strip_prefix('"')?.strip_suffix('"')
-}
-
-/// Where `part` (a slice borrowed from `base`) sits inside `base`.
-pub(crate) fn span_of(base: &[u8], part: &str) -> Option<Range<usize>> {
-    let start = (part.as_ptr() as usize).checked_sub(base.as_ptr() as usize)?;
-    let end = start.checked_add(part.len())?;
-    (end <= base.len()).then_some(start..end)
-}
-
-/// `base` with `range` replaced by the concatenation of `parts`.
-pub(crate) fn splice(base: &[u8], range: Range<usize>, parts: &[&[u8]]) -> Bytes {
-    let added: usize = parts.iter().map(|p| p.len()).sum();
-    let mut out = BytesMut::with_capacity(base.len() - range.len() + added);
-    out.extend_from_slice(&base[..range.start]);
-    for part in parts {
-        out.extend_from_slice(part);
-    }
-    out.extend_from_slice(&base[range.end..]);
-    out.freeze()
-}
-
-/// The byte range to delete so that the object member whose value occupies `value` disappears,
-/// along with exactly one separating comma. `base` must be valid JSON (it was parsed already).
-pub(crate) fn member_removal_range(base: &[u8], value: Range<usize>) -> Option<Range<usize>> {
-    let is_ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    // Back from the value: whitespace, ':', whitespace, then the key's closing quote.
-    let mut i = value.start;
-    while i > 0 && is_ws(base[i - 1]) {
-        i -= 1;
-    }
-    if i == 0 || base[i - 1] != b':' {
-        return None;
-    }
-    i -= 1;
-    while i > 0 && is_ws(base[i - 1]) {
-        i -= 1;
-    }
-    if i == 0 || base[i - 1] != b'"' {
-        return None;
-    }
-    i -= 1; // at the closing quote
-    // The key's opening quote is the nearest quote before it that is not escaped, i.e. that is
-    // preceded by an even number of backslashes (inside a valid string every quote is escaped).
-    let key_start = loop {
-        if i == 0 {
-            return None;
-        }
-        i -= 1;
-        if base[i] == b'"' {
-            let backslashes = base[..i].iter().rev().take_while(|&&b| b == b'\\').count();
-            if backslashes % 2 == 0 {
-                break i;
-            }
-        }
-    };
-    // Before the key: whitespace and then ',' (a later member) or '{' (the first member).
-    let mut j = key_start;
-    while j > 0 && is_ws(base[j - 1]) {
-        j -= 1;
-    }
-    match base.get(j.checked_sub(1)?)? {
-        b',' => Some(j - 1..value.end),
-        b'{' => {
-            // First member: take the comma after it instead, if there is one.
-            let mut k = value.end;
-            while k < base.len() && is_ws(base[k]) {
-                k += 1;
-            }
-            match base.get(k)? {
-                b',' => Some(key_start..k + 1),
-                b'}' => Some(key_start..value.end),
-                _ => None,
-            }
-        }
+/// Replaces the task ids `handles` knows (backend id → raw contents of the client's handle) where
+/// task ids sit: string values of `taskId` members and elements of `taskIds` arrays, at any
+/// depth. Every other string, a tool's output that happens to equal an id included, is kept.
+/// `None` when nothing changed.
+pub(crate) fn map_task_ids(json: &[u8], handles: &HashMap<String, String>) -> Option<Bytes> {
+    json::map_member_strings(json, |name, position, value| match (name, position) {
+        ("taskId", Position::Member) | ("taskIds", Position::Element) => handles.get(value).cloned(),
         _ => None,
-    }
+    })
 }
 
 /// Writes a JSON-RPC error response. `id` is the raw JSON id of the request (`null` if none).
@@ -313,55 +355,78 @@ pub(crate) fn error_body_with_data(id: Option<&str>, code: i64, message: &str, d
 mod tests {
     use super::*;
 
-    fn remove_member(json: &str, key: &str) -> String {
-        let value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json).unwrap();
-        assert!(value.contains_key(key));
-        #[derive(Deserialize)]
-        struct Probe<'a> {
-            #[serde(borrow, rename = "requestState")]
-            state: &'a RawValue,
-        }
-        let probe: Probe<'_> = serde_json::from_str(json).unwrap();
-        let range = span_of(json.as_bytes(), probe.state.get()).unwrap();
-        let cut = member_removal_range(json.as_bytes(), range).unwrap();
-        let out = splice(json.as_bytes(), cut, &[]);
-        String::from_utf8(out.to_vec()).unwrap()
-    }
-
-    #[test]
-    fn removes_members_in_every_position() {
-        let cases = [
-            (r#"{"requestState":"x"}"#, "{}"),
-            (r#"{ "requestState" : "x" }"#, "{  }"),
-            (r#"{"requestState":"x","a":1}"#, r#"{"a":1}"#),
-            (r#"{"a":1,"requestState":"x"}"#, r#"{"a":1}"#),
-            (r#"{"a":1, "requestState":"x", "b":2}"#, r#"{"a":1, "b":2}"#),
-            (r#"{"a":"q\"","requestState":"x\\"}"#, r#"{"a":"q\""}"#),
-            (
-                r#"{"a":{"requestState":1},"request\u0053tate":"x"}"#,
-                r#"{"a":{"requestState":1}}"#,
-            ),
-            (r#"{"k\\":1,"requestState":"x"}"#, r#"{"k\\":1}"#),
-        ];
-        for (input, expected) in cases {
-            let out = remove_member(input, "requestState");
-            assert_eq!(out, expected, "input {input}");
-            serde_json::from_str::<serde_json::Value>(&out).unwrap();
-        }
-    }
-
     #[test]
     fn arrays_are_not_read_as_messages_or_params() {
-        assert!(parse_message(br#"[1,"tools/call",{}]"#).is_none());
-        let raw: &RawValue = serde_json::from_str(r#"["n","u","mrtr1.x"]"#).unwrap();
-        assert!(parse_params(raw).is_none());
+        assert_eq!(
+            parse_request(br#"[1,"tools/call",{}]"#).err(),
+            Some(ReadError::NotAnObject)
+        );
+        let raw: &RawValue = serde_json::from_str(r#"["n","u","mrtr2.x"]"#).unwrap();
+        assert!(matches!(parse_params(raw), Err(ReadError::NotAnObject)));
+    }
+
+    #[test]
+    fn syntax_errors_are_not_json() {
+        for body in [
+            &b"\xEF\xBB\xBF{}"[..],
+            b"{} x",
+            b"{\"a\":\"\xFF\"}",
+            b"{\x00\"\x00}\x00",
+        ] {
+            assert_eq!(parse_request(body).err(), Some(ReadError::NotJson), "{body:?}");
+        }
     }
 
     #[test]
     fn duplicate_members_make_a_message_unreadable() {
-        assert!(parse_message(br#"{"method":"a","method":"b"}"#).is_none());
-        let raw: &RawValue = serde_json::from_str(r#"{"requestState":"a","requestState":"b"}"#).unwrap();
-        assert!(parse_params(raw).is_none());
+        assert_eq!(
+            parse_request(br#"{"method":"a","method":"b"}"#).err(),
+            Some(ReadError::Duplicate("method".into()))
+        );
+        let raw: &RawValue = serde_json::from_str(r#"{"requestState":"a","request\u0053tate":"b"}"#).unwrap();
+        assert!(matches!(parse_params(raw), Err(ReadError::Duplicate(_))));
+        let many: String = format!(
+            "{{{}\"k0\":1}}",
+            (0..100).map(|i| format!("\"k{i}\":1,")).collect::<String>()
+        );
+        assert_eq!(
+            parse_request(many.as_bytes()).err(),
+            Some(ReadError::Duplicate("k0".into()))
+        );
+    }
+
+    #[test]
+    fn case_variants_of_read_members_are_refused() {
+        for name in [
+            "RequestState",
+            "REQUESTSTATE",
+            "requeſtState",
+            "taskIDS",
+            "\u{212A}",
+        ] {
+            let params = format!(r#"{{"{name}":"x"}}"#);
+            let raw: &RawValue = serde_json::from_str(&params).unwrap();
+            let expected = name != "\u{212A}";
+            assert_eq!(
+                matches!(parse_params(raw), Err(ReadError::CaseVariant(_))),
+                expected,
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            parse_request(br#"{"Method":"tools/call"}"#),
+            Err(ReadError::CaseVariant(_))
+        ));
+        assert!(matches!(
+            parse_response(br#"{"result":{"ResultType":"input_required"}}"#)
+                .map(|m| parse_result(m.result.unwrap())),
+            Ok(Err(ReadError::CaseVariant(_)))
+        ));
+        // Names the layer does not read may be spelled any way.
+        assert!(parse_request(br#"{"method":"x","params":{"Cursor":1,"ARGS":2}}"#).is_ok());
+        assert!(folds_to("TAS\u{212A}ID", "taskId"));
+        assert!(!folds_to("taskI", "taskId"));
+        assert!(!folds_to("taskIdd", "taskId"));
     }
 
     #[test]
@@ -374,7 +439,7 @@ mod tests {
 
     #[test]
     fn escaped_keys_are_decoded() {
-        let msg = parse_message(br#"{"m\u0065thod":"tools/call","id":1}"#).unwrap();
+        let msg = parse_request(br#"{"m\u0065thod":"tools/call","id":1}"#).unwrap();
         assert_eq!(msg.method.as_deref(), Some("tools/call"));
         assert!(response_is_candidate(
             br#"{"result":{"resultType":"input\u005frequired"}}"#
@@ -382,17 +447,24 @@ mod tests {
     }
 
     #[test]
-    fn string_values_are_replaced_but_keys_and_lookalikes_are_not() {
-        let json = br#"{"t1":"t1","a":["t1","t2",{"taskId":"t\u0031"}],"text":"t1 done","n":1}"#;
-        let out = replace_string_values(json, |v| (v == "t1").then(|| "H".to_owned())).unwrap();
-        assert_eq!(
-            &out[..],
-            br#"{"t1":"H","a":["H","t2",{"taskId":"H"}],"text":"t1 done","n":1}"#
-        );
-        assert!(replace_string_values(br#"{"a":"x"}"#, |_| None).is_none());
-        let escaped = br#"{"k":"q\"t1\\","v":"t1"}"#;
-        let out = replace_string_values(escaped, |v| (v == "t1").then(|| "H".to_owned())).unwrap();
-        assert_eq!(&out[..], br#"{"k":"q\"t1\\","v":"H"}"#);
+    fn results_that_need_sealing() {
+        assert!(needs_sealing(
+            br#"{"id":1,"result":{"resultType":"input_required"}}"#
+        ));
+        assert!(needs_sealing(
+            br#"{"id":1,"result":{"resultType":"task","taskId":"t"}}"#
+        ));
+        assert!(needs_sealing(
+            br#"{"id":1,"result":{"resultType":"complete","RequestState":"s"}}"#
+        ));
+        assert!(needs_sealing(
+            br#"{"id":1,"result":{"resultType":"x","resultType":"y"}}"#
+        ));
+        assert!(!needs_sealing(br#"{"id":1,"result":{"resultType":"complete"}}"#));
+        assert!(!needs_sealing(
+            br#"{"id":1,"error":{"code":1,"message":"input_required"}}"#
+        ));
+        assert!(!needs_sealing(b"not json input_required"));
     }
 
     #[test]

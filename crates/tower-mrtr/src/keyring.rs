@@ -40,9 +40,9 @@ use arc_swap::ArcSwap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
-use chacha20poly1305::aead::{Generate, KeyInit};
+use chacha20poly1305::aead::KeyInit;
 use chacha20poly1305::{Key as CipherKey, XChaCha20Poly1305};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 /// Length of every key, in bytes.
 pub const KEY_LEN: usize = 32;
@@ -86,22 +86,29 @@ impl fmt::Display for KeyId {
 }
 
 /// 32 bytes of secret key material, zeroised on drop and redacted in `Debug`.
-pub struct Key(Zeroizing<[u8; KEY_LEN]>);
+///
+/// The bytes live on the heap, written in place: generating, decoding or encoding a key leaves no
+/// copy of it on the stack.
+pub struct Key(Box<Zeroizing<[u8; KEY_LEN]>>);
 
 impl Key {
-    /// Wraps raw key bytes.
+    /// Wraps raw key bytes. (The caller's array is a copy this type cannot wipe.)
     pub fn from_bytes(bytes: [u8; KEY_LEN]) -> Self {
-        Self(Zeroizing::new(bytes))
+        let mut key = Self::zeroed();
+        key.0.copy_from_slice(&bytes);
+        key
     }
 
-    /// A new random key from the operating system's CSPRNG.
+    fn zeroed() -> Self {
+        Self(Box::new(Zeroizing::new([0u8; KEY_LEN])))
+    }
+
+    /// A new random key from the operating system's CSPRNG, written straight into its final
+    /// place.
     pub fn generate() -> Result<Self, KeyringError> {
-        let key = CipherKey::try_generate().map_err(|_| KeyringError::Rng)?;
-        let mut bytes = [0u8; KEY_LEN];
-        bytes.copy_from_slice(&key);
-        let out = Self::from_bytes(bytes);
-        bytes.zeroize();
-        Ok(out)
+        let mut key = Self::zeroed();
+        getrandom::fill(&mut key.0[..]).map_err(|_| KeyringError::Rng)?;
+        Ok(key)
     }
 
     /// Decodes a base64url key (padding optional). The standard alphabet is not accepted, so one
@@ -117,17 +124,21 @@ impl Key {
                 .decode(text.trim())
                 .map_err(|_| KeyringError::InvalidKeyEncoding)?,
         );
-        let bytes: [u8; KEY_LEN] = decoded
-            .as_slice()
-            .try_into()
-            .map_err(|_| KeyringError::InvalidKeyLength(decoded.len()))?;
-        Ok(Self::from_bytes(bytes))
+        if decoded.len() != KEY_LEN {
+            return Err(KeyringError::InvalidKeyLength(decoded.len()));
+        }
+        let mut key = Self::zeroed();
+        key.0.copy_from_slice(&decoded);
+        Ok(key)
     }
 
     /// The key as unpadded base64url, for writing configuration. The returned string is zeroised
     /// on drop.
     pub fn to_base64url(&self) -> Zeroizing<String> {
-        Zeroizing::new(URL_SAFE_NO_PAD.encode(*self.0))
+        // Encoded from the slice: `encode(*self.0)` would copy the array onto the stack first.
+        let mut out = Zeroizing::new(String::with_capacity(KEY_LEN.div_ceil(3) * 4));
+        URL_SAFE_NO_PAD.encode_string(&self.0[..], &mut out);
+        out
     }
 }
 

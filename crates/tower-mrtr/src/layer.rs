@@ -69,12 +69,39 @@ impl MrtrLayer {
     /// of a token an authentication layer has verified and stored in the extensions. An envelope
     /// minted for one principal does not open for another, nor for a request without one.
     ///
+    /// By default a principal is then **required**: a request that may produce or open an
+    /// envelope (`tools/call`, `prompts/get`, `resources/read`, `tasks/*`, `subscriptions/listen`
+    /// on task handles) for which `principal` returns `None` is refused with HTTP 403 and a
+    /// JSON-RPC error, before it reaches the inner service. That catches the easy mistake of
+    /// stacking the authentication layer *inside* this one, where it has not run yet when the
+    /// layer looks. See [`MrtrLayer::require_principal`] to allow anonymous requests.
+    ///
     /// The function runs on every request the layer relays; keep it cheap.
     pub fn bind_principal<F>(mut self, principal: F) -> Self
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
         self.config_mut().principal = Some(Arc::new(principal));
+        self
+    }
+
+    /// Whether a request without a principal is refused (`true`, the default) or relayed with
+    /// envelopes bound to no principal (`false`; such envelopes open for any request without
+    /// one). Only meaningful with [`MrtrLayer::bind_principal`]. Either way a missing principal
+    /// is logged at debug level.
+    pub fn require_principal(mut self, required: bool) -> Self {
+        self.config_mut().principal_required = required;
+        self
+    }
+
+    /// Whether envelopes minted for `tools/call` and `prompts/get` are bound to the call's
+    /// `params.arguments` (`true`, the default). A retry whose arguments differ in value is then
+    /// refused like a tampered envelope; arguments that differ only in member order, whitespace
+    /// or escapes are the same ([`canonical`](crate::canonical)). Turn it off only for clients that
+    /// legitimately change arguments between rounds (the specification says a retry repeats
+    /// them). Every replica sharing a keyring must use the same setting.
+    pub fn bind_arguments(mut self, bind: bool) -> Self {
+        self.config_mut().bind_arguments = bind;
         self
     }
 

@@ -58,11 +58,73 @@
 //! let text = std::str::from_utf8(&body)?;
 //!
 //! // The client sees a sealed envelope, never the backend's state.
-//! assert!(text.contains(r#""requestState":"mrtr1."#));
+//! assert!(text.contains(r#""requestState":"mrtr2."#));
 //! assert!(!text.contains("backend-secret"));
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # What the inner service must be
+//!
+//! `MrtrLayer` wraps a `Service<http::Request<RequestBody<B>>>` whose response is an
+//! `http::Response<ResBody>`:
+//!
+//! * **`Clone`**: the layer reads the request body before calling the inner service, so it moves
+//!   the service made ready by `poll_ready` into the response future and keeps a clone (tower's
+//!   "be careful when cloning inner services" rule). Readiness is therefore held while a client
+//!   sends its body; put a body timeout (tower-http's `RequestBodyTimeoutLayer`) outside.
+//! * the request body `B: http_body::Body` with `B::Error: Into<BoxError>`; the inner service
+//!   receives it as [`RequestBody<B>`] (`Data = Bytes`, same error type): the buffered bytes of a
+//!   POST, or the client's own body, untouched, for other methods.
+//! * the response body `ResBody: http_body::Body` with `ResBody::Error: Into<BoxError>`; the
+//!   client receives [`ResponseBody<ResBody>`] (`Data = Bytes`, `Error = BoxError`).
+//! * `Error` is passed through unchanged: the layer's own answers are responses, never errors.
+//!   Under axum (`Router::route_service`) that means `Error = Infallible`, and everything must be
+//!   `Send + 'static` (futures and bodies; the layer adds nothing that is not).
+//!
+//! The layer inserts a [`McpRequestHead`] into every POST it relays that holds one JSON-RPC
+//! request: after a retry's envelope is opened, with the names the backend will see. There is
+//! none on a request that is not a POST (it is not read), on a batch, on a JSON-RPC *response*
+//! a client sends (no method), and of course on anything the layer refused (it never reaches
+//! the inner service).
+//!
+//! # Composing with other layers
+//!
+//! Outermost first, for a gateway that authenticates, limits, traces and compresses:
+//!
+//! ```text
+//!  client
+//!    │
+//!    ▼
+//!  TraceLayer (tower-http)           sees every request and every answer, refusals included;
+//!    │                               spans can record the MCP method and name later, from
+//!    │                               McpRequestHead, by a small layer inside MrtrLayer
+//!  CompressionLayer (answers)        must be OUTSIDE: MrtrLayer reads answers in clear and
+//!    │                               fails closed on an encoded one
+//!  RequestDecompressionLayer         must be OUTSIDE: MrtrLayer refuses a compressed body
+//!    │                               (415); decompressed first, it is read and checked, and
+//!    │                               max_request_body bounds the *decompressed* size
+//!  RequestBodyTimeoutLayer           bounds how long a slow client holds the inner service's
+//!    │                               readiness while MrtrLayer reads its body
+//!  authentication                    must be OUTSIDE: it puts the subject into the request's
+//!    │                               extensions, where bind_principal reads it; inside, the
+//!    │                               principal is missing and the request is refused (403)
+//!  rate limit / load shed            per principal, so after authentication; refused requests
+//!    │                               are never buffered or parsed
+//!  MrtrLayer                         opens retries (PinnedRoute, McpRequestHead), seals answers
+//!    │
+//!  your proxy                        routes on McpRequestHead, honours PinnedRoute, reports Route,
+//!    │                               drops Accept-Encoding toward backends
+//!    ▼
+//!  backends
+//! ```
+//!
+//! Layers outside `MrtrLayer` that answer early (a 401, a 406, a 429) must build responses of
+//! the layer's body type, [`ResponseBody<ResBody>`]: [`ResponseBody::new`] wraps a body of the
+//! inner type, and `From<&'static str | String | Vec<u8> | Bytes>` and `Default` build one from
+//! bytes, so tower-http's `AsyncRequireAuthorizationLayer` and `ValidateRequestHeaderLayer` stack
+//! in front with no adapter (`tests/composition.rs` does exactly that). Under axum, layers added
+//! with `Router::layer` see axum's own body type and need nothing at all.
 //!
 //! # Behaviour
 //!
@@ -70,21 +132,25 @@
 //! |---|---|
 //! | a request the layer need not change | forwarded byte for byte |
 //! | a retry with a valid envelope | backend state restored, [`PinnedRoute`] set, forwarded |
-//! | a retry whose envelope is not one, tampered, expired, misbound, or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
+//! | a retry whose envelope is not one, tampered, expired, misbound (method, name, arguments, principal), or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
+//! | a retry whose `params.arguments` differ in value from round one's (order, whitespace and escapes do not matter; see [`canonical`]) | the same `-32602`: the envelope is bound to them ([`MrtrLayer::bind_arguments`]) |
+//! | a `requestState` on any other method | JSON-RPC `-32602`; inner service not called |
+//! | with [`MrtrLayer::bind_principal`], a request that may produce or open an envelope and has no principal | HTTP 403, `-32600` (unless [`MrtrLayer::require_principal`]`(false)`) |
 //! | a POST body over the limit | HTTP 413 with a JSON-RPC error; inner service not called |
-//! | a POST body with a `Content-Encoding` (other than `identity`) | HTTP 415, `-32600`: it could not be inspected |
-//! | a body that is not JSON | forwarded untouched |
-//! | valid JSON the layer cannot read as one request (duplicate members, say) | HTTP 400, `-32600` |
-//! | a batch | forwarded untouched, unless an element carries a `requestState` (HTTP 400, `-32600`) |
+//! | a POST body with any `Content-Encoding` value other than `identity` | HTTP 415, `-32600`: it could not be inspected |
+//! | a POST body that is not JSON (a BOM, UTF-16, invalid UTF-8, trailing bytes, anything else) | HTTP 400, `-32700`; inner service not called |
+//! | JSON the layer cannot read unambiguously as a request (another JSON value, a duplicate member, a member named like one the layer reads but for letter case, a mistyped `method`) | HTTP 400, `-32600`; inner service not called |
+//! | a batch | forwarded untouched, unless an element carries a `requestState` or a task handle (HTTP 400, `-32600`); `input_required` and task results in its answer fail closed element by element |
 //! | `Mcp-Method`/`Mcp-Name` disagreeing with the body of a request being rewritten | HTTP 400, `-32020` |
 //! | an `input_required` answer | `requestState` replaced by an envelope; all other bytes kept |
 //! | an `input_required` answer without a route, or that cannot be read or sealed | JSON-RPC `-32603`, never the raw state |
 //! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
-//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] set; task ids in the answer shown as the client's handle |
+//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] set; task ids in the answer (`taskId` members, `taskIds` arrays) shown as the client's handle, every other byte kept |
 //! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
 //! | a task request whose `_meta` does not declare the Tasks extension | HTTP 400, `-32021` with `requiredCapabilities` (SEP-2663); inner service not called |
-//! | `subscriptions/listen` filtering on task handles | opened and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
+//! | `subscriptions/listen` filtering on task handles | at most 100, each opened once and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
 //! | an answer to a pinned request reporting another [`Route`] | JSON-RPC `-32603`: the proxy did not honour the pin |
+//! | an answer to a request the layer did not read (not a POST) that holds an `input_required` or task result | JSON-RPC `-32603` (an SSE stream ends with it): fail closed |
 //!
 //! The precise reason for every refusal goes to [`tracing`] at debug level; clients only ever see
 //! the uniform message.
@@ -95,15 +161,18 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+pub mod canonical;
 mod clock;
 mod config;
 pub mod envelope;
 pub mod error;
 mod future;
+mod json;
 mod jsonrpc;
 pub mod keyring;
 mod layer;
 pub mod mcp_headers;
+pub mod metrics;
 mod request;
 mod response;
 pub mod route;

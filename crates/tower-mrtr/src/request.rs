@@ -1,4 +1,11 @@
 //! The request path: read the buffered body, open any envelope, restore the backend's state.
+//!
+//! Every POST body is read in full before anything is forwarded. A body the layer cannot read
+//! unambiguously is refused, never forwarded: a backend whose parser is more lenient (a UTF-8 BOM,
+//! UTF-16, invalid UTF-8, trailing bytes after the value, a member name in another letter case)
+//! could otherwise read an unverified `requestState` the layer never saw.
+
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -6,12 +13,17 @@ use http::{HeaderMap, HeaderValue, header};
 use serde_json::value::RawValue;
 
 use crate::config::Config;
-use crate::envelope::{Binding, OpenError, Purpose, Sealer};
+use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer};
 use crate::error::Rejection;
-use crate::jsonrpc::{self, Message};
-use crate::mcp_headers::decode_header_value;
-use crate::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
+use crate::json::{self, Elements};
+use crate::jsonrpc::{self, Params, ReadError};
+use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value};
+use crate::metrics;
 use crate::route::{McpRequestHead, PinnedRoute, Route};
+
+/// Most task handles one `subscriptions/listen` may name: each is opened (a decryption) on the
+/// request path, so the count is bounded.
+pub(crate) const MAX_LISTEN_TASK_IDS: usize = 100;
 
 /// What the response path must do with the answer to a request.
 #[derive(Debug)]
@@ -26,6 +38,9 @@ pub(crate) enum ResponsePlan {
     /// A batch holding requests that may answer `input_required`: such answers cannot be sealed
     /// (no binding per element) and fail closed.
     Batch,
+    /// The layer did not read the request (not a POST), so it cannot know what the answer may
+    /// carry: an answer holding anything that would need sealing fails closed.
+    Inspect,
 }
 
 /// What the response path needs to present a backend's task ids as the client's handles.
@@ -33,23 +48,25 @@ pub(crate) enum ResponsePlan {
 pub(crate) struct TaskContext {
     pub(crate) id: Option<String>,
     pub(crate) pinned: Route,
-    /// (backend task id, the handle the client sent for it)
-    pub(crate) ids: Vec<(String, String)>,
-}
-
-impl TaskContext {
-    pub(crate) fn handle_for(&self, backend_id: &str) -> Option<String> {
-        self.ids
-            .iter()
-            .find(|(b, _)| b == backend_id)
-            .map(|(_, h)| h.clone())
-    }
+    /// Backend task id → raw contents of the handle the client sent for it.
+    pub(crate) handles: HashMap<String, String>,
 }
 
 /// The binding of every task handle: the handle outlives the `tools/call` that minted it and is
 /// used on other methods, so only the purpose (in the label) and the principal bind it.
 pub(crate) fn task_binding(principal: Option<&str>) -> Binding<'_> {
     Binding::new("tasks", None, principal)
+}
+
+/// How an answer's envelope is bound to the call's arguments.
+#[derive(Debug)]
+pub(crate) enum ArgumentsBinding {
+    /// Not bound: the method takes no arguments, or the layer is configured not to bind them.
+    Unbound,
+    /// Bound; the digest is computed only if the answer needs sealing (most do not).
+    Raw(Option<Bytes>),
+    /// Bound; computed already (on a retry, to open the envelope).
+    Digest(ArgumentsDigest),
 }
 
 /// What the response path needs to seal an answer: the request's binding and id.
@@ -59,12 +76,23 @@ pub(crate) struct SealContext {
     pub(crate) method: &'static str,
     pub(crate) target: Option<String>,
     pub(crate) principal: Option<String>,
+    pub(crate) arguments: ArgumentsBinding,
     pub(crate) pinned: Option<Route>,
 }
 
 impl SealContext {
-    pub(crate) fn binding(&self) -> Binding<'_> {
-        Binding::new(self.method, self.target.as_deref(), self.principal.as_deref())
+    /// The binding to seal under; fails if the arguments have no canonical form.
+    pub(crate) fn binding(&self) -> Result<Binding<'_>, crate::canonical::CanonicalError> {
+        let binding = Binding::new(self.method, self.target.as_deref(), self.principal.as_deref());
+        Ok(match &self.arguments {
+            ArgumentsBinding::Unbound => binding,
+            ArgumentsBinding::Digest(digest) => binding.with_arguments(*digest),
+            ArgumentsBinding::Raw(raw) => {
+                let text = raw.as_deref().map(std::str::from_utf8).transpose();
+                let text = text.map_err(|_| crate::canonical::CanonicalError::Syntax)?;
+                binding.with_arguments(ArgumentsDigest::of(text)?)
+            }
+        })
     }
 }
 
@@ -77,188 +105,402 @@ pub(crate) fn process(
     parts: &mut Parts,
     body: Bytes,
 ) -> Result<(Bytes, ResponsePlan), Rejection> {
-    match jsonrpc::first_significant(&body) {
+    match json::first_significant(&body) {
         Some(b'{') => {}
         Some(b'[') => return process_batch(&body).map(|plan| (body, plan)),
-        // Not a JSON object or array: no backend can read it as a JSON-RPC request.
-        _ => return Ok((body, ResponsePlan::Passthrough)),
+        _ => return Err(not_a_request(&body)),
     }
-    let Some(message) = jsonrpc::parse_message(&body) else {
-        return if serde_json::from_slice::<&RawValue>(&body).is_ok() {
-            // Valid JSON the layer cannot read as one request (duplicate members, a method that is
-            // not a string): a backend might read it differently, so it is refused, not guessed at.
-            Err(Rejection::Unreadable { id: None })
-        } else {
-            Ok((body, ResponsePlan::Passthrough))
-        };
-    };
+    let message = jsonrpc::parse_request(&body).map_err(|e| unreadable(e, None))?;
     let id = message.id.map(|raw| raw.get().to_owned());
     let Some(method) = message.method.as_deref() else {
-        // A response or a malformed message: nothing to open, nothing to seal.
+        // A response (a legacy client answering a server's request) or a malformed message: it
+        // carries nothing to open, and its answer nothing to seal.
         return Ok((body, ResponsePlan::Passthrough));
     };
+    let params = match message.params.map(jsonrpc::parse_params) {
+        None => None,
+        Some(Ok(params)) => Some(params),
+        Some(Err(ReadError::NotAnObject | ReadError::WrongType(_))) if !may_carry_envelopes(method) => None,
+        Some(Err(ReadError::NotAnObject | ReadError::WrongType(_))) => {
+            return Err(Rejection::InvalidParams { id });
+        }
+        Some(Err(e)) => return Err(unreadable(e, id)),
+    };
 
+    let request = Request {
+        config,
+        sealer,
+        body: &body,
+        params: params.as_ref(),
+        id,
+    };
     if let Some(method) = jsonrpc::INPUT_REQUIRED_METHODS
         .iter()
         .copied()
         .find(|m| *m == method)
     {
-        return relay(config, sealer, parts, &body, &message, method, id);
+        return request.relay(parts, method);
     }
     if let Some(method) = jsonrpc::TASK_METHODS.iter().copied().find(|m| *m == method) {
-        return task_follow_up(config, sealer, parts, &body, &message, method, id);
+        return request.task_follow_up(parts, method);
+    }
+    if params.as_ref().is_some_and(|p| p.request_state.is_some()) {
+        tracing::debug!(method, "requestState on a method that takes none");
+        return Err(Rejection::StateNotAccepted { id: request.id });
     }
     if method == jsonrpc::LISTEN_METHOD {
-        return listen(config, sealer, parts, &body, &message, id);
+        return request.listen(parts);
     }
-    let params = message.params.and_then(jsonrpc::parse_params);
     let target = params
         .as_ref()
         .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
-    parts
-        .extensions
-        .insert(McpRequestHead::parsed(method, id.as_deref(), target, false));
+    parts.extensions.insert(McpRequestHead::parsed(
+        method,
+        request.id.as_deref(),
+        target,
+        false,
+    ));
     Ok((body, ResponsePlan::Passthrough))
 }
 
-/// `tasks/get`, `tasks/update`, `tasks/cancel`: open the handle in `params.taskId`, put the
-/// backend's task id back in the body and in `Mcp-Name`, and pin the route.
-fn task_follow_up(
-    config: &Config,
-    sealer: &Sealer,
-    parts: &mut Parts,
-    body: &Bytes,
-    message: &Message<'_>,
-    method: &'static str,
-    id: Option<String>,
-) -> Result<(Bytes, ResponsePlan), Rejection> {
-    let invalid = || Rejection::InvalidEnvelope {
-        id: id.clone(),
-        purpose: Purpose::TaskHandle.name(),
-    };
-    let params = message.params.map(jsonrpc::parse_params).ok_or_else(invalid)?;
-    let params = params.ok_or_else(|| Rejection::InvalidParams { id: id.clone() })?;
-    let raw = params.task_id.ok_or_else(invalid)?;
-    let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
-    // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
-    // the client sent must be present and name the handle.
-    verify_mirrored_headers(parts, method, Some(&handle), true, &id)?;
-    // SEP-2663: a client that did not declare the extension gets -32021, whatever it sent.
-    if !jsonrpc::declares_tasks_extension(params.meta) {
-        return Err(Rejection::MissingTasksCapability { id });
-    }
-    let principal = config.principal.as_ref().and_then(|f| f(parts));
-    let opened = open(
-        config,
-        sealer,
-        Purpose::TaskHandle,
-        &task_binding(principal.as_deref()),
-        raw,
-    )
-    .map_err(|reason| {
-        tracing::debug!(method, reason = reason.reason(), "task handle rejected");
-        invalid()
-    })?;
-    let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
-    let backend_id = decode_contents(backend_raw).ok_or_else(invalid)?;
-
-    let span = jsonrpc::span_of(body, raw.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
-    let rewritten = jsonrpc::splice(body, span, &[b"\"", backend_raw.as_bytes(), b"\""]);
-    // The extension requires Mcp-Name to equal params.taskId.
-    let name = encode_header_value(&backend_id).ok_or_else(invalid)?;
-    parts.headers.insert(MCP_NAME, name);
-    set_body_length(&mut parts.headers, rewritten.len());
-    parts.extensions.insert(PinnedRoute(opened.route.clone()));
-    parts.extensions.insert(McpRequestHead::parsed(
-        method,
-        id.as_deref(),
-        Some(&backend_id),
-        false,
-    ));
-    tracing::debug!(method, route = %opened.route, "task handle opened");
-    let ids = vec![(backend_id, handle.into_owned())];
-    Ok((
-        rewritten,
-        ResponsePlan::Tasks(TaskContext {
-            id,
-            pinned: opened.route,
-            ids,
-        }),
-    ))
+/// Whether requests of `method` can carry or produce envelopes: their params must be readable.
+fn may_carry_envelopes(method: &str) -> bool {
+    jsonrpc::may_require_input(method)
+        || jsonrpc::TASK_METHODS.contains(&method)
+        || method == jsonrpc::LISTEN_METHOD
 }
 
-/// `subscriptions/listen` whose `notifications.taskIds` holds task handles: open them all (they
-/// must lead to one backend), put the backend's ids in their place and pin the route.
-fn listen(
-    config: &Config,
-    sealer: &Sealer,
-    parts: &mut Parts,
-    body: &Bytes,
-    message: &Message<'_>,
-    id: Option<String>,
-) -> Result<(Bytes, ResponsePlan), Rejection> {
-    let method = jsonrpc::LISTEN_METHOD;
-    let invalid = || Rejection::InvalidEnvelope {
-        id: id.clone(),
-        purpose: Purpose::TaskHandle.name(),
-    };
-    let (task_ids, meta) = match message.params.map(jsonrpc::parse_params) {
-        None => (None, None),
-        Some(None) => return Err(Rejection::InvalidParams { id }),
-        Some(Some(params)) => match params.notifications.map(jsonrpc::parse_listen_filter) {
-            None => (None, params.meta),
-            Some(None) => return Err(Rejection::InvalidParams { id }),
-            Some(Some(filter)) => (filter.task_ids, params.meta),
+/// The refusal of a body that is not a JSON-RPC object or batch: `-32700` if it is not JSON at
+/// all, `-32600` if it is some other JSON value.
+fn not_a_request(body: &[u8]) -> Rejection {
+    match serde_json::from_slice::<&RawValue>(body) {
+        Ok(_) => Rejection::Unreadable {
+            id: None,
+            detail: "the body is JSON but not a JSON-RPC request object".to_owned(),
         },
-    };
-    let handles: Vec<&RawValue> = match task_ids {
-        None => Vec::new(),
-        Some(raw) => {
-            serde_json::from_str(raw.get()).map_err(|_| Rejection::InvalidParams { id: id.clone() })?
+        Err(_) => Rejection::ParseError,
+    }
+}
+
+fn unreadable(error: ReadError, id: Option<String>) -> Rejection {
+    tracing::debug!(error = %error.describe(), "request refused: cannot be read unambiguously");
+    match error {
+        ReadError::NotJson => Rejection::ParseError,
+        other => Rejection::Unreadable {
+            id,
+            detail: other.describe(),
+        },
+    }
+}
+
+/// One request being processed: what every step reads.
+struct Request<'a> {
+    config: &'a Config,
+    sealer: &'a Sealer,
+    body: &'a Bytes,
+    params: Option<&'a Params<'a>>,
+    id: Option<String>,
+}
+
+impl Request<'_> {
+    /// The principal to bind, or a refusal when the layer requires one and there is none.
+    fn principal(&self, parts: &Parts, method: &str) -> Result<Option<String>, Rejection> {
+        let Some(principal_fn) = &self.config.principal else {
+            return Ok(None);
+        };
+        match principal_fn(parts) {
+            Some(principal) => Ok(Some(principal)),
+            None if self.config.principal_required => {
+                tracing::debug!(
+                    method,
+                    "request refused: no principal (is the authentication layer outside MrtrLayer?)"
+                );
+                Err(Rejection::PrincipalRequired { id: self.id.clone() })
+            }
+            None => {
+                tracing::debug!(
+                    method,
+                    "no principal for this request: its envelopes are not bound to one"
+                );
+                Ok(None)
+            }
         }
-    };
-    parts
-        .extensions
-        .insert(McpRequestHead::parsed(method, id.as_deref(), None, false));
-    if handles.is_empty() {
-        return Ok((body.clone(), ResponsePlan::Passthrough));
     }
-    if !jsonrpc::declares_tasks_extension(meta) {
-        return Err(Rejection::MissingTasksCapability { id });
-    }
-    let principal = config.principal.as_ref().and_then(|f| f(parts));
-    let binding = task_binding(principal.as_deref());
-    let mut route: Option<Route> = None;
-    let mut ids = Vec::with_capacity(handles.len());
-    let mut rewritten = Vec::with_capacity(body.len());
-    let mut copied = 0;
-    for raw in handles {
-        let handle = jsonrpc::as_string(raw).ok_or_else(invalid)?;
-        let opened = open(config, sealer, Purpose::TaskHandle, &binding, raw).map_err(|reason| {
-            tracing::debug!(method, reason = reason.reason(), "task handle rejected");
-            invalid()
-        })?;
-        if route.as_ref().is_some_and(|r| *r != opened.route) {
-            return Err(Rejection::MixedTaskRoutes { id });
+
+    /// Opens the envelope held by a raw JSON member (which must be a string).
+    fn open(&self, purpose: Purpose, binding: &Binding<'_>, raw: &RawValue) -> Result<Sealed, OpenError> {
+        // Checked on the raw token first so an oversized value is never decoded.
+        if raw.get().len() > self.config.max_envelope_len.saturating_add(2) {
+            return Err(OpenError::TooLong);
         }
-        let backend_raw = opened.state.ok_or_else(invalid)?;
-        let backend_id = decode_contents(&backend_raw).ok_or_else(invalid)?;
-        // Array elements come in document order: copy up to each one, then its replacement.
-        let span = jsonrpc::span_of(body, raw.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
-        rewritten.extend_from_slice(&body[copied..span.start]);
-        rewritten.push(b'"');
-        rewritten.extend_from_slice(backend_raw.as_bytes());
-        rewritten.push(b'"');
-        copied = span.end;
-        route = Some(opened.route);
-        ids.push((backend_id, handle.into_owned()));
+        let text = json::as_string(raw).ok_or(OpenError::NotAnEnvelope)?;
+        if text.len() > self.config.max_envelope_len {
+            return Err(OpenError::TooLong);
+        }
+        let opened = self
+            .sealer
+            .open(purpose, binding, &text, self.config.clock.now())?;
+        metrics::opened(purpose);
+        Ok(opened)
     }
-    rewritten.extend_from_slice(&body[copied..]);
-    let rewritten = Bytes::from(rewritten);
-    let pinned = route.ok_or_else(invalid)?;
-    set_body_length(&mut parts.headers, rewritten.len());
-    parts.extensions.insert(PinnedRoute(pinned.clone()));
-    Ok((rewritten, ResponsePlan::Tasks(TaskContext { id, pinned, ids })))
+
+    /// The uniform refusal of an envelope that did not open; the reason goes to the log only.
+    fn refuse(&self, method: &str, purpose: Purpose, reason: &OpenError) -> Rejection {
+        metrics::envelope_refused(purpose, reason.reason());
+        tracing::debug!(
+            method,
+            purpose = purpose.name(),
+            reason = reason.reason(),
+            detail = %reason,
+            "envelope refused"
+        );
+        Rejection::InvalidEnvelope {
+            id: self.id.clone(),
+            purpose: purpose.name(),
+        }
+    }
+
+    /// A `tools/call`, `prompts/get` or `resources/read`.
+    fn relay(self, parts: &mut Parts, method: &'static str) -> Result<(Bytes, ResponsePlan), Rejection> {
+        let params = self.params;
+        let target = params.and_then(|p| match method {
+            "resources/read" => p.uri.as_deref(),
+            _ => p.name.as_deref(),
+        });
+        let principal = self.principal(parts, method)?;
+        let raw_arguments = params.and_then(|p| p.arguments);
+        let bind_arguments = self.config.bind_arguments && jsonrpc::takes_arguments(method);
+
+        let Some(state) = params.and_then(|p| p.request_state) else {
+            parts
+                .extensions
+                .insert(McpRequestHead::parsed(method, self.id.as_deref(), target, false));
+            let arguments = match (bind_arguments, raw_arguments) {
+                (false, _) => ArgumentsBinding::Unbound,
+                (true, None) => ArgumentsBinding::Raw(None),
+                (true, Some(raw)) => {
+                    let span = json::span_of(self.body, raw.get()).ok_or_else(|| self.internal())?;
+                    ArgumentsBinding::Raw(Some(self.body.slice(span)))
+                }
+            };
+            let plan = ResponsePlan::Seal(SealContext {
+                id: self.id,
+                method,
+                target: target.map(str::to_owned),
+                principal,
+                arguments,
+                pinned: None,
+            });
+            return Ok((self.body.clone(), plan));
+        };
+
+        let mut binding = Binding::new(method, target, principal.as_deref());
+        let mut arguments = ArgumentsBinding::Unbound;
+        if bind_arguments {
+            let digest = ArgumentsDigest::of(raw_arguments.map(RawValue::get)).map_err(|e| {
+                tracing::debug!(method, error = %e, "arguments have no canonical form");
+                Rejection::ArgumentsUnbindable {
+                    id: self.id.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
+            binding = binding.with_arguments(digest);
+            arguments = ArgumentsBinding::Digest(digest);
+        }
+        let opened = self
+            .open(Purpose::RequestState, &binding, state)
+            .map_err(|reason| self.refuse(method, Purpose::RequestState, &reason))?;
+        verify_mirrored_headers(parts, method, target, false, &self.id)?;
+
+        // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
+        let span = json::span_of(self.body, state.get()).ok_or_else(|| self.internal())?;
+        let rewritten = match &opened.state {
+            Some(inner) => json::splice(self.body, span, &[b"\"", inner.as_bytes(), b"\""]),
+            None => {
+                let cut = json::member_removal_range(self.body, span).ok_or_else(|| self.internal())?;
+                json::splice(self.body, cut, &[])
+            }
+        };
+        tracing::debug!(method, route = %opened.route, "requestState opened");
+
+        set_body_length(&mut parts.headers, rewritten.len());
+        parts.extensions.insert(PinnedRoute(opened.route.clone()));
+        parts
+            .extensions
+            .insert(McpRequestHead::parsed(method, self.id.as_deref(), target, true));
+        let plan = ResponsePlan::Seal(SealContext {
+            id: self.id,
+            method,
+            target: target.map(str::to_owned),
+            principal,
+            arguments,
+            pinned: Some(opened.route),
+        });
+        Ok((rewritten, plan))
+    }
+
+    /// `tasks/get`, `tasks/update`, `tasks/cancel`: open the handle in `params.taskId`, put the
+    /// backend's task id back in the body and in `Mcp-Name`, and pin the route.
+    fn task_follow_up(
+        self,
+        parts: &mut Parts,
+        method: &'static str,
+    ) -> Result<(Bytes, ResponsePlan), Rejection> {
+        let invalid = || Rejection::InvalidEnvelope {
+            id: self.id.clone(),
+            purpose: Purpose::TaskHandle.name(),
+        };
+        let params = self.params.ok_or_else(invalid)?;
+        if params.request_state.is_some() {
+            tracing::debug!(method, "requestState on a task request");
+            return Err(Rejection::StateNotAccepted { id: self.id });
+        }
+        let raw = params.task_id.ok_or_else(invalid)?;
+        let handle = json::as_string(raw).ok_or_else(invalid)?;
+        // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
+        // the client sent must be present and name the handle.
+        verify_mirrored_headers(parts, method, Some(&handle), true, &self.id)?;
+        // SEP-2663: a client that did not declare the extension gets -32021, whatever it sent.
+        if !jsonrpc::declares_tasks_extension(params.meta) {
+            return Err(Rejection::MissingTasksCapability { id: self.id });
+        }
+        let principal = self.principal(parts, method)?;
+        let opened = self
+            .open(Purpose::TaskHandle, &task_binding(principal.as_deref()), raw)
+            .map_err(|reason| self.refuse(method, Purpose::TaskHandle, &reason))?;
+        let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
+        let backend_id = json::decode_contents(backend_raw).ok_or_else(invalid)?;
+
+        let span = json::span_of(self.body, raw.get()).ok_or_else(|| self.internal())?;
+        let rewritten = json::splice(self.body, span, &[b"\"", backend_raw.as_bytes(), b"\""]);
+        // The extension requires Mcp-Name to equal params.taskId.
+        let name = encode_header_value(&backend_id).ok_or_else(invalid)?;
+        parts.headers.insert(MCP_NAME, name);
+        set_body_length(&mut parts.headers, rewritten.len());
+        parts.extensions.insert(PinnedRoute(opened.route.clone()));
+        parts.extensions.insert(McpRequestHead::parsed(
+            method,
+            self.id.as_deref(),
+            Some(&backend_id),
+            false,
+        ));
+        tracing::debug!(method, route = %opened.route, "task handle opened");
+        let handles = HashMap::from([(backend_id, string_contents_of(raw))]);
+        Ok((
+            rewritten,
+            ResponsePlan::Tasks(TaskContext {
+                id: self.id,
+                pinned: opened.route,
+                handles,
+            }),
+        ))
+    }
+
+    /// `subscriptions/listen` whose `notifications.taskIds` holds task handles: open them all
+    /// (at most [`MAX_LISTEN_TASK_IDS`]; they must lead to one backend), write the backend's ids
+    /// in their place (each once) and pin the route.
+    fn listen(self, parts: &mut Parts) -> Result<(Bytes, ResponsePlan), Rejection> {
+        let method = jsonrpc::LISTEN_METHOD;
+        let invalid_params = || Rejection::InvalidParams { id: self.id.clone() };
+        let task_ids = match self.params.and_then(|p| p.notifications) {
+            None => None,
+            Some(filter) => jsonrpc::parse_listen_task_ids(filter).map_err(|e| match e {
+                ReadError::NotAnObject => invalid_params(),
+                other => unreadable(other, self.id.clone()),
+            })?,
+        };
+        let handles: Vec<&RawValue> = match task_ids {
+            None => Vec::new(),
+            Some(raw) => {
+                let Elements(elements) = serde_json::from_str(raw.get()).map_err(|_| invalid_params())?;
+                elements
+            }
+        };
+        parts
+            .extensions
+            .insert(McpRequestHead::parsed(method, self.id.as_deref(), None, false));
+        let Some(task_ids) = task_ids.filter(|_| !handles.is_empty()) else {
+            return Ok((self.body.clone(), ResponsePlan::Passthrough));
+        };
+        if handles.len() > MAX_LISTEN_TASK_IDS {
+            return Err(Rejection::TooManyTaskIds {
+                id: self.id,
+                limit: MAX_LISTEN_TASK_IDS,
+            });
+        }
+        if !jsonrpc::declares_tasks_extension(self.params.and_then(|p| p.meta)) {
+            return Err(Rejection::MissingTasksCapability { id: self.id });
+        }
+        let principal = self.principal(parts, method)?;
+        let binding = task_binding(principal.as_deref());
+        let invalid = || Rejection::InvalidEnvelope {
+            id: self.id.clone(),
+            purpose: Purpose::TaskHandle.name(),
+        };
+        let mut route: Option<Route> = None;
+        // Backend id → the first handle the client sent for it; backend ids in request order.
+        let mut presented: HashMap<String, String> = HashMap::new();
+        let mut backend_ids: Vec<String> = Vec::new();
+        for raw in handles {
+            let contents = string_contents_of(raw);
+            if presented.values().any(|h| *h == contents) {
+                continue; // the same handle twice: opened once, forwarded once
+            }
+            let opened = self
+                .open(Purpose::TaskHandle, &binding, raw)
+                .map_err(|reason| self.refuse(method, Purpose::TaskHandle, &reason))?;
+            if route.as_ref().is_some_and(|r| *r != opened.route) {
+                return Err(Rejection::MixedTaskRoutes { id: self.id });
+            }
+            route = Some(opened.route);
+            let backend_raw = opened.state.ok_or_else(invalid)?;
+            let backend_id = json::decode_contents(&backend_raw).ok_or_else(invalid)?;
+            if let std::collections::hash_map::Entry::Vacant(slot) = presented.entry(backend_id) {
+                slot.insert(contents);
+                backend_ids.push(backend_raw);
+            }
+        }
+        let pinned = route.ok_or_else(invalid)?;
+        // The filter is rewritten whole: the backend's ids, each once, in the client's order.
+        let mut array = Vec::with_capacity(2 + backend_ids.iter().map(|id| id.len() + 3).sum::<usize>());
+        array.push(b'[');
+        for (i, backend_raw) in backend_ids.iter().enumerate() {
+            if i > 0 {
+                array.push(b',');
+            }
+            array.push(b'"');
+            array.extend_from_slice(backend_raw.as_bytes());
+            array.push(b'"');
+        }
+        array.push(b']');
+        let span = json::span_of(self.body, task_ids.get()).ok_or_else(|| self.internal())?;
+        let rewritten = json::splice(self.body, span, &[&array]);
+        set_body_length(&mut parts.headers, rewritten.len());
+        parts.extensions.insert(PinnedRoute(pinned.clone()));
+        tracing::debug!(method, route = %pinned, tasks = backend_ids.len(), "task handles opened");
+        Ok((
+            rewritten,
+            ResponsePlan::Tasks(TaskContext {
+                id: self.id,
+                pinned,
+                handles: presented,
+            }),
+        ))
+    }
+
+    /// A value the layer parsed from the body is not where the parser said: cannot happen with
+    /// borrowed values, and is refused rather than trusted if it ever does.
+    fn internal(&self) -> Rejection {
+        Rejection::Unreadable {
+            id: self.id.clone(),
+            detail: "the relay could not locate a member it parsed".to_owned(),
+        }
+    }
+}
+
+/// The raw contents (between the quotes) of a JSON string token, or the whole token.
+fn string_contents_of(raw: &RawValue) -> String {
+    json::string_contents(raw).unwrap_or(raw.get()).to_owned()
 }
 
 /// Declares the length of a rewritten body: the old `Content-Length` (or chunked framing) no
@@ -268,129 +510,48 @@ fn set_body_length(headers: &mut HeaderMap, len: usize) {
     headers.remove(header::TRANSFER_ENCODING);
 }
 
-/// The value of a JSON string from its raw contents (between the quotes, escapes kept).
-pub(crate) fn decode_contents(raw: &str) -> Option<String> {
-    serde_json::from_str(&format!("\"{raw}\"")).ok()
-}
-
-/// A `tools/call`, `prompts/get` or `resources/read`.
-fn relay(
-    config: &Config,
-    sealer: &Sealer,
-    parts: &mut Parts,
-    body: &Bytes,
-    message: &Message<'_>,
-    method: &'static str,
-    id: Option<String>,
-) -> Result<(Bytes, ResponsePlan), Rejection> {
-    let params = match message.params {
-        None => None,
-        Some(raw) => {
-            Some(jsonrpc::parse_params(raw).ok_or_else(|| Rejection::InvalidParams { id: id.clone() })?)
-        }
-    };
-    let target = params.as_ref().and_then(|p| match method {
-        "resources/read" => p.uri.as_deref(),
-        _ => p.name.as_deref(),
-    });
-    let principal = config.principal.as_ref().and_then(|f| f(parts));
-    let state = params.as_ref().and_then(|p| p.request_state);
-
-    let Some(state) = state else {
-        parts
-            .extensions
-            .insert(McpRequestHead::parsed(method, id.as_deref(), target, false));
-        let target = target.map(str::to_owned);
-        let plan = ResponsePlan::Seal(SealContext {
-            id,
-            method,
-            target,
-            principal,
-            pinned: None,
-        });
-        return Ok((body.clone(), plan));
-    };
-
-    let binding = Binding::new(method, target, principal.as_deref());
-    let opened = open(config, sealer, Purpose::RequestState, &binding, state).map_err(|reason| {
-        tracing::debug!(method, reason = reason.reason(), "requestState rejected");
-        Rejection::InvalidEnvelope {
-            id: id.clone(),
-            purpose: Purpose::RequestState.name(),
-        }
-    })?;
-    verify_mirrored_headers(parts, method, target, false, &id)?;
-
-    // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
-    let span = jsonrpc::span_of(body, state.get()).ok_or(Rejection::Unreadable { id: id.clone() })?;
-    let rewritten = match &opened.state {
-        Some(inner) => jsonrpc::splice(body, span, &[b"\"", inner.as_bytes(), b"\""]),
-        None => {
-            let cut =
-                jsonrpc::member_removal_range(body, span).ok_or(Rejection::Unreadable { id: id.clone() })?;
-            jsonrpc::splice(body, cut, &[])
-        }
-    };
-    tracing::debug!(method, route = %opened.route, "requestState opened");
-
-    set_body_length(&mut parts.headers, rewritten.len());
-    parts.extensions.insert(PinnedRoute(opened.route.clone()));
-    parts
-        .extensions
-        .insert(McpRequestHead::parsed(method, id.as_deref(), target, true));
-    let target = target.map(str::to_owned);
-    let plan = ResponsePlan::Seal(SealContext {
-        id,
-        method,
-        target,
-        principal,
-        pinned: Some(opened.route),
-    });
-    Ok((rewritten, plan))
-}
-
-/// Opens the envelope held by a raw JSON member (which must be a string).
-pub(crate) fn open(
-    config: &Config,
-    sealer: &Sealer,
-    purpose: Purpose,
-    binding: &Binding<'_>,
-    raw: &RawValue,
-) -> Result<crate::envelope::Sealed, OpenError> {
-    // Checked on the raw token first so an oversized value is never decoded.
-    if raw.get().len() > config.max_envelope_len.saturating_add(2) {
-        return Err(OpenError::TooLong);
-    }
-    let text = jsonrpc::as_string(raw).ok_or(OpenError::NotAnEnvelope)?;
-    if text.len() > config.max_envelope_len {
-        return Err(OpenError::TooLong);
-    }
-    sealer.open(purpose, binding, &text, config.clock.now())
-}
-
-/// A batch is forwarded untouched unless an element carries a `requestState`; if an element may
-/// answer `input_required`, the answer is checked (and fails closed).
+/// A batch is forwarded untouched unless an element carries something the layer would have to
+/// open (a `requestState`, a task handle in a follow-up or a subscription filter): no element can
+/// be opened and rewritten on its own. If an element may answer `input_required`, the answer is
+/// checked (and such an answer fails closed).
 fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
-    let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
-        return Ok(ResponsePlan::Passthrough);
-    };
+    let Elements(elements) = serde_json::from_slice(body).map_err(|_| Rejection::ParseError)?;
     let mut plan = ResponsePlan::Passthrough;
     for element in elements {
-        if !jsonrpc::is_object(element.get()) {
+        if !json::is_object(element.get()) {
             continue;
         }
-        let message = jsonrpc::parse_message(element.get().as_bytes()).ok_or(Rejection::Batch)?;
+        let refuse = |detail: &'static str| {
+            tracing::debug!(detail, "batch refused");
+            Rejection::Batch { detail }
+        };
+        let unreadable = "A JSON-RPC batch element cannot be read unambiguously";
+        let message = jsonrpc::parse_request(element.get().as_bytes()).map_err(|_| refuse(unreadable))?;
         let Some(method) = message.method.as_deref() else {
             continue;
         };
-        if jsonrpc::may_require_input(method) {
-            let params = message
-                .params
-                .map(|p| jsonrpc::parse_params(p).ok_or(Rejection::Batch))
-                .transpose()?;
-            if params.is_some_and(|p| p.request_state.is_some()) {
-                return Err(Rejection::Batch);
+        let params = match message.params.map(jsonrpc::parse_params) {
+            None | Some(Err(ReadError::NotAnObject)) => None,
+            Some(Ok(params)) => Some(params),
+            Some(Err(_)) => return Err(refuse(unreadable)),
+        };
+        let carries = "JSON-RPC batches cannot carry requestState or task handles";
+        if params.as_ref().is_some_and(|p| p.request_state.is_some())
+            || jsonrpc::TASK_METHODS.contains(&method)
+        {
+            return Err(refuse(carries));
+        }
+        if method == jsonrpc::LISTEN_METHOD {
+            let filter = params.as_ref().and_then(|p| p.notifications);
+            let task_ids = filter.map(jsonrpc::parse_listen_task_ids).transpose();
+            match task_ids.map_err(|_| refuse(unreadable))? {
+                Some(Some(ids)) if ids.get() != "null" && ids.get().trim() != "[]" => {
+                    return Err(refuse(carries));
+                }
+                _ => {}
             }
+        }
+        if jsonrpc::may_require_input(method) {
             plan = ResponsePlan::Batch;
         }
     }

@@ -1,5 +1,6 @@
-//! The response path: seal `input_required` states and task ids, and show a backend's task ids
-//! to the client as the handles it holds.
+//! The response path: seal `input_required` states and task ids, show a backend's task ids to the
+//! client as the handles it holds, and fail closed on anything that would need sealing but cannot
+//! be sealed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,9 +8,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
+use crate::clock::expiry;
 use crate::config::Config;
 use crate::envelope::{Purpose, Sealed, Sealer};
-use crate::jsonrpc;
+use crate::json::{self, Elements};
+use crate::jsonrpc::{self, ReadError};
+use crate::metrics;
 use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
 use crate::route::Route;
 
@@ -34,7 +38,8 @@ impl Rewriter {
         let route = match &plan {
             ResponsePlan::Seal(ctx) => resolve_route(&config, ctx.pinned.as_ref(), reported),
             ResponsePlan::Tasks(ctx) => resolve_route(&config, Some(&ctx.pinned), reported),
-            ResponsePlan::Batch | ResponsePlan::Passthrough => Err(Unrelayable::Batch),
+            ResponsePlan::Batch => Err(Unrelayable::Batch),
+            ResponsePlan::Passthrough | ResponsePlan::Inspect => Err(Unrelayable::NotRead),
         };
         Self {
             config,
@@ -57,12 +62,7 @@ impl Rewriter {
     /// Byte strings without which a message needs no change (for the SSE framer's pre-filter).
     pub(crate) fn needles(&self) -> Vec<Vec<u8>> {
         match &self.plan {
-            ResponsePlan::Tasks(ctx) => {
-                // A backend id could be written with any escapes; `\` makes such messages parse.
-                let mut needles: Vec<Vec<u8>> = ctx.ids.iter().map(|(b, _)| b.as_bytes().to_vec()).collect();
-                needles.push(b"\\".to_vec());
-                needles
-            }
+            ResponsePlan::Tasks(_) => jsonrpc::TASK_NEEDLES.iter().map(|n| n.to_vec()).collect(),
             _ => jsonrpc::RESPONSE_NEEDLES.iter().map(|n| n.to_vec()).collect(),
         }
     }
@@ -72,34 +72,148 @@ impl Rewriter {
         match &self.plan {
             ResponsePlan::Seal(ctx) => ctx.id.as_deref(),
             ResponsePlan::Tasks(ctx) => ctx.id.as_deref(),
-            ResponsePlan::Batch | ResponsePlan::Passthrough => None,
+            ResponsePlan::Batch | ResponsePlan::Passthrough | ResponsePlan::Inspect => None,
         }
     }
 
     /// The message with what must change changed; the same bytes when nothing must.
     pub(crate) fn rewrite(&self, message: Bytes) -> Result<Bytes, Unrelayable> {
         let candidate = match &self.plan {
-            // Searchers for the fixed needles are built once (`jsonrpc::RESPONSE_FINDERS`);
-            // building one per message costs more than the search.
-            ResponsePlan::Seal(_) | ResponsePlan::Batch | ResponsePlan::Passthrough => {
-                jsonrpc::response_is_candidate(&message)
-            }
-            ResponsePlan::Tasks(ctx) => {
-                memchr::memchr(b'\\', &message).is_some()
-                    || ctx
-                        .ids
-                        .iter()
-                        .any(|(b, _)| memchr::memmem::find(&message, b.as_bytes()).is_some())
-            }
+            ResponsePlan::Tasks(_) => jsonrpc::may_hold_task_ids(&message),
+            // Searchers for the fixed needles are built once; building one per message costs
+            // more than the search.
+            _ => jsonrpc::response_is_candidate(&message),
         };
         if !candidate {
             return Ok(message);
         }
         match &self.plan {
-            ResponsePlan::Seal(ctx) => seal_message(&self.config, &self.sealer, ctx, &self.route, message),
+            ResponsePlan::Seal(ctx) => self.seal_message(ctx, message),
             ResponsePlan::Tasks(ctx) => present_handles(ctx, &self.route, message),
-            ResponsePlan::Batch | ResponsePlan::Passthrough => check_batch(message),
+            ResponsePlan::Batch => check_batch(message),
+            ResponsePlan::Passthrough | ResponsePlan::Inspect => check_unread(message),
         }
+    }
+
+    /// Seals the `requestState` of one JSON-RPC response if its result is `input_required`, and
+    /// the `taskId` if it is a `tools/call` answered with a task; returns the body unchanged
+    /// otherwise.
+    fn seal_message(&self, ctx: &SealContext, body: Bytes) -> Result<Bytes, Unrelayable> {
+        let message = jsonrpc::parse_response(&body).map_err(Unrelayable::from)?;
+        let Some(result) = message.result else {
+            return Ok(body);
+        };
+        if !json::is_object(result.get()) {
+            return Ok(body);
+        }
+        let head = jsonrpc::parse_result(result).map_err(Unrelayable::from)?;
+        match head.result_type.as_deref() {
+            Some("input_required") => {}
+            // The Tasks extension allows task results on tools/call only; a client must reject
+            // them elsewhere, so they are left alone.
+            Some("task") if ctx.method == "tools/call" => return self.seal_task(ctx, &body, &head),
+            _ => return Ok(body),
+        }
+        let route = self.route.clone()?;
+        let envelope = self.seal_state(ctx, route, head.request_state)?;
+        let rewritten = match head.request_state {
+            Some(state) => {
+                let span = json::span_of(&body, state.get()).ok_or(Unrelayable::Unreadable)?;
+                json::splice(&body, span, &[b"\"", envelope.as_bytes(), b"\""])
+            }
+            None => {
+                // The backend sent no state (legal when it sent inputRequests); the client still
+                // needs an envelope to carry the route, so one is added as the result's first member.
+                let span = json::span_of(&body, result.get()).ok_or(Unrelayable::Unreadable)?;
+                let brace = body[span.clone()]
+                    .iter()
+                    .position(|&b| b == b'{')
+                    .ok_or(Unrelayable::Unreadable)?;
+                let at = span.start + brace + 1;
+                json::splice(
+                    &body,
+                    at..at,
+                    &[b"\"requestState\":\"", envelope.as_bytes(), b"\","],
+                )
+            }
+        };
+        tracing::debug!(method = ctx.method, "requestState sealed");
+        Ok(rewritten)
+    }
+
+    /// Replaces the `taskId` of a task result by a sealed task handle, valid as long as the
+    /// task's announced TTL (capped by the configured maximum; a `null` TTL gets the maximum).
+    fn seal_task(
+        &self,
+        ctx: &SealContext,
+        body: &Bytes,
+        head: &jsonrpc::ResultHead<'_>,
+    ) -> Result<Bytes, Unrelayable> {
+        let config = &self.config;
+        let route = self.route.clone()?;
+        let task_id = head.task_id.ok_or(Unrelayable::TaskIdNotAString)?;
+        let contents = json::string_contents(task_id).ok_or(Unrelayable::TaskIdNotAString)?;
+        let ttl = head
+            .ttl_ms
+            .and_then(|raw| raw.get().parse::<u64>().ok())
+            .map_or(config.max_task_ttl, |ms| {
+                Duration::from_millis(ms).min(config.max_task_ttl)
+            });
+        let sealed = Sealed {
+            route,
+            state: Some(contents.to_owned()),
+            expires_at: expiry(config.clock.now(), ttl),
+        };
+        let handle = self
+            .sealer
+            .seal(
+                Purpose::TaskHandle,
+                &task_binding(ctx.principal.as_deref()),
+                &sealed,
+            )
+            .map_err(|_| Unrelayable::Seal)?;
+        if handle.len() > config.max_envelope_len {
+            return Err(Unrelayable::EnvelopeTooLong);
+        }
+        let span = json::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
+        metrics::sealed(Purpose::TaskHandle, handle.len());
+        tracing::debug!("task handle sealed");
+        Ok(json::splice(body, span, &[b"\"", handle.as_bytes(), b"\""]))
+    }
+
+    fn seal_state(
+        &self,
+        ctx: &SealContext,
+        route: Route,
+        state: Option<&RawValue>,
+    ) -> Result<String, Unrelayable> {
+        let config = &self.config;
+        let state = match state {
+            None => None,
+            Some(raw) => Some(
+                json::string_contents(raw)
+                    .ok_or(Unrelayable::StateNotAString)?
+                    .to_owned(),
+            ),
+        };
+        let sealed = Sealed {
+            route,
+            state,
+            expires_at: expiry(config.clock.now(), config.ttl),
+        };
+        let binding = ctx.binding().map_err(|e| {
+            tracing::debug!(error = %e, "arguments of the call have no canonical form");
+            Unrelayable::ArgumentsUnbindable
+        })?;
+        let envelope = self
+            .sealer
+            .seal(Purpose::RequestState, &binding, &sealed)
+            .map_err(|_| Unrelayable::Seal)?;
+        if envelope.len() > config.max_envelope_len {
+            return Err(Unrelayable::EnvelopeTooLong);
+        }
+        metrics::sealed(Purpose::RequestState, envelope.len());
+        Ok(envelope)
     }
 }
 
@@ -109,31 +223,70 @@ pub(crate) enum Unrelayable {
     NoRoute,
     RouteMismatch,
     Unreadable,
+    CaseVariant,
     StateNotAString,
     Seal,
     EnvelopeTooLong,
+    ArgumentsUnbindable,
     TooLarge,
     ContentEncoding,
     BodyError,
     EventTooLarge,
     Batch,
+    NotRead,
     TaskIdNotAString,
 }
 
+impl From<ReadError> for Unrelayable {
+    fn from(error: ReadError) -> Self {
+        match error {
+            ReadError::CaseVariant(_) => Self::CaseVariant,
+            _ => Self::Unreadable,
+        }
+    }
+}
+
 impl Unrelayable {
+    /// A short, stable label for logs and metrics.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::NoRoute => "no_route",
+            Self::RouteMismatch => "route_mismatch",
+            Self::Unreadable => "unreadable",
+            Self::CaseVariant => "case_variant",
+            Self::StateNotAString => "state_not_a_string",
+            Self::Seal => "seal_failed",
+            Self::EnvelopeTooLong => "envelope_too_long",
+            Self::ArgumentsUnbindable => "arguments_unbindable",
+            Self::TooLarge => "too_large",
+            Self::ContentEncoding => "content_encoding",
+            Self::BodyError => "body_error",
+            Self::EventTooLarge => "event_too_large",
+            Self::Batch => "batch",
+            Self::NotRead => "request_not_read",
+            Self::TaskIdNotAString => "task_id_not_a_string",
+        }
+    }
+
+    /// What went wrong, for the debug log.
     pub(crate) fn reason(self) -> &'static str {
         match self {
             Self::NoRoute => "no route reported and no default route",
             Self::RouteMismatch => "reported route differs from the pinned route",
-            Self::Unreadable => "response mentions input_required but cannot be read",
+            Self::Unreadable => "response mentions input_required or a task but cannot be read",
+            Self::CaseVariant => {
+                "result has a member named like resultType, requestState or taskId but for case"
+            }
             Self::StateNotAString => "requestState is not a string",
             Self::Seal => "sealing failed",
             Self::EnvelopeTooLong => "sealed state exceeds max_envelope_len",
+            Self::ArgumentsUnbindable => "the call's arguments have no canonical form",
             Self::TooLarge => "response exceeds max_response_body",
             Self::ContentEncoding => "response has a Content-Encoding the layer does not decode",
             Self::BodyError => "backend body failed",
             Self::EventTooLarge => "SSE event exceeds max_sse_event",
-            Self::Batch => "input_required inside a batch response",
+            Self::Batch => "input_required or task result inside a batch response",
+            Self::NotRead => "input_required or task result answering a request the layer did not read",
             Self::TaskIdNotAString => "task result without a string taskId",
         }
     }
@@ -155,99 +308,8 @@ pub(crate) fn resolve_route(
     }
 }
 
-/// Seals the `requestState` of one JSON-RPC response if its result is `input_required`, and the
-/// `taskId` if it is a `tools/call` answered with a task; returns the body unchanged otherwise.
-fn seal_message(
-    config: &Config,
-    sealer: &Sealer,
-    ctx: &SealContext,
-    route: &Result<Route, Unrelayable>,
-    body: Bytes,
-) -> Result<Bytes, Unrelayable> {
-    let message = jsonrpc::parse_message(&body).ok_or(Unrelayable::Unreadable)?;
-    let Some(result) = message.result else {
-        return Ok(body);
-    };
-    if !jsonrpc::is_object(result.get()) {
-        return Ok(body);
-    }
-    let head = jsonrpc::parse_result(result).ok_or(Unrelayable::Unreadable)?;
-    match head.result_type.as_deref() {
-        Some("input_required") => {}
-        // The Tasks extension allows task results on tools/call only; a client must reject them
-        // elsewhere, so they are left alone.
-        Some("task") if ctx.method == "tools/call" => {
-            return seal_task(config, sealer, ctx, route, &body, &head);
-        }
-        _ => return Ok(body),
-    }
-    let route = route.clone()?;
-    let envelope = seal_state(config, sealer, ctx, route, head.request_state)?;
-    let rewritten = match head.request_state {
-        Some(state) => {
-            let span = jsonrpc::span_of(&body, state.get()).ok_or(Unrelayable::Unreadable)?;
-            jsonrpc::splice(&body, span, &[b"\"", envelope.as_bytes(), b"\""])
-        }
-        None => {
-            // The backend sent no state (legal when it sent inputRequests); the client still needs
-            // an envelope to carry the route, so one is added as the result's first member.
-            let span = jsonrpc::span_of(&body, result.get()).ok_or(Unrelayable::Unreadable)?;
-            let brace = body[span.clone()]
-                .iter()
-                .position(|&b| b == b'{')
-                .ok_or(Unrelayable::Unreadable)?;
-            let at = span.start + brace + 1;
-            jsonrpc::splice(
-                &body,
-                at..at,
-                &[b"\"requestState\":\"", envelope.as_bytes(), b"\","],
-            )
-        }
-    };
-    tracing::debug!(method = ctx.method, "requestState sealed");
-    Ok(rewritten)
-}
-
-/// Replaces the `taskId` of a task result by a sealed task handle, valid as long as the task's
-/// announced TTL (capped by the configured maximum; a `null` TTL gets the maximum).
-fn seal_task(
-    config: &Config,
-    sealer: &Sealer,
-    ctx: &SealContext,
-    route: &Result<Route, Unrelayable>,
-    body: &Bytes,
-    head: &jsonrpc::ResultHead<'_>,
-) -> Result<Bytes, Unrelayable> {
-    let route = route.clone()?;
-    let task_id = head.task_id.ok_or(Unrelayable::TaskIdNotAString)?;
-    let contents = jsonrpc::string_contents(task_id).ok_or(Unrelayable::TaskIdNotAString)?;
-    let ttl = head
-        .ttl_ms
-        .and_then(|raw| raw.get().parse::<u64>().ok())
-        .map_or(config.max_task_ttl, |ms| {
-            Duration::from_millis(ms).min(config.max_task_ttl)
-        });
-    let sealed = Sealed {
-        route,
-        state: Some(contents.to_owned()),
-        expires_at: config.clock.now() + ttl,
-    };
-    let handle = sealer
-        .seal(
-            Purpose::TaskHandle,
-            &task_binding(ctx.principal.as_deref()),
-            &sealed,
-        )
-        .map_err(|_| Unrelayable::Seal)?;
-    if handle.len() > config.max_envelope_len {
-        return Err(Unrelayable::EnvelopeTooLong);
-    }
-    let span = jsonrpc::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
-    tracing::debug!("task handle sealed");
-    Ok(jsonrpc::splice(body, span, &[b"\"", handle.as_bytes(), b"\""]))
-}
-
-/// Shows every task id of the backend that the request named (by handle) as that handle.
+/// Shows every task id of the backend that the request named (by handle) as that handle, where
+/// task ids sit (`taskId` members, `taskIds` arrays); every other byte is kept.
 fn present_handles(
     ctx: &TaskContext,
     route: &Result<Route, Unrelayable>,
@@ -257,53 +319,41 @@ fn present_handles(
     if serde_json::from_slice::<&RawValue>(&body).is_err() {
         return Err(Unrelayable::Unreadable);
     }
-    Ok(jsonrpc::replace_string_values(&body, |value| ctx.handle_for(value)).unwrap_or(body))
+    Ok(jsonrpc::map_task_ids(&body, &ctx.handles).unwrap_or(body))
 }
 
-fn seal_state(
-    config: &Config,
-    sealer: &Sealer,
-    ctx: &SealContext,
-    route: Route,
-    state: Option<&RawValue>,
-) -> Result<String, Unrelayable> {
-    let state = match state {
-        None => None,
-        Some(raw) => Some(
-            jsonrpc::string_contents(raw)
-                .ok_or(Unrelayable::StateNotAString)?
-                .to_owned(),
-        ),
+/// Checks the answer to a request the layer did not read: anything that would need sealing
+/// fails closed, whole.
+fn check_unread(body: Bytes) -> Result<Bytes, Unrelayable> {
+    let unsafe_message = match json::first_significant(&body) {
+        Some(b'[') => match serde_json::from_slice::<Elements<'_>>(&body) {
+            Ok(Elements(elements)) => elements
+                .iter()
+                .any(|e| jsonrpc::needs_sealing(e.get().as_bytes())),
+            Err(_) => true,
+        },
+        _ => jsonrpc::needs_sealing(&body),
     };
-    let sealed = Sealed {
-        route,
-        state,
-        expires_at: config.clock.now() + config.ttl,
-    };
-    let envelope = sealer
-        .seal(Purpose::RequestState, &ctx.binding(), &sealed)
-        .map_err(|_| Unrelayable::Seal)?;
-    if envelope.len() > config.max_envelope_len {
-        return Err(Unrelayable::EnvelopeTooLong);
+    if unsafe_message {
+        Err(Unrelayable::NotRead)
+    } else {
+        Ok(body)
     }
-    Ok(envelope)
 }
 
-/// Checks the answer to a batch: elements that are `input_required` results (or that cannot be
-/// read while mentioning it) are replaced by JSON-RPC errors, since a batch gives no binding to
-/// seal them under.
+/// Checks the answer to a batch: elements that are `input_required` or task results (or that
+/// cannot be read while mentioning one) are replaced by JSON-RPC errors, since a batch gives no
+/// binding to seal them under.
 fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
-    if !jsonrpc::response_is_candidate(&body) {
-        return Ok(body);
-    }
-    if jsonrpc::first_significant(&body) != Some(b'[') {
+    if json::first_significant(&body) != Some(b'[') {
         // Not an array: judge it as a single message without a seal context.
-        return match jsonrpc::parse_message(&body) {
-            Some(m) if !is_input_required(&m) => Ok(body),
-            _ => Err(Unrelayable::Batch),
+        return if jsonrpc::needs_sealing(&body) {
+            Err(Unrelayable::Batch)
+        } else {
+            Ok(body)
         };
     }
-    let elements = serde_json::from_slice::<Vec<&RawValue>>(&body).map_err(|_| Unrelayable::Unreadable)?;
+    let Elements(elements) = serde_json::from_slice(&body).map_err(|_| Unrelayable::Unreadable)?;
     let mut replaced = false;
     let mut out = BytesMut::with_capacity(body.len());
     out.extend_from_slice(b"[");
@@ -311,23 +361,20 @@ fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
         if i > 0 {
             out.extend_from_slice(b",");
         }
-        let raw = element.get();
-        let unsafe_element = jsonrpc::response_is_candidate(raw.as_bytes())
-            && match jsonrpc::parse_message(raw.as_bytes()) {
-                Some(m) => is_input_required(&m),
-                None => jsonrpc::is_object(raw),
-            };
-        if unsafe_element {
+        let raw = element.get().as_bytes();
+        if jsonrpc::response_is_candidate(raw) && jsonrpc::needs_sealing(raw) {
             replaced = true;
-            let id = jsonrpc::parse_message(raw.as_bytes()).and_then(|m| m.id.map(|id| id.get().to_owned()));
-            let error = crate::error::Rejection::Unrelayable { id };
-            out.extend_from_slice(&error.body());
+            let id = jsonrpc::parse_response(raw)
+                .ok()
+                .and_then(|m| m.id.map(|id| id.get().to_owned()));
+            out.extend_from_slice(&crate::error::Rejection::Unrelayable { id }.body());
         } else {
-            out.extend_from_slice(raw.as_bytes());
+            out.extend_from_slice(raw);
         }
     }
     out.extend_from_slice(b"]");
     if replaced {
+        metrics::failed_closed(Unrelayable::Batch.label());
         tracing::debug!(
             reason = Unrelayable::Batch.reason(),
             "batch element failed closed"
@@ -335,15 +382,5 @@ fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
         Ok(out.freeze())
     } else {
         Ok(body)
-    }
-}
-
-fn is_input_required(message: &jsonrpc::Message<'_>) -> bool {
-    match message.result {
-        Some(result) if jsonrpc::is_object(result.get()) => match jsonrpc::parse_result(result) {
-            Some(head) => head.result_type.as_deref() == Some("input_required"),
-            None => true,
-        },
-        _ => false,
     }
 }

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Limited};
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{RequestBody, ResponseBody, is_identity_encoded};
 use crate::config::Config;
 use crate::envelope::Sealer;
 use crate::error::Rejection;
@@ -69,11 +69,13 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        // MCP requests are POSTs. Anything else (the 405s for GET and DELETE, health checks)
-        // carries nothing to open and is forwarded without being read.
+        // MCP requests are POSTs. Anything else (the 405s for GET and DELETE, a legacy GET
+        // stream) carries nothing to open and is forwarded without being read; its answer is
+        // still checked, since the layer cannot know what it may carry.
         if req.method() != Method::POST {
+            let sealer = Sealer::new(self.config.keys.load());
             let future = self.inner.call(req.map(RequestBody::new));
-            return ResponseFuture::passthrough(future, self.config.clone());
+            return ResponseFuture::inspecting(future, sealer, self.config.clone());
         }
 
         let limit = self.config.max_request_body;
@@ -88,11 +90,7 @@ where
         }
         // A compressed body cannot be inspected, so it could smuggle an unverified state past the
         // layer. Decompress first (tower-http's RequestDecompressionLayer) or refuse, as here.
-        let encoded = req
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        if encoded {
+        if !is_identity_encoded(req.headers()) {
             return ResponseFuture::rejected(Rejection::Encoded, self.config.clone());
         }
 

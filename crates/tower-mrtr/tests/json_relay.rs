@@ -51,7 +51,7 @@ async fn two_round_flow_seals_restores_and_pins() {
     let first = send(svc.clone(), post(&tool_call(1, "delete_branch", None))).await;
     assert_eq!(first.status, StatusCode::OK);
     let envelope = first.envelope();
-    assert!(envelope.starts_with("mrtr1."), "{envelope}");
+    assert!(envelope.starts_with("mrtr2."), "{envelope}");
     assert!(
         !first.text().contains("\"s1\""),
         "backend state leaked: {}",
@@ -142,7 +142,8 @@ async fn backend_state_is_restored_byte_for_byte_absent_empty_or_escaped() {
             }
         });
         let svc = MrtrLayer::with_shared_keyring(keyring()).layer(inner);
-        let envelope = send(svc.clone(), post(&tool_call(1, "t", None))).await.envelope();
+        let first = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
+        let envelope = send(svc.clone(), post(first)).await.envelope();
         let retry = format!(
             r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"t","requestState":"{envelope}","inputResponses":{{}}}}}}"#
         );
@@ -170,7 +171,7 @@ async fn input_required_without_state_still_gets_an_envelope() {
     let inner = backend.service(Some("alpha"), |req: &Value| input_required(req, None));
     let svc = MrtrLayer::with_shared_keyring(keyring()).layer(inner);
     let answer = send(svc, post(&tool_call(1, "t", None))).await;
-    assert!(answer.envelope().starts_with("mrtr1."));
+    assert!(answer.envelope().starts_with("mrtr2."));
     assert_eq!(answer.json()["result"]["resultType"], "input_required");
 }
 
@@ -183,7 +184,7 @@ async fn only_the_request_state_bytes_change_in_the_answer() {
     let envelope = answer
         .text()
         .split('"')
-        .find(|s| s.starts_with("mrtr1."))
+        .find(|s| s.starts_with("mrtr2."))
         .unwrap()
         .to_owned();
     assert_eq!(answer.text(), raw.replace(r#""abc""#, &format!("\"{envelope}\"")));
@@ -245,7 +246,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
     assert_eq!(ok.json()["result"]["resultType"], "complete");
 
     // Tampered at every character position.
-    for i in "mrtr1.".len()..envelope.len() {
+    for i in "mrtr2.".len()..envelope.len() {
         let mut chars: Vec<char> = envelope.chars().collect();
         chars[i] = if chars[i] == 'x' { 'y' } else { 'x' };
         let tampered: String = chars.into_iter().collect();
@@ -265,7 +266,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
             tool_call(
                 5,
                 "delete_branch",
-                Some(&envelope.replacen("mrtr1.", "mrtr2.", 1)),
+                Some(&envelope.replacen("mrtr2.", "mrtr1.", 1)),
             ),
             "wrong prefix",
         ),
@@ -295,21 +296,34 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
     )
     .await;
     assert_eq!(answer.error_code(), Some(-32602), "other method");
-    // Other principal, and no principal.
-    for user in [Some("mallory"), None] {
+    // Another principal: the uniform refusal. No principal at all: refused before any envelope
+    // is opened (see `requests_without_a_principal_never_get_or_open_an_envelope`).
+    for (user, status, code) in [
+        (Some("mallory"), StatusCode::OK, -32602),
+        (None, StatusCode::FORBIDDEN, -32600),
+    ] {
         let answer = send(
             layer.layer(must_not_be_called()),
             with_user(tool_call(11, "delete_branch", Some(&envelope)), user),
         )
         .await;
-        assert_eq!(answer.error_code(), Some(-32602), "principal {user:?}");
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (status, Some(code)),
+            "principal {user:?}"
+        );
     }
     // Not a string.
-    for value in ["null", "42", "{}", "[\"mrtr1.x\"]"] {
+    for value in ["null", "42", "{}", "[\"mrtr2.x\"]"] {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"delete_branch","requestState":{value}}}}}"#
         );
-        assert_rejected(&layer.clone().bind_principal(|_| None), body, value).await;
+        assert_rejected(
+            &layer.clone().require_principal(false).bind_principal(|_| None),
+            body,
+            value,
+        )
+        .await;
     }
     // Unknown key id: a layer whose ring does not hold k1.
     let stranger = MrtrLayer::new(Keyring::generate("k9").unwrap()).clock(clock.clone());
@@ -403,12 +417,9 @@ async fn requests_that_need_no_change_pass_byte_for_byte() {
     let bodies = [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{}}}"#,
         r#"{ "jsonrpc" : "2.0", "id" : "x", "method" : "tools/call", "params" : { "name" : "t", "arguments" : {"n": 1.50} } }"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestState":"not ours"}}"#,
-        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"requestState":"ignored on other methods"}}"#,
-        "not json at all {",
-        "",
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"Cursor":"any case for names the relay does not read"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"action":"accept"}}"#,
         r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}]"#,
-        r#""a JSON string""#,
     ];
     for body in bodies {
         let backend = Backend::new();
@@ -426,6 +437,192 @@ async fn requests_that_need_no_change_pass_byte_for_byte() {
         assert_eq!(seen.headers, expected_headers, "headers changed: {body}");
         assert!(seen.pinned.is_none());
     }
+}
+
+/// A body the layer cannot parse is refused, never forwarded: real backends parse bodies that
+/// `serde_json` refuses (Python's `json.loads` takes a BOM and UTF-16, Node takes invalid UTF-8,
+/// Go's decoder and Jackson stop after the first value), so a forged raw `requestState` in such a
+/// body would reach them unverified.
+#[tokio::test]
+async fn bodies_the_layer_cannot_parse_are_refused_never_forwarded() {
+    let forged = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"x":"y"},"requestState":"forged-raw-state"}}"#;
+    let utf16le: Vec<u8> = forged.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    // One 0xFF byte inside the string "y" of the arguments.
+    let y = forged.find(r#""y""#).unwrap() + 2;
+    let invalid_utf8 = [&forged.as_bytes()[..y], b"\xFF", &forged.as_bytes()[y..]].concat();
+    let batch_invalid_utf8 = [b"[".as_slice(), &invalid_utf8, b"]"].concat();
+    let cases: Vec<(&str, Vec<u8>, i64)> = vec![
+        (
+            "UTF-8 BOM in front",
+            [b"\xEF\xBB\xBF".as_slice(), forged.as_bytes()].concat(),
+            -32700,
+        ),
+        ("a 0xFF byte inside arguments", invalid_utf8, -32700),
+        (
+            "trailing bytes after the value",
+            format!("{forged} x").into_bytes(),
+            -32700,
+        ),
+        ("UTF-16LE", utf16le, -32700),
+        ("a batch holding invalid UTF-8", batch_invalid_utf8, -32700),
+        ("not JSON at all", b"not json at all {".to_vec(), -32700),
+        ("empty", Vec::new(), -32700),
+        ("a JSON string", br#""a JSON string""#.to_vec(), -32600),
+        ("a JSON number", b"42".to_vec(), -32600),
+    ];
+    for (why, body, code) in cases {
+        let req = Request::post("/mcp")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        let answer = send(
+            MrtrLayer::with_shared_keyring(keyring()).layer(must_not_be_called()),
+            req,
+        )
+        .await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{why}: {}",
+            answer.text()
+        );
+    }
+}
+
+/// Go's `encoding/json` (v1) matches a member name to a field case-insensitively, so a backend
+/// written in Go would read `RequestState` as `requestState`: such names are refused.
+#[tokio::test]
+async fn case_variant_member_names_are_refused() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    for (name, method) in [
+        ("RequestState", "tools/call"),
+        ("REQUESTSTATE", "tools/call"),
+        ("requeſtState", "prompts/get"),
+        ("REQUESTSTATE", "tools/list"),
+        ("taskID", "tasks/get"),
+        ("Arguments", "tools/call"),
+    ] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"name":"t","{name}":"forged-raw-state"}}}}"#
+        );
+        let answer = send(layer.layer(must_not_be_called()), post(&body)).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32600)),
+            "{name} on {method}: {}",
+            answer.text()
+        );
+        assert!(answer.json()["error"]["message"].as_str().unwrap().contains(name));
+    }
+    let top = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","METHOD":"tools/call","params":{}}"#;
+    let answer = send(layer.layer(must_not_be_called()), post(top)).await;
+    assert_eq!(answer.error_code(), Some(-32600));
+}
+
+/// `requestState` belongs to retries of the three methods that can answer `input_required`; on
+/// any other request it would reach the backend unverified.
+#[tokio::test]
+async fn request_state_on_other_methods_is_refused() {
+    for body in [
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"requestState":"forged"}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestState":"forged"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"requestState":null}}"#,
+    ] {
+        let answer = send(
+            MrtrLayer::with_shared_keyring(keyring()).layer(must_not_be_called()),
+            post(body),
+        )
+        .await;
+        assert_eq!(answer.error_code(), Some(-32602), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_retry_with_other_arguments_is_refused_before_the_backend() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    let call = |id: u64, arguments: &str, state: Option<&str>| {
+        let state = state
+            .map(|s| format!(r#","requestState":"{s}","inputResponses":{{"confirm":{{"action":"accept"}}}}"#))
+            .unwrap_or_default();
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"delete_branch","arguments":{arguments}{state}}}}}"#
+        )
+    };
+    let minted = r#"{"repo":"acme/api","branch":"old","force":false,"n":10}"#;
+    let backend = Backend::new();
+    let envelope = send(
+        layer.layer(backend.service(Some("git"), |r: &Value| input_required(r, Some(r#""s1""#)))),
+        post(&call(1, minted, None)),
+    )
+    .await
+    .envelope();
+    for other in [
+        r#"{"repo":"acme/api","branch":"main","force":false,"n":10}"#,
+        r#"{"repo":"acme/api","branch":"old","force":true,"n":10}"#,
+        r#"{"repo":"acme/api","branch":"old","force":false,"n":10,"extra":1}"#,
+        r#"{"repo":"acme/api","branch":"old","force":false}"#,
+        "{}",
+    ] {
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            post(&call(2, other, Some(&envelope))),
+        )
+        .await;
+        assert_eq!(answer.error_code(), Some(-32602), "{other}");
+        assert_eq!(
+            answer.json()["error"]["message"],
+            "Invalid or expired requestState"
+        );
+    }
+    // The same arguments, reordered, re-spaced, re-escaped and with 10 written as 1e1: accepted.
+    let same = "{ \"n\": 1e1, \"force\" : false,\n\t\"br\\u0061nch\": \"old\", \"repo\": \"acme\\/api\" }";
+    let answer = send(
+        layer.layer(backend.service(Some("git"), |r: &Value| complete(r, "git"))),
+        post(&call(3, same, Some(&envelope))),
+    )
+    .await;
+    assert_eq!(
+        answer.json()["result"]["resultType"],
+        "complete",
+        "{}",
+        answer.text()
+    );
+    // Arguments with no single meaning cannot be bound: the client hears why.
+    let ambiguous = r#"{"branch":"old","branch":"main"}"#;
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        post(&call(4, ambiguous, Some(&envelope))),
+    )
+    .await;
+    assert_eq!(answer.error_code(), Some(-32602));
+    assert!(answer.text().contains("duplicate member"), "{}", answer.text());
+}
+
+#[tokio::test]
+async fn argument_binding_can_be_turned_off() {
+    let layer = MrtrLayer::with_shared_keyring(keyring()).bind_arguments(false);
+    let backend = Backend::new();
+    let first =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"q":"a"}}}"#;
+    let envelope = send(
+        layer.layer(backend.service(Some("a"), |r: &Value| input_required(r, Some(r#""s1""#)))),
+        post(first),
+    )
+    .await
+    .envelope();
+    let retry = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"t","arguments":{{"q":"refined"}},"requestState":"{envelope}"}}}}"#
+    );
+    let answer = send(
+        layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+        post(&retry),
+    )
+    .await;
+    assert_eq!(answer.json()["result"]["resultType"], "complete");
+    // The setting is part of the binding: a replica binding arguments does not open it.
+    let binding = MrtrLayer::with_shared_keyring(keyring());
+    let answer = send(binding.layer(must_not_be_called()), post(&retry)).await;
+    assert_eq!(answer.error_code(), Some(-32602));
 }
 
 #[tokio::test]
@@ -504,7 +701,7 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
 
 #[tokio::test]
 async fn compressed_requests_are_refused_not_forwarded_unread() {
-    let mut req = post(&tool_call(1, "t", Some("mrtr1.hidden-in-gzip")));
+    let mut req = post(&tool_call(1, "t", Some("mrtr2.hidden-in-gzip")));
     req.headers_mut()
         .insert("content-encoding", "gzip".parse().unwrap());
     let answer = send(
@@ -534,7 +731,7 @@ async fn compressed_requests_are_refused_not_forwarded_unread() {
 async fn batches_and_ambiguous_bodies() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
     // A batch carrying a requestState cannot be opened element by element: refused.
-    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr1.abc")));
+    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr2.abc")));
     let answer = send(layer.layer(must_not_be_called()), post(&batch)).await;
     assert_eq!(
         (answer.status, answer.error_code()),
@@ -553,10 +750,16 @@ async fn batches_and_ambiguous_bodies() {
             "{body}"
         );
     }
-    // Unreadable params on a relayed method.
+    // Ambiguous params: refused as an invalid request.
+    let dup = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":"a","requestState":"b"}}"#;
+    let answer = send(layer.layer(must_not_be_called()), post(dup)).await;
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::BAD_REQUEST, Some(-32600))
+    );
+    // Params of the wrong shape on a relayed method.
     for body in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":"a","requestState":"b"}}"#,
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr1.x"]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr2.x"]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
     ] {
         let answer = send(layer.layer(must_not_be_called()), post(body)).await;
@@ -713,7 +916,7 @@ async fn unreadable_answers_fail_closed() {
     )
     .await;
     assert!(
-        !answer.text().contains("hidden") && answer.text().contains("mrtr1."),
+        !answer.text().contains("hidden") && answer.text().contains("mrtr2."),
         "{}",
         answer.text()
     );
@@ -790,6 +993,65 @@ async fn principal_can_come_from_an_auth_layers_extension() {
     }
 }
 
+/// With `bind_principal`, a request the principal function finds no principal for is refused
+/// (403) before it can be sealed unbound or open an envelope, unless the layer is told that
+/// anonymous requests are expected. Putting the authentication layer inside `MrtrLayer` (where it
+/// has not run yet when the layer looks) is the mistake this catches.
+#[tokio::test]
+async fn requests_without_a_principal_never_get_or_open_an_envelope() {
+    let from_header = |parts: &http::request::Parts| {
+        parts
+            .headers
+            .get("x-user")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let layer = MrtrLayer::with_shared_keyring(keyring()).bind_principal(from_header);
+    let anonymous_envelope = {
+        let open = MrtrLayer::with_shared_keyring(keyring())
+            .bind_principal(from_header)
+            .require_principal(false);
+        let svc =
+            open.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#))));
+        send(svc, post(&tool_call(1, "t", None))).await.envelope()
+    };
+    for body in [
+        tool_call(1, "t", None),
+        tool_call(2, "t", Some(&anonymous_envelope)),
+        r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"h","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#.to_owned(),
+    ] {
+        let mut req = post(&body);
+        if body.contains("tasks/get") {
+            req.headers_mut().insert("mcp-name", "h".parse().unwrap());
+        }
+        let answer = send(layer.layer(must_not_be_called()), req).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::FORBIDDEN, Some(-32600)),
+            "{body}"
+        );
+    }
+    // Methods that can neither produce nor open an envelope are not the layer's business.
+    let backend = Backend::new();
+    send(
+        layer.layer(backend.service(None, |_| "{}".to_owned())),
+        post(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#),
+    )
+    .await;
+    assert_eq!(backend.seen().len(), 1);
+    // Opting out: anonymous requests are relayed, their envelopes bound to no principal.
+    let optional = MrtrLayer::with_shared_keyring(keyring())
+        .bind_principal(from_header)
+        .require_principal(false);
+    let answer = send(
+        optional.layer(Backend::new().service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))),
+        post(&tool_call(6, "t", None)),
+    )
+    .await;
+    assert!(answer.envelope().starts_with("mrtr2."));
+}
+
 #[tokio::test]
 async fn inner_errors_propagate() {
     let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
@@ -801,4 +1063,116 @@ async fn inner_errors_propagate() {
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "connect refused");
+}
+
+/// Only the first `Content-Encoding` used to be checked: `identity` then `gzip` got through
+/// unread. Every value of every such header must be `identity`, both ways.
+#[tokio::test]
+async fn every_content_encoding_value_must_be_identity() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    for values in [
+        &["identity", "gzip"][..],
+        &["identity, gzip"],
+        &["IDENTITY,br"],
+        &["gzip", "identity"],
+    ] {
+        let mut req = post(&tool_call(1, "t", Some("mrtr2.hidden-in-gzip")));
+        for value in values {
+            req.headers_mut()
+                .append("content-encoding", value.parse().unwrap());
+        }
+        let answer = send(layer.layer(must_not_be_called()), req).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, Some(-32600)),
+            "{values:?}"
+        );
+    }
+    // Identity in any spelling, repeated or with empty list elements, is no encoding at all.
+    let mut req = post(&tool_call(2, "t", None));
+    req.headers_mut()
+        .append("content-encoding", "identity".parse().unwrap());
+    req.headers_mut()
+        .append("content-encoding", "Identity, ,identity".parse().unwrap());
+    let backend = Backend::new();
+    send(
+        layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+        req,
+    )
+    .await;
+    assert_eq!(backend.seen().len(), 1);
+    // The answer side likewise: identity then gzip fails closed.
+    let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
+        let mut r = http::Response::new(Full::new(Bytes::from_static(b"\x1f\x8b...")));
+        r.headers_mut()
+            .append("content-encoding", "identity".parse().unwrap());
+        r.headers_mut()
+            .append("content-encoding", "gzip".parse().unwrap());
+        r.extensions_mut().insert(Route::new("a"));
+        Ok::<_, std::convert::Infallible>(r)
+    });
+    let answer = send(layer.layer(inner), post(&tool_call(3, "t", None))).await;
+    assert_eq!(answer.error_code(), Some(-32603));
+}
+
+/// `ttl(Duration::MAX)` used to panic on the first answer (`SystemTime + Duration` overflow).
+#[tokio::test]
+async fn an_unbounded_ttl_saturates_instead_of_panicking() {
+    let layer = MrtrLayer::with_shared_keyring(keyring()).ttl(Duration::MAX);
+    let backend = Backend::new();
+    let envelope = send(
+        layer.layer(backend.service(Some("a"), |r: &Value| input_required(r, Some(r#""s""#)))),
+        post(&tool_call(1, "t", None)),
+    )
+    .await
+    .envelope();
+    let answer = send(
+        layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
+        post(&tool_call(2, "t", Some(&envelope))),
+    )
+    .await;
+    assert_eq!(answer.json()["result"]["resultType"], "complete");
+}
+
+/// The layer does not read the body of a GET (or any other non-POST), so it cannot know what the
+/// answer may carry: an answer holding an `input_required` or task result fails closed rather
+/// than reaching the client unsealed.
+#[tokio::test]
+async fn answers_to_requests_the_layer_did_not_read_are_still_checked() {
+    let get = || {
+        Request::get("/mcp")
+            .header("accept", "text/event-stream")
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    for raw in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"raw-secret"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"raw-secret"}}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"raw-secret"}}]"#,
+    ] {
+        let svc = MrtrLayer::with_shared_keyring(keyring())
+            .layer(Backend::new().service(Some("a"), move |_| raw.to_owned()));
+        let answer = send(svc, get()).await;
+        assert!(!answer.text().contains("raw-secret"), "{}", answer.text());
+        assert_eq!(answer.error_code(), Some(-32603), "{raw}");
+    }
+    // A stream: events before the offending one are delivered, then a JSON-RPC error ends it.
+    let inner = tower::service_fn(|_req: Request<RequestBody<Full<Bytes>>>| async {
+        let events = concat!(
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"resultType\":\"input_required\",\"requestState\":\"raw-secret\"}}\n\n",
+        );
+        let mut r = http::Response::new(Full::new(Bytes::from_static(events.as_bytes())));
+        r.headers_mut()
+            .insert("content-type", "text/event-stream".parse().unwrap());
+        Ok::<_, std::convert::Infallible>(r)
+    });
+    let answer = send(MrtrLayer::with_shared_keyring(keyring()).layer(inner), get()).await;
+    let text = answer.text();
+    assert!(text.starts_with("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\""));
+    assert!(!text.contains("raw-secret") && text.contains("-32603"), "{text}");
+    // Ordinary answers to GET and DELETE (the 405s, a plain stream) pass untouched.
+    let svc = MrtrLayer::with_shared_keyring(keyring())
+        .layer(Backend::new().service(None, |_| "Method Not Allowed".to_owned()));
+    assert_eq!(send(svc, get()).await.text(), "Method Not Allowed");
 }

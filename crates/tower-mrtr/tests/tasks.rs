@@ -74,7 +74,7 @@ async fn create_task(layer: &MrtrLayer, backend: &Backend, route: &'static str) 
     assert_eq!(v["result"]["status"], "working", "other members untouched");
     let handle = v["result"]["taskId"].as_str().unwrap().to_owned();
     assert!(
-        handle.starts_with("mrtr1.") && !answer.text().contains("task-"),
+        handle.starts_with("mrtr2.") && !answer.text().contains("task-"),
         "{}",
         answer.text()
     );
@@ -129,7 +129,9 @@ async fn task_ids_are_sealed_and_follow_ups_are_opened_pinned_and_answered_with_
 
 #[tokio::test]
 async fn forged_and_cross_purpose_handles_are_refused_without_reaching_a_backend() {
-    let layer = layer().bind_principal(|p| p.headers.get("x-user").map(|v| v.to_str().unwrap().to_owned()));
+    let layer = layer()
+        .bind_principal(|p| p.headers.get("x-user").map(|v| v.to_str().unwrap().to_owned()))
+        .require_principal(false);
     let backend = Backend::new();
     let handle = create_task(&layer, &backend, "alpha").await;
     // A requestState envelope of the same keyring, presented as a task handle.
@@ -329,7 +331,7 @@ async fn mrtr_rounds_then_a_task() {
     assert_eq!(v["result"]["resultType"], "task");
     assert!(v["result"].get("requestState").is_none());
     let handle = v["result"]["taskId"].as_str().unwrap();
-    assert!(handle.starts_with("mrtr1.") && handle != envelope);
+    assert!(handle.starts_with("mrtr2.") && handle != envelope);
     let follow = backend.service(Some("gamma"), |r: &Value| json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"complete","taskId":"t-77","status":"working"}}).to_string());
     send(layer.layer(follow), task_request(3, "tasks/get", handle)).await;
     assert_eq!(backend.last().pinned, Some(Route::new("gamma")));
@@ -427,4 +429,132 @@ async fn listen_streams_name_tasks_by_the_clients_handles() {
         "free text is not an id: {text}"
     );
     assert!(text.contains(": keep-alive\n\n"));
+}
+
+/// Only id positions are mapped: a tool whose output happens to equal the task id (here the
+/// text `task-alpha-7`) reaches the client byte for byte.
+#[tokio::test]
+async fn tool_output_equal_to_a_task_id_is_not_rewritten() {
+    let layer = layer();
+    let backend = Backend::new();
+    let handle = create_task(&layer, &backend, "alpha").await;
+    let raw = r#"{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"task-alpha-7","status":"completed","result":{"content":[{"type":"text","text":"task-alpha-7"}],"structuredContent":{"echo":["task-alpha-7"],"task-alpha-7":1}}}}"#;
+    let inner = backend.service(Some("alpha"), move |_| raw.to_owned());
+    let answer = send(layer.layer(inner), task_request(2, "tasks/get", &handle)).await;
+    assert_eq!(
+        answer.text(),
+        raw.replacen(
+            r#""taskId":"task-alpha-7""#,
+            &format!(r#""taskId":"{handle}""#),
+            1
+        )
+    );
+}
+
+/// A batch used to skip task-handle protection both ways: batched follow-ups went out with a raw
+/// id and no `-32021` gate, and a batched task result showed the raw id.
+#[tokio::test]
+async fn batches_cannot_carry_task_handles_and_batched_task_results_fail_closed() {
+    let layer = layer();
+    let handle = create_task(&layer, &Backend::new(), "alpha").await;
+    for element in [
+        json!({"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"task-alpha-7"}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tasks/cancel","params":{"taskId":handle,"_meta":tasks_meta()}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["task-alpha-7"]}}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tasks/update","params":{"TASKID":"task-alpha-7"}}),
+    ] {
+        let batch = json!([{"jsonrpc":"2.0","id":1,"method":"tools/list"}, element]).to_string();
+        let answer = send(layer.layer(must_not_be_called()), post(&batch)).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::BAD_REQUEST, Some(-32600)),
+            "{element}"
+        );
+    }
+    // A listen without task handles is harmless in a batch.
+    let backend = Backend::new();
+    let batch = json!([{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"taskIds":[]}}}]).to_string();
+    send(
+        layer.layer(backend.service(None, |_| "[]".to_owned())),
+        post(&batch),
+    )
+    .await;
+    assert_eq!(backend.seen().len(), 1);
+    // A batched tools/call answered with a task: that element fails closed, the rest passes.
+    let inner = Backend::new().service(Some("alpha"), |_| {
+        r#"[{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}},{"jsonrpc":"2.0","id":2,"result":{"resultType":"task","taskId":"raw-task-id","status":"working"}}]"#.to_owned()
+    });
+    let batch = format!(
+        r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{}]"#,
+        tool_call(2, "t", None)
+    );
+    let answer = send(layer.layer(inner), post(&batch)).await;
+    assert!(!answer.text().contains("raw-task-id"), "{}", answer.text());
+    let v = answer.json();
+    assert_eq!(v[0]["result"]["resultType"], "complete");
+    assert_eq!(
+        (v[1]["id"].as_i64(), v[1]["error"]["code"].as_i64()),
+        (Some(2), Some(-32603))
+    );
+}
+
+/// One handle repeated 10,000 times used to make every answer event cost a search per id. Now a
+/// filter names at most 100 handles, each once.
+#[tokio::test]
+async fn listen_filters_are_capped_and_deduplicated() {
+    let layer = layer();
+    let backend = Backend::new();
+    let first = create_task(&layer, &backend, "alpha").await;
+    let second = create_task(&layer, &backend, "alpha").await; // another handle, same backend id
+    let repeated = vec![first.clone(); 10_000];
+    let listen = |ids: &[String]| {
+        json!({"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"taskIds":ids},"_meta":tasks_meta()}})
+            .to_string()
+    };
+    let answer = send(layer.layer(must_not_be_called()), post(&listen(&repeated))).await;
+    assert_eq!(answer.error_code(), Some(-32602));
+    assert!(answer.text().contains("at most 100"), "{}", answer.text());
+    let many: Vec<String> = (0..101).map(|i| format!("h{i}")).collect();
+    assert_eq!(
+        send(layer.layer(must_not_be_called()), post(&listen(&many)))
+            .await
+            .error_code(),
+        Some(-32602)
+    );
+    // Duplicates, and two handles of one task: the backend hears of the task once.
+    let ids = [first.clone(), first.clone(), second.clone(), first.clone()];
+    let inner = backend.service(Some("alpha"), |r: &Value| {
+        json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"complete","taskId":"task-alpha-7"}})
+            .to_string()
+    });
+    let answer = send(layer.layer(inner), post(&listen(&ids))).await;
+    let sent: Value = serde_json::from_slice(&backend.last().body).unwrap();
+    assert_eq!(
+        sent["params"]["notifications"]["taskIds"],
+        json!(["task-alpha-7"])
+    );
+    assert_eq!(
+        answer.json()["result"]["taskId"],
+        first.as_str(),
+        "shown as the first handle"
+    );
+}
+
+/// `max_task_ttl(Duration::MAX)` used to panic on the first task result.
+#[tokio::test]
+async fn an_unbounded_task_ttl_saturates_instead_of_panicking() {
+    let layer = layer().max_task_ttl(Duration::MAX);
+    let backend = Backend::new();
+    let unlimited = backend.service(Some("alpha"), |r: &Value| {
+        json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"task","taskId":"forever","status":"working","ttlMs":null}}).to_string()
+    });
+    let answer = send(layer.layer(unlimited), post(&tool_call(1, "t", None))).await;
+    let handle = answer.json()["result"]["taskId"].as_str().unwrap().to_owned();
+    assert!(handle.starts_with("mrtr2."), "{}", answer.text());
+    let answer = send(
+        layer.layer(task_backend(&backend, "alpha")),
+        task_request(2, "tasks/cancel", &handle),
+    )
+    .await;
+    assert!(answer.error_code().is_none(), "{}", answer.text());
 }

@@ -37,56 +37,80 @@ const EXPIRES_MS: u64 = 1_800_000_000_000;
 /// One test vector: purpose, binding, contents, and the expected wire form.
 struct Vector {
     purpose: Purpose,
-    binding: Binding<'static>,
+    method: &'static str,
+    target: Option<&'static str>,
+    principal: Option<&'static str>,
+    /// `None`: not bound; `Some(None)`: bound, absent; `Some(Some(json))`: bound to these.
+    arguments: Option<Option<&'static str>>,
     route: &'static str,
     state: Option<&'static str>,
     wire: &'static str,
 }
 
+impl Vector {
+    fn binding(&self) -> Binding<'static> {
+        let binding = Binding::new(self.method, self.target, self.principal);
+        match self.arguments {
+            None => binding,
+            Some(arguments) => binding.with_arguments(ArgumentsDigest::of(arguments).unwrap()),
+        }
+    }
+}
+
+/// The vectors of `docs/envelope.md`, produced by `scripts/envelope_vectors.py` (Python,
+/// libsodium, its own canonical-JSON writer).
 const VECTORS: &[Vector] = &[
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding {
-            method: "tools/call",
-            target: Some("delete_branch"),
-            principal: None,
-        },
+        method: "tools/call",
+        target: Some("delete_branch"),
+        principal: None,
+        arguments: Some(Some(r#"{"repo":"acme/api","branch":"old"}"#)),
         route: "backend-a",
         state: Some("opaque-state"),
-        wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf1mhKwxhazqGIP7sYDs6s7UA",
+        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf10PK9iNmT9a-rDoSI0eK7dw",
     },
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding {
-            method: "resources/read",
-            target: Some("file:///tmp/a.txt"),
-            principal: Some("alice"),
-        },
+        method: "resources/read",
+        target: Some("file:///tmp/a.txt"),
+        principal: Some("alice"),
+        arguments: None,
         route: "b",
         state: None,
-        wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvpOZJQPbGvJ0sqB2WH8ko0E",
+        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvuaNXhgdjhpWk8hqLaKfegg",
     },
     Vector {
         purpose: Purpose::RequestState,
-        binding: Binding {
-            method: "prompts/get",
-            target: Some("greet"),
-            principal: None,
-        },
+        method: "prompts/get",
+        target: Some("greet"),
+        principal: None,
+        arguments: Some(None),
         route: "b",
         state: Some(""),
-        wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvySqst_d8ZLujHvy3HGD_0I",
+        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_Xlv9wuXPQAioETxY-efF1W7LM",
     },
     Vector {
         purpose: Purpose::TaskHandle,
-        binding: Binding {
-            method: "tasks",
-            target: None,
-            principal: None,
-        },
+        method: "tasks",
+        target: None,
+        principal: None,
+        arguments: None,
         route: "backend-a",
         state: Some("task-7f3a"),
-        wire: "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFZzgg8UcGm3Zol-iMKuiere88ZBCgmxv4JQ",
+        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFZzgg8UcGm3ZoXD7epOF0Qa_O7sH0Q5vUHw",
+    },
+    Vector {
+        purpose: Purpose::RequestState,
+        method: "tools/call",
+        target: Some("transfer"),
+        principal: Some("bob"),
+        arguments: Some(Some(
+            r#"{"to":"acct\u00e9\n","amounts":[1.50,2e1,9007199254740993,-0.0,1e-7],"b":{"z":true,"a":null}}"#,
+        )),
+        route: "pay",
+        state: Some("s"),
+        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_f339adFm3p7etyPlvWyEhyKJJSTEI",
     },
 ];
 
@@ -103,16 +127,72 @@ fn test_vectors_match_and_are_documented() {
     let sealer = vector_sealer();
     let doc = include_str!("../../../../docs/envelope.md");
     for v in VECTORS {
+        let binding = v.binding();
         let wire = sealer
-            .seal_with_nonce(v.purpose, &v.binding, &vector_sealed(v), vector_nonce())
+            .seal_with_nonce(v.purpose, &binding, &vector_sealed(v), vector_nonce())
             .unwrap();
-        assert_eq!(wire, v.wire, "vector for {:?} {:?}", v.purpose, v.binding);
+        assert_eq!(wire, v.wire, "vector for {:?} {binding:?}", v.purpose);
         assert!(doc.contains(v.wire), "docs/envelope.md lacks vector {}", v.wire);
         let opened = sealer
-            .open(v.purpose, &v.binding, v.wire, at_ms(EXPIRES_MS - 1))
+            .open(v.purpose, &binding, v.wire, at_ms(EXPIRES_MS - 1))
             .unwrap();
         assert_eq!(opened, vector_sealed(v));
     }
+}
+
+#[test]
+fn argument_digests_match_the_independent_implementation() {
+    let doc = include_str!("../../../../docs/envelope.md");
+    let cases = [
+        (
+            Some(r#"{"repo":"acme/api","branch":"old"}"#),
+            r#"{"branch":"old","repo":"acme/api"}"#,
+            "cb9c5577a1e8613384f066136d70f9a9674f490a9381f332099c5798f42950c4",
+        ),
+        (
+            Some(
+                r#"{"to":"acct\u00e9\n","amounts":[1.50,2e1,9007199254740993,-0.0,1e-7],"b":{"z":true,"a":null}}"#,
+            ),
+            r#"{"amounts":[1.5,20,9007199254740993,0,1e-7],"b":{"a":null,"z":true},"to":"accté\n"}"#,
+            "f6e80feed4cffd3dacc3fed4c7b192f15ffb5baf2f10da678be0754196de7e48",
+        ),
+        (
+            None,
+            "{}",
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+        ),
+    ];
+    for (arguments, canonical, digest) in cases {
+        if let Some(arguments) = arguments {
+            let ours = crate::canonical::canonicalize(arguments).unwrap();
+            assert_eq!(std::str::from_utf8(&ours).unwrap(), canonical);
+            assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
+        }
+        let hex = format!("{:?}", ArgumentsDigest::of(arguments).unwrap());
+        assert_eq!(hex, format!("ArgumentsDigest({digest})"));
+        assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
+    }
+    for same in ["null", " {} ", "{ }"] {
+        assert_eq!(ArgumentsDigest::of(Some(same)), ArgumentsDigest::of(None));
+    }
+}
+
+#[test]
+fn version_1_envelopes_are_refused() {
+    // A v1 envelope (the format before arguments were bound), from the v1 test vectors.
+    let v1 = "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf1mhKwxhazqGIP7sYDs6s7UA";
+    let binding = Binding::new("tools/call", Some("delete_branch"), None);
+    let sealer = vector_sealer();
+    assert_eq!(
+        sealer.open(Purpose::RequestState, &binding, v1, at_ms(0)),
+        Err(OpenError::NotAnEnvelope)
+    );
+    // Even re-prefixed, its version byte is refused before any key is used.
+    let reprefixed = v1.replacen("mrtr1.", PREFIX, 1);
+    assert_eq!(
+        sealer.open(Purpose::RequestState, &binding, &reprefixed, at_ms(0)),
+        Err(OpenError::UnknownVersion(1))
+    );
 }
 
 fn sample() -> (Sealer, Binding<'static>, Sealed, SystemTime) {
@@ -206,16 +286,16 @@ fn truncated_extended_and_foreign_envelopes_are_rejected() {
     }
     let cases = [
         (
-            "mrtr2.".to_owned() + &wire[PREFIX.len()..],
+            "mrtr1.".to_owned() + &wire[PREFIX.len()..],
             OpenError::NotAnEnvelope,
         ),
         (wire[PREFIX.len()..].to_owned(), OpenError::NotAnEnvelope),
         (
-            "MRTR1.".to_owned() + &wire[PREFIX.len()..],
+            "MRTR2.".to_owned() + &wire[PREFIX.len()..],
             OpenError::NotAnEnvelope,
         ),
-        ("mrtr1.+/==".to_owned(), OpenError::Encoding),
-        ("mrtr1.".to_owned(), OpenError::Truncated),
+        ("mrtr2.+/==".to_owned(), OpenError::Encoding),
+        ("mrtr2.".to_owned(), OpenError::Truncated),
         ("plain-backend-state".to_owned(), OpenError::NotAnEnvelope),
     ];
     for (input, expected) in cases {
@@ -243,6 +323,9 @@ fn binding_mismatches_are_rejected() {
         Binding::new("tools/call", Some("t"), Some("")),
         // Field boundaries are length-prefixed: moving bytes between fields does not collide.
         Binding::new("tools/call", Some("ta"), Some("lice")),
+        // Bound to arguments where the envelope was not.
+        Binding::new("tools/call", Some("t"), Some("alice"))
+            .with_arguments(ArgumentsDigest::of(None).unwrap()),
     ];
     for other in others {
         assert_eq!(
@@ -266,6 +349,37 @@ fn binding_mismatches_are_rejected() {
             .unwrap_err(),
         OpenError::Authentication
     );
+}
+
+#[test]
+fn arguments_bind_by_value_not_by_spelling() {
+    let (sealer, binding, sealed, now) = sample();
+    let args = |json: &str| binding.with_arguments(ArgumentsDigest::of(Some(json)).unwrap());
+    let minted = args(r#"{"branch":"old","repo":"acme/api","n":1}"#);
+    let wire = sealer.seal(Purpose::RequestState, &minted, &sealed).unwrap();
+    for same in [
+        r#"{"repo":"acme/api","branch":"old","n":1}"#,
+        "{ \"n\" : 1.0 , \"br\\u0061nch\" : \"old\",\n \"repo\": \"acme\\/api\" }",
+    ] {
+        assert!(
+            sealer
+                .open(Purpose::RequestState, &args(same), &wire, now)
+                .is_ok(),
+            "{same}"
+        );
+    }
+    for other in [
+        r#"{"branch":"main","repo":"acme/api","n":1}"#,
+        r#"{"branch":"old","repo":"acme/api","n":2}"#,
+        r#"{"branch":"old","repo":"acme/api"}"#,
+        r#"{"branch":"old","repo":"acme/api","n":1,"force":true}"#,
+    ] {
+        assert_eq!(
+            sealer.open(Purpose::RequestState, &args(other), &wire, now),
+            Err(OpenError::Authentication),
+            "{other}"
+        );
+    }
 }
 
 #[test]

@@ -200,7 +200,12 @@ where
                 }
             };
             if let Err(reason) = result {
-                tracing::debug!(reason = reason.reason(), "SSE answer failed closed");
+                crate::metrics::failed_closed(reason.label());
+                tracing::debug!(
+                    reason = reason.label(),
+                    detail = reason.reason(),
+                    "SSE answer failed closed"
+                );
                 this.out.push_back(error_event(this.rewriter.id()));
                 this.trailers.take();
                 this.inner.set(None);

@@ -1,0 +1,73 @@
+//! What the layer counts, through the [`metrics`](https://docs.rs/metrics) facade.
+//!
+//! Behind the `metrics` cargo feature (off by default). The application installs a recorder
+//! (for example `metrics-exporter-prometheus`); without the feature nothing is recorded and the
+//! calls compile to nothing.
+//!
+//! | name | type | labels | counts |
+//! |---|---|---|---|
+//! | `mrtr_envelopes_sealed_total` | counter | `kind` | envelopes handed to clients |
+//! | `mrtr_envelopes_opened_total` | counter | `kind` | envelopes that opened on a request |
+//! | `mrtr_envelopes_refused_total` | counter | `kind`, `reason` | envelopes that did not open; `reason` is one of `too_long`, `not_an_envelope`, `encoding`, `truncated`, `unknown_version`, `unknown_key`, `authentication`, `malformed`, `expired` |
+//! | `mrtr_requests_refused_total` | counter | `reason` | requests the layer answered itself instead of the inner service: `too_large`, `content_encoding`, `body_unreadable`, `parse_error`, `unreadable`, `batch`, `invalid_params`, `arguments_unbindable`, `invalid_envelope`, `state_not_accepted`, `principal_required`, `missing_tasks_capability`, `mixed_task_routes`, `too_many_task_ids`, `header_mismatch` |
+//! | `mrtr_answers_failed_closed_total` | counter | `reason` | backend answers replaced by a JSON-RPC error because they could not be relayed safely: `no_route`, `route_mismatch`, `unreadable`, `case_variant`, `state_not_a_string`, `seal_failed`, `envelope_too_long`, `arguments_unbindable`, `too_large`, `content_encoding`, `body_error`, `event_too_large`, `batch`, `request_not_read`, `task_id_not_a_string` |
+//! | `mrtr_envelope_size_bytes` | histogram | `kind` | length of each envelope sealed |
+//!
+//! `kind` is `request_state` or `task_handle`. A refused envelope counts once under
+//! `mrtr_envelopes_refused_total` (why it did not open) and once under
+//! `mrtr_requests_refused_total{reason="invalid_envelope"}` (what the client got).
+
+use crate::envelope::Purpose;
+
+fn kind(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::RequestState => "request_state",
+        Purpose::TaskHandle => "task_handle",
+        Purpose::LegacySession => "legacy_session",
+    }
+}
+
+/// An envelope of `purpose`, `len` characters long, was handed to a client.
+pub(crate) fn sealed(purpose: Purpose, len: usize) {
+    #[cfg(feature = "metrics")]
+    {
+        let kind = kind(purpose);
+        metrics::counter!("mrtr_envelopes_sealed_total", "kind" => kind).increment(1);
+        metrics::histogram!("mrtr_envelope_size_bytes", "kind" => kind).record(len as f64);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind(purpose), len);
+}
+
+/// An envelope of `purpose` opened.
+pub(crate) fn opened(purpose: Purpose) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("mrtr_envelopes_opened_total", "kind" => kind(purpose)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind(purpose);
+}
+
+/// An envelope of `purpose` did not open, for `reason`.
+pub(crate) fn envelope_refused(purpose: Purpose, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("mrtr_envelopes_refused_total", "kind" => kind(purpose), "reason" => reason)
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind(purpose), reason);
+}
+
+/// The layer answered a request itself, for `reason`.
+pub(crate) fn request_refused(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("mrtr_requests_refused_total", "reason" => reason).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = reason;
+}
+
+/// A backend answer failed closed, for `reason`.
+pub(crate) fn failed_closed(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("mrtr_answers_failed_closed_total", "reason" => reason).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = reason;
+}
