@@ -157,7 +157,7 @@ pub async fn start(state: AdminState, addr: SocketAddr) -> io::Result<RunningAdm
     let (stop, stopped) = watch::channel(false);
     let server = Server {
         listener,
-        router: router(state),
+        service: router(state),
         tls: None,
         drain: None,
         stop: stopped,

@@ -294,7 +294,7 @@ pub async fn start_with_keys(
     let accepting = Arc::new(AtomicBool::new(true));
     let server = server::Server {
         listener,
-        router: app,
+        service: app,
         tls: config.listener_tls.clone(),
         drain: Some((lifecycle.clone(), config.drain)),
         stop: stopped,

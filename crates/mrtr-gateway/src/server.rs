@@ -1,28 +1,33 @@
-//! The accept loop: serves an axum [`Router`] over HTTP/1.1 and HTTP/2 (plain, or TLS with a
+//! The accept loop: serves a tower HTTP service over HTTP/1.1 and HTTP/2 (plain, or TLS with a
 //! [`ListenerTls`] whose certificate can be replaced while running), and drains as
 //! [`crate::drain`] describes.
 //!
 //! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
 //! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
+use bytes::Bytes;
 use http::header::{CONNECTION, HeaderValue};
-use http::{Request, Version};
+use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tower::ServiceExt;
+use tower_mrtr::BoxError;
+use tower_service::Service;
 
 use crate::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
@@ -34,9 +39,9 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the accept loop serves and how it stops.
-pub(crate) struct Server {
+pub(crate) struct Server<S> {
     pub(crate) listener: TcpListener,
-    pub(crate) router: Router,
+    pub(crate) service: S,
     pub(crate) tls: Option<Arc<ListenerTls>>,
     /// `None`: no drain (the admin listener), stop at once when `stop` fires.
     pub(crate) drain: Option<(Lifecycle, DrainConfig)>,
@@ -46,13 +51,20 @@ pub(crate) struct Server {
     pub(crate) accepting: Arc<AtomicBool>,
 }
 
-impl Server {
+impl<S, B> Server<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     /// Accepts until stopped or drained, then lets the open connections finish (within the
     /// drain timeout, if any).
     pub(crate) async fn run(self) -> io::Result<()> {
         let Self {
             listener,
-            router,
+            service,
             tls,
             drain,
             stop,
@@ -104,7 +116,7 @@ impl Server {
                         let lifecycle = drain.as_ref().map(|(l, _)| l.clone());
                         let connection = Connection {
                             builder: builder.clone(),
-                            router: router.clone(),
+                            service: service.clone(),
                             lifecycle,
                             watcher: graceful.watcher(),
                         };
@@ -154,41 +166,35 @@ impl Server {
 }
 
 /// One accepted connection.
-struct Connection {
+struct Connection<S> {
     builder: Arc<auto::Builder<TokioExecutor>>,
-    router: Router,
+    service: S,
     lifecycle: Option<Lifecycle>,
     watcher: hyper_util::server::graceful::Watcher,
 }
 
-impl Connection {
+impl<S, B> Connection<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     async fn serve<I>(self, io: I)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let Self {
             builder,
-            router,
+            service,
             lifecycle,
             watcher,
         } = self;
         let counted = lifecycle.is_some();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let router = router.clone();
-            let lifecycle = lifecycle.clone();
-            async move {
-                let http1 = request.version() < Version::HTTP_2;
-                let mut response = router.oneshot(request).await?;
-                // While draining, every HTTP/1.1 answer closes its connection: the client
-                // reconnects (to another replica) instead of writing its next request onto a
-                // connection this replica is about to close.
-                if http1 && lifecycle.as_ref().is_some_and(Lifecycle::is_draining) {
-                    response
-                        .headers_mut()
-                        .insert(CONNECTION, HeaderValue::from_static("close"));
-                }
-                Ok::<_, Infallible>(response)
-            }
+        let service = TowerToHyperService::new(CloseWhenDraining {
+            inner: service,
+            lifecycle,
         });
         if counted {
             crate::telemetry::connection(1.0);
@@ -200,5 +206,68 @@ impl Connection {
         if counted {
             crate::telemetry::connection(-1.0);
         }
+    }
+}
+
+/// While the gateway drains, adds `Connection: close` to every HTTP/1.1 answer: the client
+/// reconnects (to another replica) instead of writing its next request onto a connection this
+/// replica is about to close.
+#[derive(Clone)]
+struct CloseWhenDraining<S> {
+    inner: S,
+    lifecycle: Option<Lifecycle>,
+}
+
+impl<S, B> Service<Request<Incoming>> for CloseWhenDraining<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = CloseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        CloseFuture {
+            lifecycle: self
+                .lifecycle
+                .clone()
+                .filter(|_| request.version() < Version::HTTP_2),
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`CloseWhenDraining`].
+    struct CloseFuture<F> {
+        #[pin]
+        inner: F,
+        // `None` for HTTP/2 (no `Connection` header there) and for listeners that do not drain.
+        lifecycle: Option<Lifecycle>,
+    }
+}
+
+impl<F, B, E> Future for CloseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut output = ready!(this.inner.poll(cx));
+        // Checked when the answer is ready, so requests in flight at SIGTERM close too.
+        if let (Ok(response), Some(lifecycle)) = (&mut output, this.lifecycle.as_ref())
+            && lifecycle.is_draining()
+        {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        Poll::Ready(output)
     }
 }
