@@ -8,6 +8,9 @@
 //! * [`fixture`]: [`ConformanceFixture`], exactly what the conformance
 //!   suite's `input-required-result-*` and `http-header-validation` scenarios
 //!   call.
+//! * [`suite_fixture`]: [`SuiteFixture`], what the suite's other server scenarios (tools,
+//!   prompts, resources, completion, both eras) call, with MRTR where a legacy scenario expects a
+//!   server-to-client request.
 //! * [`tasks_fixture`]: [`TasksFixture`], a task-capable backend (Tasks
 //!   extension, SEP-2663) with what the suite's `tasks-*` scenarios call.
 //! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
@@ -36,12 +39,14 @@ pub mod fixture;
 mod flow;
 pub mod serve;
 mod state;
+pub mod suite_fixture;
 pub mod tasks_fixture;
 
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
 pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
+pub use suite_fixture::SuiteFixture;
 pub use tasks_fixture::TasksFixture;
 
 /// Errors constructing a backend.

@@ -10,6 +10,10 @@
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
 //!
+//! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
+//! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
+//! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use mrtr_gateway::{Backend, GatewayConfig, start};
@@ -34,7 +38,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::post_service;
+use axum::routing::any_service;
 use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -52,6 +56,7 @@ mod forward;
 mod headers;
 pub mod health;
 pub mod jsonrpc;
+pub mod legacy;
 pub mod origin;
 pub mod proxy;
 pub mod reload;
@@ -100,6 +105,8 @@ pub struct GatewayConfig {
     /// here; the binary probes every 10 s) sends none, and backends are judged by the catalog
     /// and discovery requests clients cause.
     pub health_interval: Option<Duration>,
+    /// How clients of the `initialize` era are served.
+    pub legacy: legacy::LegacyConfig,
 }
 
 impl GatewayConfig {
@@ -121,6 +128,7 @@ impl GatewayConfig {
             drain: drain::DrainConfig::default(),
             ready_rule: health::ReadyRule::default(),
             health_interval: None,
+            legacy: legacy::LegacyConfig::default(),
         }
     }
 }
@@ -142,7 +150,8 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
 /// [`router`] over an existing proxy, reading the keyring through `keys` (so that it can be
 /// replaced while the gateway runs).
 fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen: SocketAddr) -> Router {
-    let mut layer = MrtrLayer::with_keyring_handle(keys)
+    // One handle for the layer and the legacy front, so a keyring replacement reaches both.
+    let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {
@@ -161,6 +170,16 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
         .layer(telemetry::RequestMetricsLayer)
         .layer(layer)
         .service(proxy);
+    // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
+    // the `initialize` era served here. It also answers the 405s `post_service` gave before.
+    let mut front = legacy::Front::new(config.legacy.clone(), keys)
+        .principal_header(config.principal_header.clone())
+        .max_request_body(config.max_request_body);
+    if let Some(clock) = &config.clock {
+        front = front.clock(clock.clone());
+    }
+    let mcp = legacy::DualEra::new(mcp, front);
+    // ---- end of the legacy front
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -172,9 +191,9 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
         origins: config.origins.clone(),
         hosts,
     });
-    // `post_service` answers every other method with 405 and `Allow: POST`.
+    // The legacy front answers GET, DELETE without a session, … with 405 and `Allow: POST`.
     Router::new()
-        .route(MCP_PATH, post_service(mcp))
+        .route(MCP_PATH, any_service(mcp))
         .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
 }
 

@@ -28,6 +28,12 @@
 //!
 //! Absent `arguments`, `null` and `{}` digest alike: all three mean "no arguments".
 //!
+//! Why not a canonical-JSON crate: the maintained RFC 8785 crates (`serde_json_canonicalizer`,
+//! `canon-json`, `serde_jcs`) canonicalise a `serde_json::Value` or any `Serialize`, and a
+//! `Value` has already lost what the binding must see: it keeps the last of two members with one
+//! name (so duplicates cannot be refused) and rounds integers beyond `u64` to doubles. This
+//! module reads the JSON text itself, in one pass, after `serde_json` has validated it.
+//!
 //! # Example
 //!
 //! ```
@@ -45,8 +51,6 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::value::RawValue;
-
-use crate::json::{Elements, Members};
 
 /// Deepest nesting of objects and arrays the canonicaliser accepts.
 pub const MAX_DEPTH: usize = 128;
@@ -83,94 +87,287 @@ impl std::error::Error for CanonicalError {}
 
 /// The canonical form of a JSON text (see the [module docs](self)).
 pub fn canonicalize(json: &str) -> Result<Vec<u8>, CanonicalError> {
-    let raw: &RawValue = serde_json::from_str(json).map_err(|_| CanonicalError::Syntax)?;
+    // Validated once by serde_json; the scanner below then walks text known to be one JSON value,
+    // in a single pass (it still refuses, never panics, if that ever were not so).
+    serde_json::from_str::<&RawValue>(json).map_err(|_| CanonicalError::Syntax)?;
     let mut out = Vec::with_capacity(json.len());
-    write_value(raw, 0, &mut out)?;
+    let mut scanner = Scanner { text: json, pos: 0 };
+    scanner.value(0, &mut out)?;
     Ok(out)
 }
 
-fn write_value(raw: &RawValue, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    let text = raw.get();
-    match text.as_bytes().first() {
-        Some(b'{') => write_object(text, depth + 1, out),
-        Some(b'[') => write_array(text, depth + 1, out),
-        Some(b'"') => {
-            let value: Cow<'_, str> =
-                serde_json::from_str(text).map_err(|_| CanonicalError::InvalidString)?;
-            write_string(&value, out);
-            Ok(())
+/// A single-pass reader of validated JSON that writes its canonical form.
+struct Scanner<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while matches!(self.bytes().get(self.pos), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
         }
-        Some(b't' | b'f' | b'n') => {
-            // `true`, `false` and `null` have one spelling each.
-            out.extend_from_slice(text.as_bytes());
-            Ok(())
+    }
+
+    /// The next significant byte, consumed.
+    fn next(&mut self) -> Result<u8, CanonicalError> {
+        self.skip_whitespace();
+        let byte = *self.bytes().get(self.pos).ok_or(CanonicalError::Syntax)?;
+        self.pos += 1;
+        Ok(byte)
+    }
+
+    fn value(&mut self, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+        self.skip_whitespace();
+        match self.bytes().get(self.pos) {
+            Some(b'{') => self.object(depth + 1, out),
+            Some(b'[') => self.array(depth + 1, out),
+            Some(b'"') => {
+                let value = self.string()?;
+                write_string(&value, out);
+                Ok(())
+            }
+            Some(b't' | b'f' | b'n') => {
+                // `true`, `false` and `null` have one spelling each.
+                let end = self.run_end(|b| b.is_ascii_lowercase());
+                out.extend_from_slice(&self.bytes()[self.pos..end]);
+                self.pos = end;
+                Ok(())
+            }
+            Some(_) => {
+                let end = self.run_end(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
+                let number = self.text.get(self.pos..end).ok_or(CanonicalError::Syntax)?;
+                self.pos = end;
+                write_number(number, out)
+            }
+            None => Err(CanonicalError::Syntax),
         }
-        Some(_) => write_number(text, out),
-        None => Err(CanonicalError::Syntax),
+    }
+
+    /// Where the run of bytes matching `is_part` that starts at the current position ends.
+    fn run_end(&self, is_part: impl Fn(u8) -> bool) -> usize {
+        let rest = &self.bytes()[self.pos..];
+        self.pos + rest.iter().position(|&b| !is_part(b)).unwrap_or(rest.len())
+    }
+
+    fn object(&mut self, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+        if depth > MAX_DEPTH {
+            return Err(CanonicalError::TooDeep);
+        }
+        self.pos += 1; // '{'
+        // Each member's canonical value goes into `values`; members are then written sorted.
+        let mut members: Vec<Member<'a>> = Vec::new();
+        let mut values = Vec::new();
+        self.skip_whitespace();
+        if self.bytes().get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_whitespace();
+                let name = self.string()?;
+                if self.next()? != b':' {
+                    return Err(CanonicalError::Syntax);
+                }
+                let start = values.len();
+                self.value(depth, &mut values)?;
+                members.push(Member::new(name, start..values.len()));
+                match self.next()? {
+                    b',' => continue,
+                    b'}' => break,
+                    _ => return Err(CanonicalError::Syntax),
+                }
+            }
+        }
+        // RFC 8785 §3.2.3: members sorted by their names as arrays of UTF-16 code units.
+        members.sort_by(Member::utf16_order);
+        if let Some(pair) = members.windows(2).find(|pair| pair[0].name == pair[1].name) {
+            return Err(CanonicalError::DuplicateMember(pair[0].name.to_string()));
+        }
+        out.push(b'{');
+        for (i, member) in members.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_string(&member.name, out);
+            out.push(b':');
+            out.extend_from_slice(&values[member.value.clone()]);
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+        if depth > MAX_DEPTH {
+            return Err(CanonicalError::TooDeep);
+        }
+        self.pos += 1; // '['
+        out.push(b'[');
+        self.skip_whitespace();
+        if self.bytes().get(self.pos) == Some(&b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.value(depth, out)?;
+                match self.next()? {
+                    b',' => out.push(b','),
+                    b']' => break,
+                    _ => return Err(CanonicalError::Syntax),
+                }
+            }
+        }
+        out.push(b']');
+        Ok(())
+    }
+
+    /// A string token at the current position, decoded (borrowed when it holds no escapes).
+    fn string(&mut self) -> Result<Cow<'a, str>, CanonicalError> {
+        if self.bytes().get(self.pos) != Some(&b'"') {
+            return Err(CanonicalError::Syntax);
+        }
+        let start = self.pos + 1;
+        let mut end = start;
+        let mut escaped = false;
+        loop {
+            end += memchr::memchr2(
+                b'"',
+                b'\\',
+                self.bytes().get(end..).ok_or(CanonicalError::Syntax)?,
+            )
+            .ok_or(CanonicalError::Syntax)?;
+            if self.bytes()[end] == b'"' {
+                break;
+            }
+            escaped = true;
+            end += 2; // the backslash and the byte it escapes
+        }
+        self.pos = end + 1;
+        let raw = self.text.get(start..end).ok_or(CanonicalError::Syntax)?;
+        if escaped {
+            unescape(raw).map(Cow::Owned)
+        } else {
+            Ok(Cow::Borrowed(raw))
+        }
     }
 }
 
-fn write_object(text: &str, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    if depth > MAX_DEPTH {
-        return Err(CanonicalError::TooDeep);
-    }
-    let Members(mut members) = serde_json::from_str(text).map_err(|_| CanonicalError::Syntax)?;
-    // RFC 8785 §3.2.3: members sorted by their names as arrays of UTF-16 code units.
-    members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-    if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-        return Err(CanonicalError::DuplicateMember(pair[0].0.to_string()));
-    }
-    out.push(b'{');
-    for (i, (name, value)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// Decodes the escapes of a string's contents; an unpaired surrogate has no Unicode meaning.
+fn unescape(raw: &str) -> Result<String, CanonicalError> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
         }
-        write_string(name, out);
-        out.push(b':');
-        write_value(value, depth, out)?;
+        let decoded = match chars.next().ok_or(CanonicalError::Syntax)? {
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => {
+                let unit = hex4(&mut chars)?;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        // A high surrogate must be followed by an escaped low one.
+                        if chars.next() != Some('\\') || chars.next() != Some('u') {
+                            return Err(CanonicalError::InvalidString);
+                        }
+                        let low = hex4(&mut chars)?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return Err(CanonicalError::InvalidString);
+                        }
+                        let code = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                        char::from_u32(code).ok_or(CanonicalError::InvalidString)?
+                    }
+                    0xDC00..=0xDFFF => return Err(CanonicalError::InvalidString),
+                    _ => char::from_u32(unit).ok_or(CanonicalError::InvalidString)?,
+                }
+            }
+            _ => return Err(CanonicalError::Syntax),
+        };
+        out.push(decoded);
     }
-    out.push(b'}');
-    Ok(())
+    Ok(out)
 }
 
-fn write_array(text: &str, depth: usize, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    if depth > MAX_DEPTH {
-        return Err(CanonicalError::TooDeep);
+fn hex4(chars: &mut std::str::Chars<'_>) -> Result<u32, CanonicalError> {
+    let mut unit = 0;
+    for _ in 0..4 {
+        let digit = chars
+            .next()
+            .and_then(|c| c.to_digit(16))
+            .ok_or(CanonicalError::Syntax)?;
+        unit = unit * 16 + digit;
     }
-    let Elements(elements) = serde_json::from_str(text).map_err(|_| CanonicalError::Syntax)?;
-    out.push(b'[');
-    for (i, element) in elements.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    Ok(unit)
+}
+
+/// An object member being canonicalised: its decoded name and where its canonical value sits.
+struct Member<'a> {
+    name: Cow<'a, str>,
+    /// The name has characters outside the Basic Multilingual Plane (4-byte UTF-8 sequences).
+    astral: bool,
+    value: std::ops::Range<usize>,
+}
+
+impl<'a> Member<'a> {
+    fn new(name: Cow<'a, str>, value: std::ops::Range<usize>) -> Self {
+        let astral = name.bytes().any(|byte| byte >= 0xF0);
+        Self { name, astral, value }
+    }
+
+    /// Compares names as arrays of UTF-16 code units. Without characters outside the Basic
+    /// Multilingual Plane that is the order of their UTF-8 bytes, which is cheaper to compare.
+    fn utf16_order(a: &Self, b: &Self) -> std::cmp::Ordering {
+        if a.astral || b.astral {
+            a.name.encode_utf16().cmp(b.name.encode_utf16())
+        } else {
+            a.name.as_bytes().cmp(b.name.as_bytes())
         }
-        write_value(element, depth, out)?;
     }
-    out.push(b']');
-    Ok(())
 }
 
 /// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped, with the short forms
 /// where JSON has them and lowercase `\u00xx` otherwise; everything else is written as UTF-8.
 fn write_string(value: &str, out: &mut Vec<u8>) {
+    let bytes = value.as_bytes();
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
-    for &byte in value.as_bytes() {
-        match byte {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x09 => out.extend_from_slice(b"\\t"),
-            0x0a => out.extend_from_slice(b"\\n"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            0x0d => out.extend_from_slice(b"\\r"),
+    let mut plain_from = 0;
+    for (i, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
             0x00..=0x1f => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&bytes[plain_from..i]);
                 out.extend_from_slice(b"\\u00");
                 out.push(HEX[usize::from(byte >> 4)]);
                 out.push(HEX[usize::from(byte & 0xf)]);
+                plain_from = i + 1;
+                continue;
             }
-            _ => out.push(byte),
-        }
+            _ => continue,
+        };
+        // Runs of bytes that need no escape are copied whole.
+        out.extend_from_slice(&bytes[plain_from..i]);
+        out.extend_from_slice(escape);
+        plain_from = i + 1;
     }
+    out.extend_from_slice(&bytes[plain_from..]);
     out.push(b'"');
 }
 
@@ -184,7 +381,12 @@ fn write_number(text: &str, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     let integer_literal = !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
     if integer_literal {
         let digits = text.strip_prefix('-').unwrap_or(text);
-        // JSON integers have no leading zeros: more than 16 digits is above 2^53 (16 digits).
+        // JSON integers have no leading zeros, so up to 15 digits is below 2^53 and written as
+        // ECMAScript would (only -0 differs); more than 16 digits is above 2^53 (16 digits).
+        if digits.len() <= 15 {
+            out.extend_from_slice(if digits == "0" { b"0" } else { text.as_bytes() });
+            return Ok(());
+        }
         if digits.len() > 16 || digits.parse::<u64>().map_or(true, |v| v > EXACT_INTEGER_LIMIT) {
             out.extend_from_slice(text.as_bytes());
             return Ok(());
@@ -322,6 +524,12 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any text: a canonical form or an error, never a panic.
+        #[test]
+        fn any_text_is_canonicalised_or_refused(text in "[\\[\\]{}\",:0-9a-z\\\\ .eE+-]{0,64}") {
+            let _ = canonicalize(&text);
+        }
 
         /// Re-serialising a value (compact or pretty, any member order serde_json picks) never
         /// changes its canonical form, and the canonical form is a fixpoint that means the same.

@@ -1,7 +1,7 @@
-//! Runs the MRTR conformance fixture (or a demo backend) standalone.
+//! Runs the MRTR conformance fixture (or the server-suite fixture, or a demo backend) standalone.
 //!
 //! ```text
-//! fixture-server [--listen ADDR] [--sse] [--demo alpha|beta]
+//! fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta]
 //! ```
 //!
 //! `ADDR` defaults to `127.0.0.1:0`. Once bound, the endpoint URL is printed
@@ -10,14 +10,15 @@
 
 use std::{net::SocketAddr, process::ExitCode};
 
-use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, cli};
+use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, SuiteFixture, cli};
 
 const PROGRAM: &str = "fixture-server";
 
-const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--demo alpha|beta]\n\
+const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta]\n\
     \n\
     --listen ADDR        socket address to bind (default 127.0.0.1:0)\n\
     --sse                answer requests with text/event-stream instead of application/json\n\
+    --suite              serve what the suite's server scenarios call (SuiteFixture) instead\n\
     --demo alpha|beta    serve that demo backend instead of the conformance fixture\n";
 
 #[derive(Debug)]
@@ -25,6 +26,7 @@ struct Args {
     listen: SocketAddr,
     mode: ResponseMode,
     demo: Option<String>,
+    suite: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
@@ -32,10 +34,12 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         listen: cli::DEFAULT_LISTEN,
         mode: ResponseMode::Json,
         demo: None,
+        suite: false,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--sse" => parsed.mode = ResponseMode::Sse,
+            "--suite" => parsed.suite = true,
             "--json" => parsed.mode = ResponseMode::Json,
             "--listen" => {
                 let value = args.next().ok_or("--listen needs an address")?;
@@ -58,6 +62,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
             }
         }
     }
+    if parsed.suite && parsed.demo.is_some() {
+        return Err("--suite and --demo exclude each other".into());
+    }
     Ok(Some(parsed))
 }
 
@@ -69,6 +76,7 @@ async fn main() -> ExitCode {
     };
     let options = ServeOptions::new(args.mode).with_addr(args.listen);
     match args.demo.as_deref() {
+        None if args.suite => cli::serve_until_signal(PROGRAM, SuiteFixture::new(), options).await,
         None => cli::serve_until_signal(PROGRAM, ConformanceFixture::new(), options).await,
         Some(identity) => {
             let backend = if identity == "alpha" {
@@ -100,5 +108,7 @@ mod tests {
         assert!(parse(&["--listen"]).is_err());
         assert!(parse(&["--listen", "nope"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
+        assert!(parse(&["--suite"]).unwrap().unwrap().suite);
+        assert!(parse(&["--suite", "--demo", "beta"]).is_err());
     }
 }

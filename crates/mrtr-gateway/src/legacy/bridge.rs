@@ -1,0 +1,530 @@
+//! One legacy request relayed to the modern stack, with MRTR bridged inside it.
+//!
+//! The request goes to the wrapped modern service (the `MrtrLayer` and the proxy) as a modern
+//! request. Its answer comes back to the client in legacy form: as one JSON message when the
+//! modern answer is one complete result, else as an SSE stream that relays progress and log
+//! notifications while the backend works and ends with the response.
+//!
+//! When the answer is `input_required`, the call stays open:
+//!
+//! 1. every input request becomes a legacy server-to-client request on the stream, with a fresh
+//!    id registered in the replica's [`Registry`] (only request types the client declared at
+//!    `initialize`; anything else ends the call with `-32021`);
+//! 2. the client POSTs its answers separately; the front delivers them to this call;
+//! 3. the request goes to the modern service again, with a new id, the same arguments,
+//!    `inputResponses` and the `requestState` the layer sealed (it never leaves the gateway on
+//!    this path), and the next answer is handled the same way, up to
+//!    [`LegacyConfig::max_rounds`] rounds.
+//!
+//! A round the client does not answer within [`LegacyConfig::answer_timeout`] ends the call
+//! with an error (and `notifications/cancelled` for the requests left open). A client that goes
+//! away drops the response body, which drops this call: the backend's stream is closed (MCP's
+//! cancellation signal) and the registry forgets the call's ids. Nothing outlives the call.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
+use http_body::Body;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Either, Full};
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tower::ServiceExt;
+use tower_mrtr::BoxError;
+use tower_service::Service;
+
+use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy_response};
+use super::config::LegacyConfig;
+use super::registry::{Pending, Registry};
+use super::request::{LegacyRequest, ToolHeaders};
+use super::session::OpenedSession;
+use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
+use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, RawObject};
+use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
+
+/// The body of the gateway's own legacy answers.
+pub type LegacyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The body of a request the legacy front sends to the modern service: the client's own (a
+/// modern request passed through) or one the front wrote.
+pub type ModernBody<B> = Either<B, Full<Bytes>>;
+
+/// The code legacy SDKs use for a request that timed out.
+const REQUEST_TIMEOUT: i64 = -32001;
+
+/// A legacy JSON answer.
+pub fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A body of fixed bytes.
+pub fn full(bytes: Bytes) -> LegacyBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
+}
+
+fn sse_answer(body: CallBody) -> Response<LegacyBody> {
+    let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// One legacy request on its way through the modern service.
+pub struct Bridge<S, B> {
+    /// The modern service (a clone the bridge may call many times).
+    pub inner: S,
+    /// The request.
+    pub request: LegacyRequest,
+    /// The client's headers.
+    pub client_headers: HeaderMap,
+    /// The request's URI.
+    pub uri: Uri,
+    /// The session it belongs to.
+    pub session: OpenedSession,
+    /// The log level to ask the backend for.
+    pub log_level: Option<&'static str>,
+    /// Where answers to server-to-client requests arrive.
+    pub registry: Registry,
+    /// Known `x-mcp-header` annotations.
+    pub tools: Arc<ToolHeaders>,
+    /// Limits.
+    pub config: Arc<LegacyConfig>,
+    /// The client body type of the modern service.
+    pub body: PhantomData<fn() -> B>,
+}
+
+impl<S, B> std::fmt::Debug for Bridge<S, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("method", &self.request.method())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a call ended badly: the legacy error to send.
+struct Failure {
+    code: i64,
+    message: String,
+    data: Option<serde_json::Value>,
+}
+
+impl Failure {
+    fn internal(message: impl Into<String>) -> Self {
+        Self {
+            code: INTERNAL_ERROR,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// The client's stream is gone.
+struct Gone;
+
+impl<S, B, RB> Bridge<S, B>
+where
+    S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+    S::Error: std::fmt::Display,
+    B: Send + 'static,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    /// Relays the request and answers the client: JSON when the modern answer is one complete
+    /// result, an SSE stream otherwise.
+    pub async fn respond(self) -> Response<LegacyBody> {
+        let first = match self.send_first().await {
+            Ok(First::Answer(response)) => response,
+            Ok(First::Read(response)) => return self.answer(response),
+            Err(failure) => return json_answer(StatusCode::OK, self.failure(failure)),
+        };
+        let (parts, body) = first.into_parts();
+        if is_sse(&parts.headers) {
+            let messages = Messages::new(true, Box::pin(body), self.config.max_message);
+            return sse_answer(CallBody::new(move |events| {
+                self.drive(events, Next::Stream(messages))
+            }));
+        }
+        let mut messages = Messages::new(false, Box::pin(body), self.config.max_message);
+        match read_response(&mut messages).await {
+            Ok(response) => self.answer(response),
+            Err(failure) => json_answer(StatusCode::OK, self.failure(failure)),
+        }
+    }
+
+    /// The answer to a complete modern JSON answer: legacy JSON, or the bridge's stream.
+    fn answer(self, response: ModernResponse) -> Response<LegacyBody> {
+        match response.input_required() {
+            None => json_answer(
+                StatusCode::OK,
+                legacy_response(self.request.id(), self.request.method(), &response),
+            ),
+            Some(input) => sse_answer(CallBody::new(move |events| {
+                self.drive(events, Next::Input(input))
+            })),
+        }
+    }
+
+    fn failure(&self, failure: Failure) -> Bytes {
+        error_message(self.request.id(), failure.code, &failure.message, failure.data)
+    }
+
+    /// Round one. A `tools/call` refused with `-32020` because the gateway did not know the
+    /// tool's `x-mcp-header` annotations yet is sent again once after listing the tools.
+    async fn send_first(&self) -> Result<First<RB>, Failure> {
+        let response = self.send(0, None).await?;
+        let might_need_params = self.request.method() == "tools/call"
+            && response.status() == StatusCode::BAD_REQUEST
+            && self
+                .request
+                .target()
+                .is_some_and(|tool| self.tools.get(tool).is_empty());
+        if !might_need_params {
+            return Ok(First::Answer(response));
+        }
+        let (parts, body) = response.into_parts();
+        let mut messages = Messages::new(is_sse(&parts.headers), Box::pin(body), self.config.max_message);
+        let response = read_response(&mut messages).await?;
+        let mismatch = response
+            .error
+            .as_ref()
+            .and_then(|e| serde_json::from_str::<serde_json::Value>(e.get()).ok())
+            .is_some_and(|e| e["code"] == HEADER_MISMATCH);
+        if mismatch && self.learn_tool_headers().await {
+            return self.send(0, None).await.map(First::Answer);
+        }
+        Ok(First::Read(response))
+    }
+
+    /// Lists the tools (as this client) to learn their `x-mcp-header` annotations.
+    async fn learn_tool_headers(&self) -> bool {
+        let Some(list) = LegacyRequest::parse(br#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#) else {
+            return false;
+        };
+        let body = list.modern_body(r#""legacy-tools""#, &self.session, None, None);
+        let headers = list.modern_headers(&self.client_headers, &[]);
+        let Ok(response) = self.call(body, headers).await else {
+            return false;
+        };
+        let (parts, body) = response.into_parts();
+        let mut messages = Messages::new(is_sse(&parts.headers), Box::pin(body), self.config.max_message);
+        match read_response(&mut messages).await {
+            Ok(ModernResponse {
+                result: Some(result), ..
+            }) => self.tools.record(&result),
+            _ => false,
+        }
+    }
+
+    /// Sends round `round` (a retry when `retry` holds the answers and the sealed state).
+    async fn send(
+        &self,
+        round: usize,
+        retry: Option<(&RawValue, &RawValue)>,
+    ) -> Result<Response<RB>, Failure> {
+        let id = format!(r#""legacy-{round}""#);
+        let body = self
+            .request
+            .modern_body(&id, &self.session, self.log_level, retry);
+        let params = self
+            .request
+            .target()
+            .map(|tool| self.tools.get(tool))
+            .unwrap_or_default();
+        let headers = self.request.modern_headers(&self.client_headers, &params);
+        self.call(body, headers).await
+    }
+
+    async fn call(&self, body: Bytes, headers: HeaderMap) -> Result<Response<RB>, Failure> {
+        let mut request = Request::new(Either::Right(Full::new(body)));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = headers;
+        self.inner.clone().oneshot(request).await.map_err(|error| {
+            tracing::warn!(%error, "modern service failed");
+            Failure::internal("The gateway could not relay the request")
+        })
+    }
+
+    /// Runs the call on the SSE stream until its final answer.
+    async fn drive(self, events: Events, first: Next<RB>) {
+        let outcome = self.rounds(&events, first).await;
+        let message = match outcome {
+            Ok(response) => legacy_response(self.request.id(), self.request.method(), &response),
+            Err(Ok(failure)) => self.failure(failure),
+            Err(Err(Gone)) => return,
+        };
+        let _ = events.send(sse_event(&message)).await;
+    }
+
+    async fn rounds(
+        &self,
+        events: &Events,
+        mut next: Next<RB>,
+    ) -> Result<ModernResponse, Result<Failure, Gone>> {
+        let mut round = 0;
+        loop {
+            let input = match next {
+                Next::Input(input) => input,
+                Next::Stream(mut messages) => {
+                    let response = self.relay(events, &mut messages).await?;
+                    match response.input_required() {
+                        Some(input) => input,
+                        None => return Ok(response),
+                    }
+                }
+            };
+            round += 1;
+            if round > self.config.max_rounds {
+                return Err(Ok(Failure::internal(format!(
+                    "The backend asked for input more than {} times; the gateway ended the call",
+                    self.config.max_rounds
+                ))));
+            }
+            let Some(state) = input.state.as_deref() else {
+                return Err(Ok(Failure::internal(
+                    "The backend asked for input without a requestState",
+                )));
+            };
+            let answers = self.ask(events, &input).await?;
+            let answers = RawValue::from_string(
+                serde_json::to_string(&answers)
+                    .map_err(|_| Ok(Failure::internal("The client's answers could not be relayed")))?,
+            )
+            .map_err(|_| Ok(Failure::internal("The client's answers could not be relayed")))?;
+            let response = self.send(round, Some((&answers, state))).await.map_err(Ok)?;
+            let (parts, body) = response.into_parts();
+            next = Next::Stream(Messages::new(
+                is_sse(&parts.headers),
+                Box::pin(body),
+                self.config.max_message,
+            ));
+        }
+    }
+
+    /// Relays notifications until the response, which it returns.
+    async fn relay(
+        &self,
+        events: &Events,
+        messages: &mut Messages<std::pin::Pin<Box<RB>>>,
+    ) -> Result<ModernResponse, Result<Failure, Gone>> {
+        loop {
+            let message = match messages.next().await {
+                Ok(Some(message)) => message,
+                Ok(None) => {
+                    return Err(Ok(Failure::internal(
+                        "The backend's answer ended without a response",
+                    )));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "modern answer unreadable");
+                    return Err(Ok(Failure::internal("The backend's answer could not be read")));
+                }
+            };
+            match Modern::parse(&message) {
+                Some(Modern::Response(response)) => return Ok(response),
+                Some(Modern::Notification { method, message })
+                    if method == "notifications/progress" || method == "notifications/message" =>
+                {
+                    events.send(sse_event(&message)).await.map_err(|_| Err(Gone))?;
+                }
+                _ => tracing::debug!("dropped a message a legacy client has no use for"),
+            }
+        }
+    }
+
+    /// Sends one round's input requests to the client and collects its answers, keyed as the
+    /// backend asked.
+    async fn ask(&self, events: &Events, input: &InputRequired) -> Result<RawObject, Result<Failure, Gone>> {
+        #[derive(Deserialize)]
+        struct InputRequest {
+            method: String,
+            params: Option<Box<RawValue>>,
+        }
+        let mut waiting: Vec<(String, String, Pending)> = Vec::new();
+        let mut sends = Vec::new();
+        for (key, raw) in &input.requests.0 {
+            let Ok(request) = serde_json::from_str::<InputRequest>(raw.get()) else {
+                return Err(Ok(Failure::internal(
+                    "The backend sent an unreadable input request",
+                )));
+            };
+            let params = request.params.as_deref().map(RawValue::get).unwrap_or("{}");
+            let mode = serde_json::from_str::<serde_json::Value>(params)
+                .ok()
+                .and_then(|p| p["mode"].as_str().map(str::to_owned));
+            if !self.session.declares(&request.method, mode.as_deref()) {
+                return Err(Ok(missing_capability(&request.method, mode.as_deref())));
+            }
+            let pending = self.registry.register(self.session.digest()).map_err(|_| {
+                Ok(Failure::internal(
+                    "The gateway is waiting for too many answers; try again later",
+                ))
+            })?;
+            let params = self.legacy_params(&request.method, params, pending.id());
+            let id = serde_json::Value::from(pending.id()).to_string();
+            let method = serde_json::Value::from(request.method.as_str()).to_string();
+            sends.push(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{params}}}"#
+            ));
+            waiting.push((key.clone(), request.method, pending));
+        }
+        for message in sends {
+            events
+                .send(sse_event(message.as_bytes()))
+                .await
+                .map_err(|_| Err(Gone))?;
+        }
+        let ids: Vec<String> = waiting.iter().map(|(_, _, p)| p.id().to_owned()).collect();
+        let all = futures_util::future::join_all(
+            waiting
+                .into_iter()
+                .map(|(key, method, pending)| async move { (key, method, pending.answer().await) }),
+        );
+        let deadline = tokio::time::sleep(self.config.answer_timeout);
+        let mut ticks = keep_alive_ticks(self.config.keep_alive);
+        tokio::pin!(all, deadline);
+        let answers = loop {
+            tokio::select! {
+                answers = &mut all => break answers,
+                () = &mut deadline => {
+                    for id in &ids {
+                        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "timed out"}});
+                        events.send(sse_event(cancel.to_string().as_bytes())).await.map_err(|_| Err(Gone))?;
+                    }
+                    return Err(Ok(Failure {
+                        code: REQUEST_TIMEOUT,
+                        message: format!(
+                            "The client did not answer the server's requests within {} s",
+                            self.config.answer_timeout.as_secs()
+                        ),
+                        data: None,
+                    }));
+                }
+                _ = ticks.tick() => {
+                    events.send(Bytes::from_static(KEEP_ALIVE)).await.map_err(|_| Err(Gone))?;
+                }
+            }
+        };
+        let mut responses = RawObject::default();
+        for (key, method, answer) in answers {
+            match answer {
+                Some(Ok(result)) => responses.0.push((key, result)),
+                Some(Err(error)) => return Err(Ok(client_error(&method, &error))),
+                None => return Err(Ok(Failure::internal("The client's answer was lost"))),
+            }
+        }
+        Ok(responses)
+    }
+
+    /// An input request's params as the session's protocol version has them: 2025-06-18 knows
+    /// only form elicitation (no `mode`); 2025-11-25's URL mode needs an `elicitationId`.
+    fn legacy_params(&self, method: &str, params: &str, id: &str) -> String {
+        if method != "elicitation/create" {
+            return params.to_owned();
+        }
+        let Ok(mut object) = serde_json::from_str::<RawObject>(params) else {
+            return params.to_owned();
+        };
+        let url_mode = object.get("mode").is_some_and(|m| m.get() == r#""url""#);
+        if self.session.protocol_version() == "2025-06-18" {
+            object.0.retain(|(k, _)| k != "mode");
+        } else if url_mode
+            && object.get("elicitationId").is_none()
+            && let Ok(raw) = serde_json::value::to_raw_value(id)
+        {
+            object.0.push(("elicitationId".to_owned(), raw));
+        }
+        serde_json::to_string(&object).unwrap_or_else(|_| params.to_owned())
+    }
+}
+
+/// Round one's outcome: an answer still to read, or one read already.
+enum First<RB> {
+    Answer(Response<RB>),
+    Read(ModernResponse),
+}
+
+enum Next<RB> {
+    Stream(Messages<std::pin::Pin<Box<RB>>>),
+    Input(InputRequired),
+}
+
+fn keep_alive_ticks(every: Duration) -> tokio::time::Interval {
+    let every = every.max(Duration::from_millis(100));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
+fn missing_capability(method: &str, mode: Option<&str>) -> Failure {
+    let required = match method {
+        "elicitation/create" => match mode {
+            Some(mode) if mode != "form" => json!({ "elicitation": { mode: {} } }),
+            _ => json!({ "elicitation": {} }),
+        },
+        "sampling/createMessage" => json!({ "sampling": {} }),
+        "roots/list" => json!({ "roots": {} }),
+        _ => json!({}),
+    };
+    Failure {
+        code: MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message: format!("The backend needs {method}, which this client did not declare at initialize"),
+        data: Some(json!({ "requiredCapabilities": required })),
+    }
+}
+
+fn client_error(method: &str, error: &RawValue) -> Failure {
+    let error: serde_json::Value = serde_json::from_str(error.get()).unwrap_or_default();
+    Failure {
+        code: error["code"].as_i64().unwrap_or(INTERNAL_ERROR),
+        message: format!(
+            "The client answered {method} with an error: {}",
+            error["message"].as_str().unwrap_or("(no message)")
+        ),
+        data: error.get("data").cloned(),
+    }
+}
+
+async fn read_response<RB>(messages: &mut Messages<std::pin::Pin<Box<RB>>>) -> Result<ModernResponse, Failure>
+where
+    RB: Body<Data = Bytes>,
+    RB::Error: Into<BoxError>,
+{
+    loop {
+        match messages.next().await {
+            Ok(Some(message)) => {
+                if let Some(Modern::Response(response)) = Modern::parse(&message) {
+                    return Ok(response);
+                }
+            }
+            Ok(None) => return Err(Failure::internal("The backend gave no JSON-RPC answer")),
+            Err(error) => {
+                tracing::warn!(%error, "modern answer unreadable");
+                return Err(Failure::internal("The backend's answer could not be read"));
+            }
+        }
+    }
+}
+
+fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}

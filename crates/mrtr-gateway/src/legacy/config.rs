@@ -1,0 +1,49 @@
+//! The legacy front's settings (read by every other module of the front, so it imports none).
+
+use std::time::Duration;
+
+/// The protocol versions the legacy front negotiates at `initialize`; a client asking for
+/// another gets the last one, as the legacy handshake prescribes.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
+
+/// How the gateway serves clients of the `initialize` era (2025-06-18, 2025-11-25).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LegacyConfig {
+    /// Serve legacy clients at all. When off, an `initialize` gets the modern-only answer
+    /// (HTTP 400), as before the front existed.
+    pub enabled: bool,
+    /// How long a sealed `Mcp-Session-Id` stays valid; a client whose session expired gets 404
+    /// and starts a new one.
+    pub session_ttl: Duration,
+    /// How long a call waits for the client's answers to one round of server-to-client
+    /// requests before it ends with an error (and the client is told to cancel them).
+    pub answer_timeout: Duration,
+    /// Most `input_required` rounds one call may take.
+    pub max_rounds: usize,
+    /// Most server-to-client requests waiting for an answer on one replica at once.
+    pub max_waiting_answers: usize,
+    /// Most sessions a replica keeps notes about (a `DELETE`, a `logging/setLevel`).
+    pub max_session_notes: usize,
+    /// Interval of SSE keep-alive comments while a call waits for the client.
+    pub keep_alive: Duration,
+    /// Largest message read from the modern stack (one JSON answer or one SSE event).
+    pub max_message: usize,
+}
+
+impl Default for LegacyConfig {
+    /// On; sessions valid 24 h; 5 min per round of answers; 16 rounds; 10 000 waiting answers and
+    /// 100 000 session notes per replica; keep-alives every 15 s; messages up to 4 MiB.
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            session_ttl: Duration::from_secs(24 * 60 * 60),
+            answer_timeout: Duration::from_secs(5 * 60),
+            max_rounds: 16,
+            max_waiting_answers: 10_000,
+            max_session_notes: 100_000,
+            keep_alive: Duration::from_secs(15),
+            max_message: 4 * 1024 * 1024,
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The legacy front: `mrtr-gateway` serves MCP clients of the `initialize` era (2025-06-18,
+//! 2025-11-25) in front of the same modern (2026-07-28) backends, with multi round-trip
+//! requests bridged inside the legacy request.
+//!
+//! The specification defines a *dual-era* server: the era is chosen by how a client opens
+//! (`initialize` selects legacy semantics for that session; per-request `_meta` is served
+//! statelessly), and both may be served on one endpoint. [`DualEra`] is that front, a tower
+//! service wrapping the modern stack (the `MrtrLayer` and the proxy) and calling it once per
+//! modern round, so that:
+//!
+//! * a modern request pays one header comparison and reaches the modern stack untouched;
+//! * a legacy session lives in its sealed `Mcp-Session-Id` ([`session`]): no session store;
+//! * a legacy request becomes a modern one with the session's `_meta` and the mirrored headers
+//!   ([`request`]), and its answer comes back in legacy form ([`answer`]), with progress and log
+//!   notifications relayed on the call's stream ([`stream`]);
+//! * when a backend answers `input_required`, the call stays open for as long as the client takes
+//!   to answer (bounded): the input requests go to the client as legacy server-to-client
+//!   requests, its answers (separate POSTs) find the waiting call in this replica's
+//!   [`registry`], and the backend is asked again with `inputResponses` and the sealed state
+//!   ([`bridge`]).
+//!
+//! This is not the design the project rejected (parking a *legacy backend's* live request
+//! between a modern client's requests behind a resume token). The backends stay modern and
+//! stateless. What the gateway holds is what any legacy server must: the one open call whose
+//! answer arrives as another POST, on the replica serving it, for as long as that call lasts.
+//! Legacy clients therefore need a load balancer that keeps a session on one replica (hash on
+//! `Mcp-Session-Id`); modern clients need nothing of the kind (`docs/gateway.md`).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use mrtr_gateway::legacy::{DualEra, Front, LegacyConfig};
+//! use mrtr_gateway::Proxy;
+//! use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
+//!
+//! let keys = KeyringHandle::new(Keyring::generate("k1")?);
+//! let proxy = Proxy::new(vec!["a=http://127.0.0.1:9001/mcp".parse()?], Default::default(), Default::default());
+//! let modern = tower::ServiceBuilder::new()
+//!     .layer(MrtrLayer::with_keyring_handle(keys.clone()))
+//!     .service(proxy);
+//! let dual_era = DualEra::new(modern, Front::new(LegacyConfig::default(), keys));
+//! # let _ = dual_era; Ok(()) }
+//! ```
+
+pub mod answer;
+pub mod bridge;
+pub mod config;
+pub mod lifecycle;
+pub mod notes;
+pub mod registry;
+pub mod request;
+pub mod service;
+pub mod session;
+pub mod stream;
+
+pub use config::{LEGACY_VERSIONS, LegacyConfig};
+pub use service::{DualEra, Front, FrontFuture, MCP_SESSION_ID};

@@ -1,0 +1,670 @@
+//! [`DualEra`]: the tower service in front of the modern MCP stack that also serves legacy
+//! clients.
+//!
+//! A POST carrying `MCP-Protocol-Version: 2026-07-28` goes straight to the wrapped service with
+//! its body untouched: that one header comparison is all a modern request pays. Everything else
+//! is the legacy front's:
+//!
+//! | request | answer |
+//! |---|---|
+//! | POST `initialize` (2025-06-18, 2025-11-25; no or a legacy version header) | legacy `InitializeResult` from the modern `server/discover`, with a sealed `Mcp-Session-Id` |
+//! | POST without `Mcp-Session-Id`, not `initialize` | the modern service, with the same bytes (so it gets the modern answers: `-32020`, `-32022`, …) |
+//! | POST with a session id that does not open, or that was deleted here | 404, `Session not found` |
+//! | POST with a session and a version header other than the session's | 400 |
+//! | `notifications/*` | 202 |
+//! | the client's answer to a server-to-client request | 202 if a call on this replica waits for it; else 400 with a JSON-RPC error naming the cause |
+//! | `ping`, `logging/setLevel` | `{}` (the level is noted on this replica) |
+//! | `tools/*`, `prompts/*`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete` | relayed by the [bridge](super::bridge) |
+//! | `resources/subscribe`, `resources/unsubscribe`, any other method | `-32601` |
+//! | DELETE with a session id | 200, the session is ended on this replica |
+//! | GET, or any other HTTP method | 405 |
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body::Body;
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
+use pin_project_lite::pin_project;
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tower::ServiceExt;
+use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
+use tower_service::Service;
+
+use super::answer::Modern;
+use super::bridge::{Bridge, LegacyBody, ModernBody, full, json_answer};
+use super::config::LegacyConfig;
+use super::lifecycle::{initialize_result, negotiate};
+use super::notes::{LogLevel, Notes};
+use super::registry::{Delivery, Registry};
+use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
+use super::session::{OpenedSession, Session, SessionSealer};
+use super::stream::Messages;
+use crate::headers::MCP_PROTOCOL_VERSION;
+use crate::jsonrpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, error_body,
+};
+
+/// The session header of the legacy Streamable HTTP transport.
+pub const MCP_SESSION_ID: &str = "mcp-session-id";
+
+/// The code legacy SDK servers answer an unknown session with (HTTP 404).
+const SESSION_NOT_FOUND: i64 = -32001;
+
+/// Methods relayed to the modern backends.
+const RELAYED: &[&str] = &[
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
+
+/// The legacy front's state, shared by every clone of [`DualEra`]. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Front {
+    inner: Arc<FrontState>,
+}
+
+#[derive(Debug)]
+struct FrontState {
+    config: Arc<LegacyConfig>,
+    sessions: SessionSealer,
+    notes: Notes,
+    registry: Registry,
+    tools: Arc<ToolHeaders>,
+    principal: Option<HeaderName>,
+    clock: Arc<dyn Clock>,
+    max_request_body: usize,
+    server_info: serde_json::Value,
+}
+
+impl Front {
+    /// A front sealing sessions with the keys behind `keys` (share the layer's handle, so a
+    /// rotation reaches both), with `config`'s limits, no principal binding, the system clock
+    /// and request bodies up to tower-mrtr's default.
+    pub fn new(config: LegacyConfig, keys: KeyringHandle) -> Self {
+        Self {
+            inner: Arc::new(FrontState {
+                sessions: SessionSealer::new(keys, config.session_ttl),
+                notes: Notes::new(config.max_session_notes),
+                registry: Registry::new(config.max_waiting_answers),
+                tools: Arc::default(),
+                principal: None,
+                clock: Arc::new(SystemClock),
+                max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
+                server_info: json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
+                config: Arc::new(config),
+            }),
+        }
+    }
+
+    fn state_mut(&mut self) -> &mut FrontState {
+        Arc::get_mut(&mut self.inner).expect("configured before it is shared")
+    }
+
+    /// Binds sessions to this request header's value, as the layer binds envelopes.
+    pub fn principal_header(mut self, header: Option<HeaderName>) -> Self {
+        self.state_mut().principal = header;
+        self
+    }
+
+    /// Where session expiry reads the time.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.state_mut().clock = clock;
+        self
+    }
+
+    /// Largest legacy request body read (413 above).
+    pub fn max_request_body(mut self, bytes: usize) -> Self {
+        self.state_mut().max_request_body = bytes;
+        self
+    }
+
+    /// Server-to-client requests waiting for an answer on this replica right now.
+    pub fn waiting_answers(&self) -> usize {
+        self.inner.registry.waiting()
+    }
+}
+
+/// Serves legacy MCP clients in front of a modern MCP service `S`, which it calls once per
+/// modern round. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct DualEra<S> {
+    inner: S,
+    front: Front,
+}
+
+impl<S> DualEra<S> {
+    /// `inner` (the modern stack) behind the legacy `front`.
+    pub fn new(inner: S, front: Front) -> Self {
+        Self { inner, front }
+    }
+}
+
+fn is_modern<B>(request: &Request<B>) -> bool {
+    request.method() == Method::POST
+        && request
+            .headers()
+            .get(MCP_PROTOCOL_VERSION)
+            .is_some_and(|v| v.as_bytes() == MODERN_VERSION.as_bytes())
+}
+
+impl<S, B, RB> Service<Request<B>> for DualEra<S>
+where
+    S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: std::fmt::Display + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    type Response = Response<Either<RB, LegacyBody>>;
+    type Error = S::Error;
+    type Future = FrontFuture<S::Future, RB, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if is_modern(&request) {
+            return FrontFuture::modern(self.inner.call(request.map(Either::Left)));
+        }
+        // `poll_ready` readied `self.inner`: hand that one to the front and keep a fresh clone.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let front = self.front.clone();
+        FrontFuture::legacy(Box::pin(async move { Ok(front.handle(inner, request).await) }))
+    }
+}
+
+type LegacyFuture<RB, E> = Pin<Box<dyn Future<Output = Result<Response<Either<RB, LegacyBody>>, E>> + Send>>;
+
+pin_project! {
+    /// The future of [`DualEra`]: the modern service's own, or the legacy front's.
+    pub struct FrontFuture<F, RB, E> {
+        #[pin]
+        kind: Kind<F, RB, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, RB, E> {
+        Modern { #[pin] future: F },
+        Legacy { future: LegacyFuture<RB, E> },
+    }
+}
+
+impl<F, RB, E> FrontFuture<F, RB, E> {
+    fn modern(future: F) -> Self {
+        Self {
+            kind: Kind::Modern { future },
+        }
+    }
+
+    fn legacy(future: LegacyFuture<RB, E>) -> Self {
+        Self {
+            kind: Kind::Legacy { future },
+        }
+    }
+}
+
+impl<F, RB, E> std::fmt::Debug for FrontFuture<F, RB, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.kind {
+            Kind::Modern { .. } => "FrontFuture::Modern",
+            Kind::Legacy { .. } => "FrontFuture::Legacy",
+        })
+    }
+}
+
+impl<F, RB, E> Future for FrontFuture<F, RB, E>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = Result<Response<Either<RB, LegacyBody>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Modern { future } => Poll::Ready(ready!(future.poll(cx)).map(|r| r.map(Either::Left))),
+            KindProj::Legacy { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+fn legacy<RB>(response: Response<LegacyBody>) -> Response<Either<RB, LegacyBody>> {
+    response.map(Either::Right)
+}
+
+fn status(code: StatusCode) -> Response<LegacyBody> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = code;
+    response
+}
+
+fn method_not_allowed(with_session: bool) -> Response<LegacyBody> {
+    let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
+    let allow = if with_session { "POST, DELETE" } else { "POST" };
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+fn error(code: StatusCode, id: Option<&RawValue>, rpc: i64, message: &str) -> Response<LegacyBody> {
+    json_answer(code, error_body(id.map(RawValue::get), rpc, message, None))
+}
+
+fn result(id: &RawValue, result: &serde_json::Value) -> Response<LegacyBody> {
+    json_answer(
+        StatusCode::OK,
+        Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+            id.get()
+        )),
+    )
+}
+
+impl Front {
+    fn principal<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+        let name = self.inner.principal.as_ref()?;
+        headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn open_session(&self, parts: &Parts) -> Option<OpenedSession> {
+        let state = &self.inner;
+        let now = state.clock.now();
+        let id = parts.headers.get(MCP_SESSION_ID)?.to_str().ok()?;
+        state
+            .sessions
+            .open(id, self.principal(&parts.headers), now)
+            .filter(|s| !state.notes.is_ended(s.digest(), now))
+    }
+
+    async fn handle<S, B, RB>(self, inner: S, request: Request<B>) -> Response<Either<RB, LegacyBody>>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Future: Send,
+        S::Error: std::fmt::Display,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let enabled = self.inner.config.enabled;
+        let with_session = enabled && request.headers().contains_key(MCP_SESSION_ID);
+        match *request.method() {
+            Method::POST if !enabled => return forward(inner, request.map(Either::Left)).await,
+            Method::POST => {}
+            Method::DELETE if with_session => {
+                let (parts, _) = request.into_parts();
+                return legacy(self.delete(&parts));
+            }
+            _ => return legacy(method_not_allowed(with_session)),
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, self.inner.max_request_body).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return legacy(error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    None,
+                    INVALID_REQUEST,
+                    "Request body too large",
+                ));
+            }
+            Err(_) => {
+                return legacy(error(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    INVALID_REQUEST,
+                    "Request body could not be read",
+                ));
+            }
+        };
+        let message = LegacyMessage::parse(&bytes);
+        if let Some(message) = message.as_ref()
+            && message.method.as_deref() == Some("initialize")
+            && message.id.is_some()
+        {
+            return legacy(self.initialize(inner, &parts, message).await);
+        }
+        if !with_session {
+            // Not ours: the modern service answers exactly as it would have without the front.
+            let request = Request::from_parts(parts, Either::Right(Full::new(bytes)));
+            return forward(inner, request).await;
+        }
+        let Some(session) = self.open_session(&parts) else {
+            return legacy(error(
+                StatusCode::NOT_FOUND,
+                None,
+                SESSION_NOT_FOUND,
+                "Session not found",
+            ));
+        };
+        if let Some(version) = parts.headers.get(MCP_PROTOCOL_VERSION)
+            && version.as_bytes() != session.protocol_version().as_bytes()
+        {
+            return legacy(error(
+                StatusCode::BAD_REQUEST,
+                None,
+                INVALID_REQUEST,
+                "MCP-Protocol-Version does not match the session's protocol version",
+            ));
+        }
+        let Some(message) = message else {
+            return legacy(error(
+                StatusCode::BAD_REQUEST,
+                None,
+                PARSE_ERROR,
+                "Parse error: expected one JSON-RPC message",
+            ));
+        };
+        legacy(match (message.method.is_some(), message.id.is_some()) {
+            (false, true) => self.deliver(&session, message),
+            (true, false) => status(StatusCode::ACCEPTED),
+            (true, true) => self.request(inner, parts, session, message).await,
+            (false, false) => error(
+                StatusCode::BAD_REQUEST,
+                None,
+                INVALID_REQUEST,
+                "Not a JSON-RPC request, notification or response",
+            ),
+        })
+    }
+
+    fn delete(&self, parts: &Parts) -> Response<LegacyBody> {
+        let Some(session) = self.open_session(parts) else {
+            return status(StatusCode::NOT_FOUND);
+        };
+        let now = self.inner.clock.now();
+        match self.inner.notes.end(session.digest(), session.expires_at(), now) {
+            Ok(()) => status(StatusCode::OK),
+            // No room to remember the end: say so rather than pretend.
+            Err(_) => method_not_allowed(true),
+        }
+    }
+
+    /// The client's answer to a server-to-client request.
+    fn deliver(&self, session: &OpenedSession, message: LegacyMessage) -> Response<LegacyBody> {
+        let id = message.id.expect("checked by the caller");
+        let answer = match (message.result, message.error) {
+            (Some(result), None) => Ok(result),
+            (None, Some(error)) => Err(error),
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    INVALID_REQUEST,
+                    "A response carries exactly one of result and error",
+                );
+            }
+        };
+        let delivered = serde_json::from_str::<String>(id.get())
+            .map(|id| self.inner.registry.deliver(session.digest(), &id, answer))
+            .unwrap_or(Delivery::NotWaiting);
+        match delivered {
+            Delivery::Delivered => status(StatusCode::ACCEPTED),
+            Delivery::NotWaiting => json_answer(
+                StatusCode::BAD_REQUEST,
+                crate::jsonrpc::error_body(
+                    None,
+                    INVALID_REQUEST,
+                    "No call on this gateway replica is waiting for this answer: it was already answered or timed out, or the call is held by another replica (route every request of a session to one replica: hash on Mcp-Session-Id)",
+                    Some(json!({ "answerId": serde_json::from_str::<serde_json::Value>(id.get()).ok() })),
+                ),
+            ),
+        }
+    }
+
+    async fn request<S, B, RB>(
+        &self,
+        inner: S,
+        parts: Parts,
+        session: OpenedSession,
+        message: LegacyMessage,
+    ) -> Response<LegacyBody>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Future: Send,
+        S::Error: std::fmt::Display,
+        B: Send + 'static,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let Some(request) = LegacyRequest::from_message(message) else {
+            return error(StatusCode::OK, None, INVALID_PARAMS, "params must be an object");
+        };
+        let now = self.inner.clock.now();
+        match request.method() {
+            "ping" => result(request.id(), &json!({})),
+            "logging/setLevel" => {
+                let level = request
+                    .param("level")
+                    .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+                    .and_then(|l| LogLevel::parse(&l));
+                let Some(level) = level else {
+                    return error(
+                        StatusCode::OK,
+                        Some(request.id()),
+                        INVALID_PARAMS,
+                        "Invalid log level",
+                    );
+                };
+                match self
+                    .inner
+                    .notes
+                    .set_log_level(session.digest(), level, session.expires_at(), now)
+                {
+                    Ok(()) => result(request.id(), &json!({})),
+                    Err(_) => error(
+                        StatusCode::OK,
+                        Some(request.id()),
+                        INTERNAL_ERROR,
+                        "This gateway replica cannot remember more log levels right now",
+                    ),
+                }
+            }
+            method if RELAYED.contains(&method) => {
+                let log_level = self
+                    .inner
+                    .notes
+                    .log_level(session.digest(), now)
+                    .map(LogLevel::as_str);
+                let bridge = Bridge {
+                    inner,
+                    request,
+                    client_headers: parts.headers,
+                    uri: parts.uri,
+                    session,
+                    log_level,
+                    registry: self.inner.registry.clone(),
+                    tools: self.inner.tools.clone(),
+                    config: self.inner.config.clone(),
+                    body: PhantomData,
+                };
+                let response = bridge.respond().await;
+                self.learn_from_tool_lists(response).await
+            }
+            "resources/subscribe" | "resources/unsubscribe" => error(
+                StatusCode::OK,
+                Some(request.id()),
+                METHOD_NOT_FOUND,
+                "Resource subscriptions are not offered to legacy clients: this gateway has no standalone stream to deliver updates on",
+            ),
+            method => error(
+                StatusCode::OK,
+                Some(request.id()),
+                METHOD_NOT_FOUND,
+                &format!("Method not found: {method}"),
+            ),
+        }
+    }
+
+    /// Legacy `tools/list` answers (always JSON) teach the front the tools' `x-mcp-header`
+    /// annotations; the body is put back as it was.
+    async fn learn_from_tool_lists(&self, response: Response<LegacyBody>) -> Response<LegacyBody> {
+        let json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes() == b"application/json");
+        if !json {
+            return response;
+        }
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = body.collect().await.map(|c| c.to_bytes()) else {
+            return Response::from_parts(parts, full(Bytes::new()));
+        };
+        #[derive(Deserialize)]
+        struct Answer<'a> {
+            #[serde(borrow)]
+            result: Option<&'a RawValue>,
+        }
+        if let Ok(Answer { result: Some(result) }) = serde_json::from_slice(&bytes) {
+            self.inner.tools.record(result);
+        }
+        Response::from_parts(parts, full(bytes))
+    }
+
+    async fn initialize<S, B, RB>(
+        &self,
+        inner: S,
+        parts: &Parts,
+        message: &LegacyMessage,
+    ) -> Response<LegacyBody>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Error: std::fmt::Display,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        #[derive(Deserialize)]
+        struct Params<'a> {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: String,
+            #[serde(borrow)]
+            capabilities: Option<&'a RawValue>,
+            #[serde(rename = "clientInfo", borrow)]
+            client_info: Option<&'a RawValue>,
+        }
+        let id = message.id.as_deref().expect("checked by the caller");
+        let invalid = |text: &str| error(StatusCode::OK, Some(id), INVALID_PARAMS, text);
+        let Some(params) = message
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+        else {
+            return invalid("initialize needs params with protocolVersion, capabilities and clientInfo");
+        };
+        let version = negotiate(&params.protocol_version);
+        let session = match Session::new(
+            version,
+            params
+                .client_info
+                .map_or(r#"{"name":"unknown","version":"0"}"#, RawValue::get),
+            params.capabilities.map_or("{}", RawValue::get),
+        ) {
+            Ok(session) => session,
+            Err(e) => return invalid(&e.to_string()),
+        };
+        let Some(discover) = self.discover(inner, parts, &session).await else {
+            return error(
+                StatusCode::OK,
+                Some(id),
+                INTERNAL_ERROR,
+                "No backend answered server/discover",
+            );
+        };
+        let state = &self.inner;
+        let session_id =
+            match state
+                .sessions
+                .seal(&session, self.principal(&parts.headers), state.clock.now())
+            {
+                Ok(session_id) => session_id,
+                Err(e) => return invalid(&e.to_string()),
+            };
+        let mut response = result(id, &initialize_result(version, &discover, &state.server_info));
+        match HeaderValue::from_str(&session_id) {
+            Ok(value) => {
+                response.headers_mut().insert(MCP_SESSION_ID, value);
+                response
+            }
+            Err(_) => error(
+                StatusCode::OK,
+                Some(id),
+                INTERNAL_ERROR,
+                "Session id not representable",
+            ),
+        }
+    }
+
+    /// The modern stack's `server/discover` result, asked as this client.
+    async fn discover<S, B, RB>(
+        &self,
+        inner: S,
+        parts: &Parts,
+        session: &Session,
+    ) -> Option<serde_json::Value>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Error: std::fmt::Display,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let discover = LegacyRequest::parse(br#"{"jsonrpc":"2.0","id":0,"method":"server/discover"}"#)?;
+        let mut request = Request::new(Either::Right(Full::new(discover.modern_body(
+            r#""legacy-discover""#,
+            session,
+            None,
+            None,
+        ))));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = parts.uri.clone();
+        *request.headers_mut() = discover.modern_headers(&parts.headers, &[]);
+        let response = inner.oneshot(request).await.ok()?;
+        let sse = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let mut messages = Messages::new(sse, Box::pin(response.into_body()), self.inner.config.max_message);
+        while let Some(message) = messages.next().await.ok()? {
+            if let Some(Modern::Response(answer)) = Modern::parse(&message) {
+                return serde_json::from_str(answer.result?.get()).ok();
+            }
+        }
+        None
+    }
+}
+
+async fn forward<S, B, RB>(inner: S, request: Request<ModernBody<B>>) -> Response<Either<RB, LegacyBody>>
+where
+    S: Service<Request<ModernBody<B>>, Response = Response<RB>>,
+    S::Error: std::fmt::Display,
+{
+    match inner.oneshot(request).await {
+        Ok(response) => response.map(Either::Left),
+        Err(e) => {
+            tracing::warn!(error = %e, "modern service failed");
+            legacy(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                None,
+                INTERNAL_ERROR,
+                "Internal error",
+            ))
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The sealed `Mcp-Session-Id`: everything a replica needs to turn a legacy request into a
+//! modern one, carried by the client instead of stored by the gateway.
+//!
+//! At `initialize` the gateway seals the negotiated protocol version, the client's `clientInfo`
+//! and `capabilities` and an expiry into an envelope (tower-mrtr's [`Sealer`], its own purpose
+//! label) bound to the principal, and hands it out as the session id. Every later request of the
+//! session carries it back; any replica holding the keyring opens it. A session id that does not
+//! open (tampered, expired, sealed for another principal, under a retired key) is "not found",
+//! which a legacy client answers by starting a new session.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::{Duration, SystemTime};
+//! use mrtr_gateway::legacy::session::{Session, SessionSealer};
+//! use tower_mrtr::{Keyring, KeyringHandle};
+//!
+//! let keys = KeyringHandle::new(Keyring::generate("k1").unwrap());
+//! let sealer = SessionSealer::new(keys, Duration::from_secs(3600));
+//! let session = Session::new(
+//!     "2025-11-25",
+//!     r#"{"name":"claude-desktop","version":"1.0"}"#,
+//!     r#"{"elicitation":{},"tasks":{"requests":{}}}"#,
+//! ).unwrap();
+//! let now = SystemTime::now();
+//! let id = sealer.seal(&session, Some("alice"), now).unwrap();
+//! assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "visible ASCII, as legacy clients require");
+//!
+//! let opened = sealer.open(&id, Some("alice"), now).unwrap();
+//! assert_eq!(opened.protocol_version(), "2025-11-25");
+//! // The legacy `tasks` capability means nothing to a modern backend: it is dropped.
+//! assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
+//! assert!(sealer.open(&id, Some("bob"), now).is_none(), "bound to the principal");
+//! assert!(sealer.open(&id, Some("alice"), now + Duration::from_secs(3601)).is_none(), "expired");
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
+use tower_mrtr::{KeyringHandle, Route};
+
+use crate::jsonrpc::RawObject;
+
+/// The binding's method field for session envelopes (the purpose label already separates them
+/// from request states and task handles; this names what the binding is about).
+pub const SESSION_BINDING: &str = "mrtr-gateway/legacy-session";
+
+/// Longest session id accepted, checked before any decoding (legacy clients echo it in a header;
+/// common proxies refuse headers much above 8 KiB).
+pub const MAX_SESSION_ID_LEN: usize = 6 * 1024;
+
+/// Route recorded in a session envelope: not a backend, sessions are not routed.
+const SESSION_ROUTE: &str = "@legacy-session";
+
+/// What a legacy session is: the handshake's outcome.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Session {
+    #[serde(rename = "v")]
+    protocol_version: String,
+    #[serde(rename = "i")]
+    client_info: Box<RawValue>,
+    #[serde(rename = "c")]
+    capabilities: Box<RawValue>,
+}
+
+/// Why a session could not be created from an `initialize` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionError {
+    /// `clientInfo` or `capabilities` is not a JSON object.
+    NotAnObject(&'static str),
+    /// The sealed id would be longer than [`MAX_SESSION_ID_LEN`].
+    TooLarge,
+    /// Sealing failed (the random number generator).
+    Seal,
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotAnObject(what) => write!(f, "params.{what} must be an object"),
+            Self::TooLarge => write!(
+                f,
+                "clientInfo and capabilities are too large to be carried in a session id (at most {MAX_SESSION_ID_LEN} bytes sealed)"
+            ),
+            Self::Seal => f.write_str("the session could not be sealed"),
+        }
+    }
+}
+
+impl Session {
+    /// A session for `protocol_version`, from the raw `clientInfo` and `capabilities` objects of
+    /// an `initialize` request. Client capabilities that only a legacy server understands (the
+    /// 2025-11-25 `tasks` capability) are left out: modern backends must ignore them anyway.
+    pub fn new(protocol_version: &str, client_info: &str, capabilities: &str) -> Result<Self, SessionError> {
+        let object = |raw: &str, what| {
+            serde_json::from_str::<RawObject>(raw).map_err(|_| SessionError::NotAnObject(what))
+        };
+        object(client_info, "clientInfo")?;
+        let mut capabilities = object(capabilities, "capabilities")?;
+        capabilities.0.retain(|(key, _)| key != "tasks");
+        let raw = |s: String| RawValue::from_string(s).map_err(|_| SessionError::NotAnObject("capabilities"));
+        Ok(Self {
+            protocol_version: protocol_version.to_owned(),
+            client_info: raw(client_info.to_owned())?,
+            capabilities: raw(serde_json::to_string(&capabilities).map_err(|_| SessionError::Seal)?)?,
+        })
+    }
+
+    /// The legacy protocol version negotiated at `initialize`.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// The client's `clientInfo`, raw.
+    pub fn client_info(&self) -> &RawValue {
+        &self.client_info
+    }
+
+    /// The client's capabilities (as declared at `initialize`, legacy-only ones removed), raw.
+    pub fn capabilities(&self) -> &RawValue {
+        &self.capabilities
+    }
+
+    /// Whether the client declared the capability a server-to-client `method` needs
+    /// (`elicitation/create` in `mode`, `sampling/createMessage`, `roots/list`). An empty
+    /// `elicitation: {}` means form mode only.
+    pub fn declares(&self, method: &str, elicitation_mode: Option<&str>) -> bool {
+        let Ok(caps) = serde_json::from_str::<serde_json::Value>(self.capabilities.get()) else {
+            return false;
+        };
+        match method {
+            "elicitation/create" => {
+                let Some(elicitation) = caps.get("elicitation").and_then(|e| e.as_object()) else {
+                    return false;
+                };
+                match elicitation_mode.unwrap_or("form") {
+                    "form" => elicitation.is_empty() || elicitation.contains_key("form"),
+                    mode => elicitation.contains_key(mode),
+                }
+            }
+            "sampling/createMessage" => caps.get("sampling").is_some_and(|s| s.is_object()),
+            "roots/list" => caps.get("roots").is_some_and(|r| r.is_object()),
+            _ => false,
+        }
+    }
+}
+
+/// An opened session id: the session, its expiry and a digest that names it in per-replica
+/// bookkeeping without keeping the id itself.
+#[derive(Clone, Debug)]
+pub struct OpenedSession {
+    session: Arc<Session>,
+    expires_at: SystemTime,
+    digest: SessionDigest,
+}
+
+impl std::ops::Deref for OpenedSession {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl OpenedSession {
+    /// When the session id stops opening.
+    pub fn expires_at(&self) -> SystemTime {
+        self.expires_at
+    }
+
+    /// The digest of the session id.
+    pub fn digest(&self) -> SessionDigest {
+        self.digest
+    }
+}
+
+/// SHA-256 of a session id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SessionDigest([u8; 32]);
+
+impl SessionDigest {
+    /// The digest of `id`.
+    pub fn of(id: &str) -> Self {
+        Self(Sha256::digest(id.as_bytes()).into())
+    }
+}
+
+/// Seals sessions into ids and opens them, with whatever keyring the handle holds at the time
+/// (a key rotation applies to session ids as to every other envelope).
+#[derive(Clone, Debug)]
+pub struct SessionSealer {
+    keys: KeyringHandle,
+    ttl: Duration,
+}
+
+impl SessionSealer {
+    /// Sessions sealed with the keys behind `keys`, valid for `ttl`.
+    pub fn new(keys: KeyringHandle, ttl: Duration) -> Self {
+        Self { keys, ttl }
+    }
+
+    fn sealer(&self) -> Sealer {
+        Sealer::new(self.keys.load())
+    }
+
+    /// The session id for `session`, bound to `principal`, expiring `ttl` after `now`.
+    pub fn seal(
+        &self,
+        session: &Session,
+        principal: Option<&str>,
+        now: SystemTime,
+    ) -> Result<String, SessionError> {
+        let state = serde_json::to_string(session).map_err(|_| SessionError::Seal)?;
+        let sealed = Sealed {
+            route: Route::new(SESSION_ROUTE),
+            state: Some(state),
+            expires_at: now + self.ttl,
+        };
+        let id = self
+            .sealer()
+            .seal(Purpose::LegacySession, &binding(principal), &sealed)
+            .map_err(|_| SessionError::Seal)?;
+        if id.len() > MAX_SESSION_ID_LEN {
+            return Err(SessionError::TooLarge);
+        }
+        Ok(id)
+    }
+
+    /// The session behind `id`, if it opens for `principal` at `now`. Every failure is `None`;
+    /// the reason goes to the debug log.
+    pub fn open(&self, id: &str, principal: Option<&str>, now: SystemTime) -> Option<OpenedSession> {
+        if id.len() > MAX_SESSION_ID_LEN {
+            tracing::debug!("legacy session id refused: too long");
+            return None;
+        }
+        let sealed = match self
+            .sealer()
+            .open(Purpose::LegacySession, &binding(principal), id, now)
+        {
+            Ok(sealed) => sealed,
+            Err(error) => {
+                tracing::debug!(reason = error.reason(), "legacy session id refused");
+                return None;
+            }
+        };
+        if sealed.route.as_str() != SESSION_ROUTE {
+            return None;
+        }
+        let session = serde_json::from_str(sealed.state.as_deref()?).ok()?;
+        Some(OpenedSession {
+            session: Arc::new(session),
+            expires_at: sealed.expires_at,
+            digest: SessionDigest::of(id),
+        })
+    }
+}
+
+fn binding(principal: Option<&str>) -> Binding<'_> {
+    Binding::new(SESSION_BINDING, None, principal)
+}
+
+#[cfg(test)]
+mod tests {
+    use tower_mrtr::Keyring;
+
+    use super::*;
+
+    fn sealer() -> SessionSealer {
+        SessionSealer::new(
+            KeyringHandle::new(Keyring::generate("k1").unwrap()),
+            Duration::from_secs(60),
+        )
+    }
+
+    #[test]
+    fn a_rotated_keyring_still_opens_sessions_sealed_before() {
+        let old = Keyring::generate("old").unwrap().to_config_string();
+        let keys = KeyringHandle::new(old.parse().unwrap());
+        let sealer = SessionSealer::new(keys.clone(), Duration::from_secs(60));
+        let now = SystemTime::now();
+        let id = sealer
+            .seal(&Session::new("2025-11-25", "{}", "{}").unwrap(), None, now)
+            .unwrap();
+        let new = Keyring::generate("new").unwrap();
+        keys.store(format!("{},{}", *new.to_config_string(), *old).parse().unwrap());
+        assert!(sealer.open(&id, None, now).is_some(), "old key still opens");
+        keys.store(new);
+        assert!(
+            sealer.open(&id, None, now).is_none(),
+            "retired key: session not found"
+        );
+    }
+
+    #[test]
+    fn tampered_or_foreign_ids_do_not_open() {
+        let sealer = sealer();
+        let now = SystemTime::now();
+        let session = Session::new("2025-06-18", "{}", "{}").unwrap();
+        let id = sealer.seal(&session, None, now).unwrap();
+        assert!(sealer.open(&id, None, now).is_some());
+        let mut tampered = id.clone().into_bytes();
+        let last = tampered.len() - 1;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        assert!(
+            sealer
+                .open(std::str::from_utf8(&tampered).unwrap(), None, now)
+                .is_none()
+        );
+        assert!(sealer.open(&id, Some("alice"), now).is_none());
+        assert!(sealer.open("not-a-session", None, now).is_none());
+        assert!(
+            sealer
+                .open(&"x".repeat(MAX_SESSION_ID_LEN + 1), None, now)
+                .is_none()
+        );
+        // Another gateway's keys.
+        assert!(self::sealer().open(&id, None, now).is_none());
+    }
+
+    #[test]
+    fn a_session_id_is_never_a_request_state() {
+        let keyring = Arc::new(Keyring::generate("k1").unwrap());
+        let sessions = SessionSealer::new(
+            KeyringHandle::from_shared(keyring.clone()),
+            Duration::from_secs(60),
+        );
+        let now = SystemTime::now();
+        let id = sessions
+            .seal(&Session::new("2025-11-25", "{}", "{}").unwrap(), None, now)
+            .unwrap();
+        let raw = Sealer::new(keyring);
+        for method in ["tools/call", "prompts/get", "resources/read"] {
+            assert!(
+                raw.open(Purpose::RequestState, &Binding::new(method, None, None), &id, now)
+                    .is_err()
+            );
+        }
+    }
+
+    #[test]
+    fn declared_capabilities() {
+        let s = |caps: &str| Session::new("2025-11-25", "{}", caps).unwrap();
+        assert!(s(r#"{"elicitation":{}}"#).declares("elicitation/create", None));
+        assert!(!s(r#"{"elicitation":{}}"#).declares("elicitation/create", Some("url")));
+        assert!(s(r#"{"elicitation":{"url":{}}}"#).declares("elicitation/create", Some("url")));
+        assert!(!s(r#"{"elicitation":{"url":{}}}"#).declares("elicitation/create", Some("form")));
+        assert!(s(r#"{"sampling":{}}"#).declares("sampling/createMessage", None));
+        assert!(!s(r#"{"sampling":{}}"#).declares("roots/list", None));
+        assert!(s(r#"{"roots":{"listChanged":true}}"#).declares("roots/list", None));
+        assert!(!s("{}").declares("elicitation/create", None));
+        assert_eq!(
+            Session::new("x", "[]", "{}").unwrap_err(),
+            SessionError::NotAnObject("clientInfo")
+        );
+        assert_eq!(
+            Session::new("x", "{}", "1").unwrap_err(),
+            SessionError::NotAnObject("capabilities")
+        );
+    }
+}

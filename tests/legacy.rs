@@ -1,0 +1,374 @@
+//! Legacy (2025-11-25) clients through the dual-era front, in front of a *modern* backend (the
+//! suite fixture, rmcp) that asks for input with MRTR: a real rmcp client speaking the
+//! `initialize` era, and raw HTTP for what a client library hides (sealed session ids, answers
+//! reaching the wrong replica, timeouts, disconnects).
+
+#![allow(deprecated)] // Sampling is deprecated by SEP-2577 but still part of legacy clients.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use mrtr_backends::{ResponseMode, ServedBackend, SuiteFixture, serve};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_integration_tests::{TIMEOUT, gateway, text};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, JsonObject, ProtocolVersion,
+    SamplingMessage,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
+use serde_json::{Value, json};
+use tower_mrtr::Keyring;
+
+/// An rmcp client that answers elicitations with a user's details and sampling with "Paris".
+#[derive(Clone, Debug, Default)]
+struct LegacyUser {
+    elicitations: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for LegacyUser {
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.elicitations.fetch_add(1, Ordering::SeqCst);
+        let content = json!({ "username": "rust-user", "email": "rust@example.com" });
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content))
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let message = SamplingMessage::assistant_text("Paris");
+        Ok(CreateMessageResult::new(message, "rmcp-test".into()))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder()
+                .enable_elicitation()
+                .enable_sampling()
+                .build(),
+            Implementation::new("rmcp-legacy-client", "0.1.0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+async fn suite_behind(
+    config: impl FnOnce(&mut GatewayConfig),
+) -> anyhow::Result<(ServedBackend, RunningGateway)> {
+    let backend = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let mut gateway_config = GatewayConfig::new(vec![Backend::new("suite", &backend.url())?]);
+    config(&mut gateway_config);
+    let gateway = gateway(gateway_config, Arc::new(Keyring::generate("k1")?)).await?;
+    Ok((backend, gateway))
+}
+
+#[tokio::test]
+async fn an_rmcp_client_of_2025_11_25_completes_two_elicitation_rounds_and_sampling() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|_| {}).await?;
+    let user = LegacyUser::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url()),
+    );
+    let client = tokio::time::timeout(
+        TIMEOUT,
+        user.clone()
+            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+    )
+    .await??;
+    let info = client.peer_info().context("initialized")?;
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("mrtr-gateway")
+    );
+
+    let call = |name: &str, arguments: Value| {
+        let Value::Object(arguments) = arguments else {
+            unreachable!()
+        };
+        CallToolRequestParams::new(name.to_owned()).with_arguments(arguments as JsonObject)
+    };
+    let result = tokio::time::timeout(
+        TIMEOUT,
+        client.call_tool(call("test_elicitation", json!({"message": "Who are you?"}))),
+    )
+    .await??;
+    assert_eq!(user.elicitations.load(Ordering::SeqCst), 2, "two rounds");
+    assert!(text(&result).contains("rust-user"), "{}", text(&result));
+
+    let result = tokio::time::timeout(
+        TIMEOUT,
+        client.call_tool(call("test_sampling", json!({"prompt": "Capital of France?"}))),
+    )
+    .await??;
+    assert_eq!(text(&result), "LLM response: Paris");
+    client.cancel().await?;
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+/// A raw legacy session.
+struct Session {
+    url: String,
+    id: String,
+}
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+impl Session {
+    async fn open(url: &str, capabilities: Value) -> anyhow::Result<Self> {
+        let response = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "raw-legacy", "version": "0"}}}),
+            )
+            .send()
+            .await?;
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .context("no session id")?
+            .to_str()?
+            .to_owned();
+        Ok(Self {
+            url: url.to_owned(),
+            id,
+        })
+    }
+
+    async fn post(&self, url: &str, body: Value) -> anyhow::Result<reqwest::Response> {
+        Ok(reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body)
+            .send()
+            .await?)
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> anyhow::Result<Events> {
+        let body = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        Ok(Events {
+            response: self.post(&self.url, body).await?,
+            buffer: String::new(),
+        })
+    }
+}
+
+/// The response message of a legacy answer, JSON or SSE (a legacy client must take both).
+async fn reply(response: reqwest::Response) -> anyhow::Result<Value> {
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !sse {
+        return Ok(response.json().await?);
+    }
+    let mut events = Events {
+        response,
+        buffer: String::new(),
+    };
+    loop {
+        let message = events.next().await?;
+        if message.get("result").is_some() || message.get("error").is_some() {
+            return Ok(message);
+        }
+    }
+}
+
+/// The JSON messages of a legacy SSE answer.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn next(&mut self) -> anyhow::Result<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if !data.is_empty() {
+                    return Ok(serde_json::from_str(&data.join("\n"))?);
+                }
+                continue;
+            }
+            match tokio::time::timeout(TIMEOUT, self.response.chunk()).await?? {
+                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk)?),
+                None => bail!("stream ended"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn answers_must_reach_the_replica_that_holds_the_call() -> anyhow::Result<()> {
+    let backend = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let keyring = Arc::new(Keyring::generate("k1")?);
+    let config = || GatewayConfig::new(vec![Backend::new("suite", &backend.url()).unwrap()]);
+    let a = gateway(config(), keyring.clone()).await?;
+    let b = gateway(config(), keyring).await?;
+
+    let session = Session::open(&a.url(), json!({"elicitation": {}})).await?;
+    // The sealed session opens on every replica: a plain call works on B.
+    let plain = session
+        .post(&b.url(), json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .await?;
+    assert_eq!(reply(plain).await?["result"], json!({}));
+
+    let mut events = session
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let request = events.next().await?;
+    assert_eq!(request["method"], "elicitation/create");
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"action": "accept", "content": {"username": "u", "email": "e@x"}}});
+    // On the other replica: a clear error, not a hang.
+    let wrong = session.post(&b.url(), answer.clone()).await?;
+    assert_eq!(wrong.status(), 400);
+    let error = wrong.json::<Value>().await?;
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hash on Mcp-Session-Id"),
+        "{error}"
+    );
+    // On the replica that holds the call: accepted, and the call goes on to round two.
+    assert_eq!(session.post(&a.url(), answer).await?.status(), 202);
+    let second = events.next().await?;
+    assert_eq!(second["method"], "elicitation/create");
+    assert_ne!(second["id"], request["id"], "a fresh id per request");
+    let answer = json!({"jsonrpc": "2.0", "id": second["id"], "result": {"action": "accept",
+        "content": {"username": "u", "email": "e@x"}}});
+    assert_eq!(session.post(&a.url(), answer).await?.status(), 202);
+    let done = events.next().await?;
+    assert_eq!(done["id"], "c1");
+    assert!(
+        done["result"].get("resultType").is_none(),
+        "legacy results have no resultType"
+    );
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("action=accept")
+    );
+    a.shutdown().await?;
+    b.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_ends_when_its_client_goes_away_or_does_not_answer() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|c| c.legacy.answer_timeout = Duration::from_millis(500)).await?;
+    let session = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
+
+    // Unanswered: the client is told to cancel, and the call ends with a timeout error.
+    let mut events = session
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let request = events.next().await?;
+    let cancel = events.next().await?;
+    assert_eq!(cancel["method"], "notifications/cancelled");
+    assert_eq!(cancel["params"]["requestId"], request["id"]);
+    let end = events.next().await?;
+    assert_eq!(end["error"]["code"], -32001, "{end}");
+    let late = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "cancel"}});
+    assert_eq!(session.post(&gateway.url(), late).await?.status(), 400);
+
+    // Gone: dropping the stream drops the call, and its id with it.
+    let mut events = session
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let request = events.next().await?;
+    drop(events);
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "cancel"}});
+    let mut status = 0;
+    for _ in 0..50 {
+        status = session
+            .post(&gateway.url(), answer.clone())
+            .await?
+            .status()
+            .as_u16();
+        if status == 400 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 400, "the call was forgotten when its client left");
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn sessions_are_sealed_bound_and_ended_by_delete() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|_| {}).await?;
+    let url = gateway.url();
+    let session = Session::open(&url, json!({})).await?;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let listed = reply(session.post(&url, list.clone()).await?).await?;
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+    assert!(
+        listed["result"].get("ttlMs").is_none(),
+        "no modern-only members: {listed}"
+    );
+
+    // Undeclared capability: the backend (asked with this session's capabilities) refuses.
+    let events = session
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let refused = reply(events.response).await?;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+
+    let mut tampered = session.id.clone();
+    tampered.push('A');
+    let forged = Session {
+        url: url.clone(),
+        id: tampered,
+    };
+    assert_eq!(forged.post(&url, list.clone()).await?.status(), 404);
+
+    let delete = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &session.id)
+        .send()
+        .await?;
+    assert_eq!(delete.status(), 200);
+    assert_eq!(session.post(&url, list).await?.status(), 404);
+
+    // A modern client is not affected: no initialize, no session.
+    let modern = reqwest::Client::new().get(&url).send().await?;
+    assert_eq!(
+        (modern.status().as_u16(), modern.headers()["allow"].to_str()?),
+        (405, "POST")
+    );
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
