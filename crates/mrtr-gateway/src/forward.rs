@@ -1,4 +1,5 @@
-//! Forwarding one request to one backend over HTTP/1.1, as a well-mannered MCP client would.
+//! Forwarding one request to one backend over HTTP/1.1 or HTTP/2 (negotiated over TLS), as a
+//! well-mannered MCP client would.
 //!
 //! Toward the backend the gateway:
 //!
@@ -9,16 +10,22 @@
 //!   `Mcp-Session-Id` and `Last-Event-ID` (not part of 2026-07-28), and the client's credentials
 //!   (`Authorization`, `Cookie`): MCP forbids passing a client's token through to another server;
 //! * keeps everything else, notably `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
-//!   `Mcp-Param-*`, `Accept`, `Content-Type` and trace context.
+//!   `Mcp-Param-*`, `Accept`, `Content-Type` and trace context;
+//! * adds the backend's own static headers ([`Backend::with_header`], its credentials).
+//!
+//! Each backend has its own connection pool, because each may have its own TLS settings.
 //!
 //! Answers stream back untouched except for hop-by-hop headers and `Mcp-Session-Id`.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -27,6 +34,7 @@ use serde_json::value::RawValue;
 
 use crate::backend::Backend;
 use crate::body::ProxyBody;
+use crate::telemetry;
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
@@ -59,10 +67,12 @@ fn response_drops(name: &str) -> bool {
 /// Largest backend answer the gateway buffers when it has to merge answers (lists, discover).
 pub(crate) const MAX_MERGED_ANSWER: usize = 8 * 1024 * 1024;
 
-/// The HTTP client toward backends.
+type BackendClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The HTTP clients toward backends, one per backend name.
 #[derive(Clone, Debug)]
 pub(crate) struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    clients: Arc<HashMap<String, BackendClient>>,
     response_timeout: Duration,
 }
 
@@ -85,15 +95,13 @@ impl std::fmt::Display for ForwardError {
 }
 
 impl Forwarder {
-    pub(crate) fn new(response_timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+        let clients = backends
+            .iter()
+            .map(|backend| (backend.name().to_owned(), client_for(backend)))
+            .collect();
         Self {
-            client,
+            clients: Arc::new(clients),
             response_timeout,
         }
     }
@@ -110,15 +118,32 @@ impl Forwarder {
         headers.insert(header::HOST, backend.host().clone());
         // The body may have been rewritten (an envelope opened, a name restored).
         headers.insert(header::CONTENT_LENGTH, body.len().into());
+        if !backend.headers().is_empty() {
+            for name in backend.headers().keys() {
+                headers.remove(name);
+            }
+            for (name, value) in backend.headers() {
+                headers.append(name, value.clone());
+            }
+        }
+        let method = telemetry::header_method(&headers);
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = backend.url().clone();
         *request.headers_mut() = headers;
 
-        let response = tokio::time::timeout(self.response_timeout, self.client.request(request))
-            .await
-            .map_err(|_| ForwardError::Timeout)?
-            .map_err(|e| ForwardError::Unreachable(error_chain(&e)))?;
+        let sent = match self.clients.get(backend.name()) {
+            Some(client) => client.request(request),
+            None => client_for(backend).request(request),
+        };
+        let timeout = backend.timeout().unwrap_or(self.response_timeout);
+        let started = Instant::now();
+        let outcome = match tokio::time::timeout(timeout, sent).await {
+            Err(_) => Err(ForwardError::Timeout),
+            Ok(result) => result.map_err(|e| ForwardError::Unreachable(error_chain(&e))),
+        };
+        telemetry::backend_request(backend.name(), method, &outcome, started.elapsed());
+        let response = outcome?;
         let (mut parts, body) = response.into_parts();
         drop_headers(&mut parts.headers, response_drops);
         Ok(Response::from_parts(parts, Either::Left(body)))
@@ -166,10 +191,29 @@ impl Forwarder {
                 Some(Bytes::from(buffer))
             })
         };
-        let message = tokio::time::timeout(self.response_timeout, read)
+        let timeout = backend.timeout().unwrap_or(self.response_timeout);
+        let message = tokio::time::timeout(timeout, read)
             .await
             .map_err(|_| ForwardError::Timeout)??;
         Ok(Answer { status, message })
+    }
+
+    /// [`Self::exchange`] for a catalog or discovery request: the outcome is also the backend's
+    /// health (see [`crate::health`]).
+    pub(crate) async fn exchange_recorded(
+        &self,
+        backend: &Backend,
+        client_headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, ForwardError> {
+        let outcome = self.exchange(backend, client_headers, body).await;
+        let health = match &outcome {
+            Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
+            Ok(answer) => Err(format!("no JSON-RPC response (HTTP {})", answer.status)),
+            Err(error) => Err(error.to_string()),
+        };
+        backend.health().record(backend.name(), health);
+        outcome
     }
 }
 
@@ -249,6 +293,30 @@ fn complete_events(stream: &[u8]) -> usize {
         .flatten()
         .max()
         .unwrap_or(0)
+}
+
+/// A pooled client for `backend`: plain HTTP, or TLS with the backend's own configuration (else
+/// the system's roots).
+fn client_for(backend: &Backend) -> BackendClient {
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(Duration::from_secs(5)));
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let tls = backend.tls().cloned().unwrap_or_else(|| {
+        crate::tls::BackendTls::default()
+            .client_config()
+            .unwrap_or_else(|error| {
+                // Checked at start-up for https:// backends; this keeps plain-HTTP backends
+                // working on a machine without a trust store.
+                if backend.url().scheme_str() == Some("https") {
+                    tracing::error!(backend = backend.name(), %error, "no TLS roots: HTTPS to this backend will fail");
+                }
+                crate::tls::empty_roots_config()
+            })
+    });
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(crate::tls::connector(tls, http))
 }
 
 /// Removes the headers `drop` names, every `Proxy-*` header and the headers `Connection` lists

@@ -48,9 +48,11 @@ use crate::legacy::DualEra;
 use crate::legacy::bridge::LegacyBody;
 use crate::origin::Guard;
 use crate::proxy::Proxy;
+use crate::telemetry::RequestMetrics;
 
-/// The MCP stack behind the front: the legacy front around the MRTR layer around the proxy.
-pub type McpStack = DualEra<Mrtr<Proxy>>;
+/// The MCP stack behind the front: the legacy front around the request metrics around the MRTR
+/// layer around the proxy.
+pub type McpStack = DualEra<RequestMetrics<Mrtr<Proxy>>>;
 
 /// The body of an answer of the MCP stack: the modern stack's (the backend's, possibly
 /// rewritten by the layer) or the legacy front's.
