@@ -11,10 +11,11 @@
 
 use bytes::Bytes;
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
 
-/// A backend's streamed body (`Left`) or the gateway's own (`Right`).
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+use crate::relay::BackendBody;
+
+/// A backend's streamed body (`Left`, see [`crate::relay`]) or the gateway's own (`Right`).
+pub type ProxyBody = Either<BackendBody, Full<Bytes>>;
 
 /// The gateway's own body of `bytes`.
 pub fn full(bytes: Bytes) -> ProxyBody {

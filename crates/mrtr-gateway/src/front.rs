@@ -1,10 +1,12 @@
 //! [`Gateway`]: the tower service every HTTP request meets first.
 //!
-//! In order: the [`Guard`](crate::origin) (`Origin`, `Host`, POST media types; 403, 415, 406),
-//! then the path: every request to [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
+//! In order: [load shedding](crate::shed) (503 over the in-flight limit), the
+//! [`Guard`](crate::origin) (`Origin`, `Host`, POST media types; 403, 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
 //! The MCP stack is the [legacy front](crate::legacy::DualEra) (a modern POST passes it after
 //! one header comparison; it answers GET, and DELETE without a legacy session, with 405 and
-//! `Allow: POST`) around [`MrtrLayer`](tower_mrtr::MrtrLayer) around the [`Proxy`].
+//! `Allow: POST`) around [`MrtrLayer`](tower_mrtr::MrtrLayer) around the [`Proxy`]. Request
+//! bodies get a [deadline](crate::deadline); every answer gets an [access log](crate::access)
+//! line.
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
@@ -30,24 +32,30 @@
 //! ```
 
 use std::convert::Infallible;
-use std::future::{Ready, ready};
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
 use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
+use pin_project_lite::pin_project;
 use tower_mrtr::{BoxError, Mrtr, ResponseBody};
 use tower_service::Service;
 
 use crate::MCP_PATH;
+use crate::access;
 use crate::body::ProxyBody;
+use crate::deadline::BodyDeadline;
 use crate::legacy::DualEra;
 use crate::legacy::bridge::LegacyBody;
 use crate::origin::Guard;
 use crate::proxy::Proxy;
+use crate::shed::{Admission, LoadShed};
 use crate::telemetry::RequestMetrics;
 
 /// The MCP stack behind the front: the legacy front around the request metrics around the MRTR
@@ -65,23 +73,66 @@ pub type GatewayBody = Either<McpBody, Full<Bytes>>;
 #[derive(Clone, Debug)]
 pub struct Gateway {
     guard: Arc<Guard>,
+    shed: LoadShed,
+    body_timeout: Duration,
     mcp: McpStack,
 }
 
 impl Gateway {
-    pub(crate) fn new(guard: Guard, mcp: McpStack) -> Self {
+    pub(crate) fn new(guard: Guard, shed: LoadShed, body_timeout: Duration, mcp: McpStack) -> Self {
         Self {
             guard: Arc::new(guard),
+            shed,
+            body_timeout,
             mcp,
         }
     }
 }
 
-/// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's.
-pub type GatewayFuture<B> = EitherFuture<
+type Answered<B> = EitherFuture<
     Ready<Result<Response<GatewayBody>, Infallible>>,
-    MapOk<<McpStack as Service<Request<B>>>::Future, fn(Response<McpBody>) -> Response<GatewayBody>>,
+    MapOk<
+        <McpStack as Service<Request<BodyDeadline<B>>>>::Future,
+        fn(Response<McpBody>) -> Response<GatewayBody>,
+    >,
 >;
+
+pin_project! {
+    /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's; it writes
+    /// the access log line and frees the request's place ([`crate::shed`]) when it is ready.
+    pub struct GatewayFuture<B>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B: Send,
+        B: 'static,
+        B::Error: Into<BoxError>,
+        B::Error: std::fmt::Display,
+        B::Error: Send,
+    {
+        #[pin]
+        answer: Answered<B>,
+        admission: Option<Admission>,
+        entry: access::Entry,
+    }
+}
+
+impl<B> Future for GatewayFuture<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + std::fmt::Display + Send,
+{
+    type Output = Result<Response<GatewayBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = ready!(this.answer.poll(cx));
+        if let Ok(response) = &output {
+            this.entry.finish(response);
+        }
+        this.admission.take();
+        Poll::Ready(output)
+    }
+}
 
 impl<B> Service<Request<B>> for Gateway
 where
@@ -93,24 +144,37 @@ where
     type Future = GatewayFuture<B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Always ready today (the proxy applies no backpressure), but the layer's contract is
-        // that `call` follows a ready `poll_ready`.
-        Service::<Request<B>>::poll_ready(&mut self.mcp, cx)
+        // Always ready today (the proxy applies no backpressure; overload is shed in `call`),
+        // but the layer's contract is that `call` follows a ready `poll_ready`.
+        Service::<Request<BodyDeadline<B>>>::poll_ready(&mut self.mcp, cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let own =
-            |response: Response<Full<Bytes>>| EitherFuture::Left(ready(Ok(response.map(Either::Right))));
+        let entry = access::Entry::start(&request);
+        let own = |response: Response<Full<Bytes>>, admission, entry| GatewayFuture {
+            answer: EitherFuture::Left(ready(Ok(response.map(Either::Right)))),
+            admission,
+            entry,
+        };
+        let Some(admission) = self.shed.admit() else {
+            return own(crate::shed::overloaded(), None, entry);
+        };
         if let Err(refusal) = self.guard.check(&request) {
-            return own(refusal.into_response());
+            return own(refusal.into_response(), None, entry);
         }
         if request.uri().path() != MCP_PATH {
             let mut not_found = Response::new(Full::new(Bytes::new()));
             *not_found.status_mut() = StatusCode::NOT_FOUND;
-            return own(not_found);
+            return own(not_found, None, entry);
         }
         let to_gateway: fn(Response<McpBody>) -> Response<GatewayBody> =
             |response| response.map(Either::Left);
-        EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway))
+        let timeout = self.body_timeout;
+        let request = request.map(|body| BodyDeadline::new(body, timeout));
+        GatewayFuture {
+            answer: EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway)),
+            admission: Some(admission),
+            entry,
+        }
     }
 }

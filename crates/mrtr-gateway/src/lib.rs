@@ -49,12 +49,14 @@ use tokio::task::JoinHandle;
 use tower_layer::Layer;
 use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
+pub mod access;
 pub mod admin;
 mod backend;
 pub mod body;
 pub mod catalog;
 pub mod cli;
 pub mod config_file;
+pub mod deadline;
 pub mod demo;
 pub mod drain;
 mod forward;
@@ -63,18 +65,22 @@ mod headers;
 pub mod health;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod logging;
 pub mod origin;
 pub mod proxy;
+pub mod relay;
 pub mod reload;
 mod server;
+pub mod shed;
 pub mod telemetry;
 pub mod tls;
 
-pub use backend::{Backend, BackendSpecError};
+pub use backend::{Backend, BackendSpecError, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 pub use front::Gateway;
 pub use headers::SUPPORTED_VERSIONS;
 pub use origin::{HostPolicy, OriginPolicy};
 pub use proxy::Proxy;
+pub use server::ClientLimits;
 
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
@@ -96,8 +102,20 @@ pub struct GatewayConfig {
     pub catalog_ttl: Duration,
     /// How long a sealed `requestState` stays valid.
     pub envelope_ttl: Duration,
-    /// How long to wait for a backend's response head.
+    /// How long to wait for a backend's response head (a backend's own setting wins).
     pub backend_timeout: Duration,
+    /// How long an idle backend connection is kept (a backend's own setting wins); keep it
+    /// below the backends' keep-alive timeouts.
+    pub backend_idle_timeout: Duration,
+    /// How long a backend's answer may send nothing before it is ended (a backend's own
+    /// setting wins; see [`relay`]).
+    pub backend_stall_timeout: Duration,
+    /// Most requests in flight; more get 503 at once ([`shed`]).
+    pub max_in_flight: usize,
+    /// How long a request body may take once the gateway has to wait for it ([`deadline`]).
+    pub request_body_timeout: Duration,
+    /// Client connections: header limits and the idle keep-alive timeout.
+    pub client_limits: ClientLimits,
     /// Largest request body accepted (413 above).
     pub max_request_body: usize,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
@@ -118,7 +136,9 @@ pub struct GatewayConfig {
 
 impl GatewayConfig {
     /// Defaults: no principal binding, loopback origins, catalog TTL 30 s, envelope TTL 10 min,
-    /// backend timeout 60 s, request bodies up to 2 MiB, plain HTTP, drain delay 5 s and timeout
+    /// backend timeout 60 s, idle backend connections kept 4 s, backend stall timeout 5 min,
+    /// 1024 requests in flight, request bodies up to 2 MiB arriving within 30 s, the
+    /// [`ClientLimits`] defaults, plain HTTP, drain delay 5 s and timeout
     /// 30 s, ready when any backend is up, no health probes.
     pub fn new(backends: Vec<Backend>) -> Self {
         Self {
@@ -129,6 +149,11 @@ impl GatewayConfig {
             catalog_ttl: Duration::from_secs(30),
             envelope_ttl: tower_mrtr::DEFAULT_TTL,
             backend_timeout: Duration::from_secs(60),
+            backend_idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            backend_stall_timeout: DEFAULT_STALL_TIMEOUT,
+            max_in_flight: shed::DEFAULT_MAX_IN_FLIGHT,
+            request_body_timeout: deadline::DEFAULT_REQUEST_BODY_TIMEOUT,
+            client_limits: ClientLimits::default(),
             max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
             clock: None,
             listener_tls: None,
@@ -148,7 +173,7 @@ impl GatewayConfig {
 /// If `config.backends` is empty.
 pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Gateway {
     let proxy = Proxy::new(
-        config.backends.clone(),
+        backends_with_defaults(config),
         config.catalog_ttl,
         config.backend_timeout,
     );
@@ -197,7 +222,31 @@ fn service_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, liste
         origins: config.origins.clone(),
         hosts,
     };
-    Gateway::new(guard, mcp)
+    Gateway::new(
+        guard,
+        shed::LoadShed::new(config.max_in_flight),
+        config.request_body_timeout,
+        mcp,
+    )
+}
+
+/// The configured backends, with the gateway's defaults where a backend has no setting of its
+/// own.
+fn backends_with_defaults(config: &GatewayConfig) -> Vec<Backend> {
+    config
+        .backends
+        .iter()
+        .map(|backend| {
+            let mut backend = backend.clone();
+            if backend.idle_timeout().is_none() {
+                backend = backend.with_idle_timeout(config.backend_idle_timeout);
+            }
+            if backend.stall_timeout().is_none() {
+                backend = backend.with_stall_timeout(config.backend_stall_timeout);
+            }
+            backend
+        })
+        .collect()
 }
 
 /// A running gateway.
@@ -303,7 +352,7 @@ pub async fn start_with_keys(
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let proxy = Proxy::new(
-        config.backends.clone(),
+        backends_with_defaults(&config),
         config.catalog_ttl,
         config.backend_timeout,
     );
@@ -321,6 +370,7 @@ pub async fn start_with_keys(
         drain: Some((lifecycle.clone(), config.drain)),
         stop: stopped,
         accepting: accepting.clone(),
+        limits: config.client_limits,
     };
     Ok(RunningGateway {
         addr,

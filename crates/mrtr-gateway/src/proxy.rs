@@ -277,7 +277,7 @@ impl Inner {
                 body
             }
         };
-        match self.forwarder.post(backend, headers, body).await {
+        match self.forwarder.relay(backend, headers, id, body).await {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
