@@ -32,6 +32,9 @@ pub struct Plan {
     pub hop_cpus: Option<String>,
     /// Instruction counts instead of timings: requests per cell under callgrind.
     pub callgrind_requests: Option<u64>,
+    /// Extra arguments for every `mrtr-gateway` hop (`--admin-listen 127.0.0.1:0` to measure
+    /// with the metrics recorder installed).
+    pub gateway_args: Vec<String>,
 }
 
 /// The processes of a run.
@@ -178,6 +181,7 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bo
             for (backend, name) in backends.iter().zip(["alpha", "beta"]).take(count) {
                 args.extend(["--backend".to_owned(), format!("{name}={}", backend.url)]);
             }
+            args.extend(plan.gateway_args.iter().cloned());
             (
                 binary(plan, "mrtr-gateway")?,
                 args,

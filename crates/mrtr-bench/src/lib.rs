@@ -11,7 +11,10 @@
 //! * `gateway-bench`: starts those and `mrtr-gateway` pinned with `taskset`, drives every cell
 //!   through every hop in interleaved rounds, checks every answer ([`workload`]) and prints
 //!   req/s, latency and hop CPU ratios, peak RSS ([`report`]); with `--callgrind`, instructions
-//!   per request instead.
+//!   per request instead;
+//! * `overload-bench`: a slow backend behind the gateway, offered ten times the load it sustains,
+//!   to show that load shedding keeps memory bounded and that the gateway recovers
+//!   ([`overload`]).
 //!
 //! Run it with `bash scripts/bench-gateway.sh` (see `docs/benchmarks.md`).
 
@@ -22,6 +25,7 @@ pub mod bare;
 pub mod driver;
 pub mod load;
 pub mod mcp;
+pub mod overload;
 pub mod procs;
 pub mod report;
 pub mod workload;

@@ -71,6 +71,10 @@ impl Spawn<'_> {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // The gateway also announces its admin listener; the driver wants the MCP one.
+                if line.contains("admin listening on") {
+                    continue;
+                }
                 if let Some((_, url)) = line.split_once("listening on ") {
                     let _ = tx.send(url.trim().to_owned());
                 }
@@ -193,7 +197,8 @@ fn cpu(pid: u32) -> io::Result<Cpu> {
     })
 }
 
-fn status_kib(pid: u32, key: &str) -> io::Result<u64> {
+/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`).
+pub fn status_kib(pid: u32, key: &str) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()

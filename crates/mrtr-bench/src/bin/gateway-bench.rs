@@ -25,6 +25,13 @@ fn command() -> Command {
         .arg(Arg::new("cells").long("cells").help("Comma-separated cells (default all): call-256, call-4096, r1-256, r2-256, r1-4096, r2-4096, sse, list"))
         .arg(Arg::new("hop-cpus").long("hop-cpus").default_value("0").help("taskset -c list for the backends and hops; \"none\" not to pin"))
         .arg(Arg::new("bin-dir").long("bin-dir").help("Where mock-backend, bare-proxy and mrtr-gateway are (default: beside this binary)"))
+        .arg(
+            Arg::new("gateway-arg")
+                .long("gateway-arg")
+                .action(ArgAction::Append)
+                .allow_hyphen_values(true)
+                .help("An extra argument for every mrtr-gateway hop (repeat); e.g. --gateway-arg=--admin-listen --gateway-arg=127.0.0.1:0 to count with metrics on"),
+        )
         .arg(Arg::new("smoke").long("smoke").action(ArgAction::SetTrue).help("One round of 1 s segments: checks answers, times nothing"))
         .arg(
             Arg::new("callgrind")
@@ -103,6 +110,10 @@ async fn main() -> ExitCode {
         connections: *matches.get_one("connections").expect("has a default"),
         hop_cpus,
         callgrind_requests: matches.get_one::<u64>("callgrind").copied(),
+        gateway_args: matches
+            .get_many::<String>("gateway-arg")
+            .map(|args| args.cloned().collect())
+            .unwrap_or_default(),
     };
     println!(
         "gateway-bench: {} connections, hops pinned to CPUs {}, this driver on CPUs {}; logs in {}",
