@@ -165,7 +165,17 @@ where
                         };
                         match &tls {
                             None => {
-                                tokio::spawn(connection.serve(stream));
+                                // hyper's header read timeout starts only once the HTTP/1-or-2
+                                // detection has read a first byte: a connection that never sends
+                                // one is closed here instead.
+                                let idle = limits.idle_timeout;
+                                tokio::spawn(async move {
+                                    let mut first = [0u8; 1];
+                                    match tokio::time::timeout(idle, stream.peek(&mut first)).await {
+                                        Ok(Ok(1..)) => connection.serve(stream).await,
+                                        _ => tracing::debug!("a client connection sent nothing; closed"),
+                                    }
+                                });
                             }
                             Some(tls) => {
                                 let acceptor = tls.acceptor();

@@ -10,109 +10,16 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::io;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
-use common::{TIMEOUT, mcp_post};
+use common::{Answer, TIMEOUT, mcp_post, start_backend};
 use futures_util::StreamExt;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Either, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-
-/// How the test backend answers `tools/call` and `ping`.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// A JSON result.
-    Json,
-    /// An SSE stream: a progress notification, then the connection is cut.
-    SseThenDie,
-    /// An SSE stream: a progress notification, then nothing.
-    SseThenStall,
-}
-
-type BackendBody =
-    Either<Full<Bytes>, StreamBody<futures_util::stream::BoxStream<'static, io::Result<Frame<Bytes>>>>>;
-
-async fn answer(request: Request<Incoming>, answer: Answer) -> Result<Response<BackendBody>, Infallible> {
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let id = serde_json::from_slice::<Value>(&body)
-        .map(|m| m["id"].clone())
-        .unwrap_or_default();
-    let progress = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
-    let stream = match answer {
-        Answer::Json => {
-            let result =
-                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [], "resultType": "complete"}});
-            return Ok(Response::builder()
-                .header("content-type", "application/json")
-                .body(Either::Left(Full::new(Bytes::from(result.to_string()))))
-                .unwrap());
-        }
-        Answer::SseThenDie => {
-            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
-                .chain(futures_util::stream::once(async {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    Err(io::Error::other("the backend process died"))
-                }))
-                .boxed()
-        }
-        Answer::SseThenStall => {
-            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
-                .chain(futures_util::stream::pending())
-                .boxed()
-        }
-    };
-    Ok(Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Either::Right(StreamBody::new(stream)))
-        .unwrap())
-}
-
-/// Serves `answer` on 127.0.0.1; with `idle_close`, a connection that sends no request head
-/// for that long is closed (hyper's header read timeout, which runs while a connection idles).
-/// Counts accepted connections.
-async fn start_backend(mode: Answer, idle_close: Option<Duration>) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            counted.fetch_add(1, Ordering::SeqCst);
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(idle_close);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| answer(request, mode));
-                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    });
-    (url, connections)
-}
 
 async fn gateway(backend: Backend, configure: impl FnOnce(&mut GatewayConfig)) -> RunningGateway {
-    let mut config = GatewayConfig::new(vec![backend]);
-    configure(&mut config);
-    let keyring = tower_mrtr::Keyring::generate("k1").unwrap();
-    mrtr_gateway::start(config, keyring, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
+    common::gateway(vec![backend], configure).await
 }
 
 #[tokio::test]
