@@ -157,6 +157,7 @@ where
             entry,
         };
         let Some(admission) = self.shed.admit() else {
+            crate::telemetry::shed();
             return own(crate::shed::overloaded(), None, entry);
         };
         if let Err(refusal) = self.guard.check(&request) {

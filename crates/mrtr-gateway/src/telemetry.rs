@@ -56,6 +56,8 @@ pub const KEYRING_KEYS: &str = "mrtr_gateway_keyring_keys";
 pub const TLS_RELOADS_TOTAL: &str = "mrtr_gateway_tls_reloads_total";
 /// Gauge: 1 from SIGTERM until exit.
 pub const DRAINING: &str = "mrtr_gateway_draining";
+/// Counter: requests answered 503 because `--max-in-flight` requests were in flight.
+pub const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 /// Gauge: client connections open on the MCP listener.
 pub const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
 
@@ -146,6 +148,10 @@ pub fn describe() {
     describe_counter!(TLS_RELOADS_TOTAL, "Listener certificate reloads, by result");
     describe_gauge!(DRAINING, "1 while the gateway drains before exiting");
     describe_gauge!(OPEN_CONNECTIONS, "Client connections open on the MCP listener");
+    describe_counter!(
+        SHED_TOTAL,
+        "Requests answered 503 at once because the in-flight limit was reached"
+    );
 }
 
 /// Records one request to `backend`: its count, its time to the response head, and a failure.
@@ -203,6 +209,11 @@ pub(crate) fn tls_reloaded(ok: bool) {
 /// Records whether `backend` answered its last catalog or discovery request.
 pub(crate) fn backend_up(backend: &str, up: bool) {
     metrics::gauge!(BACKEND_UP, "backend" => backend.to_owned()).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Records a request shed over the in-flight limit.
+pub(crate) fn shed() {
+    metrics::counter!(SHED_TOTAL).increment(1);
 }
 
 /// Records that draining started.
