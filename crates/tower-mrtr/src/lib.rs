@@ -177,6 +177,7 @@ mod request;
 mod response;
 pub mod route;
 mod service;
+mod shared_str;
 mod sse;
 
 pub use body::{RequestBody, ResponseBody};
