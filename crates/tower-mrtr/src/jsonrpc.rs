@@ -247,6 +247,7 @@ impl Default for Names<'_> {
 }
 
 impl<'a> Names<'a> {
+    #[expect(clippy::ptr_arg, reason = "borrowed names are kept inline, decoded ones are copied")]
     fn see(&mut self, name: &Cow<'a, str>, reads: &[&str]) {
         if self.problem.is_some() {
             return;
@@ -260,6 +261,7 @@ impl<'a> Names<'a> {
     }
 
     /// Records `name`; whether it was seen before.
+    #[expect(clippy::ptr_arg, reason = "borrowed names are kept inline, decoded ones are copied")]
     fn insert(&mut self, name: &Cow<'a, str>) -> bool {
         if let Some(index) = &mut self.index {
             return !index.insert(name.to_string());
