@@ -247,7 +247,10 @@ impl Default for Names<'_> {
 }
 
 impl<'a> Names<'a> {
-    #[expect(clippy::ptr_arg, reason = "borrowed names are kept inline, decoded ones are copied")]
+    #[expect(
+        clippy::ptr_arg,
+        reason = "borrowed names are kept inline, decoded ones are copied"
+    )]
     fn see(&mut self, name: &Cow<'a, str>, reads: &[&str]) {
         if self.problem.is_some() {
             return;
@@ -261,7 +264,10 @@ impl<'a> Names<'a> {
     }
 
     /// Records `name`; whether it was seen before.
-    #[expect(clippy::ptr_arg, reason = "borrowed names are kept inline, decoded ones are copied")]
+    #[expect(
+        clippy::ptr_arg,
+        reason = "borrowed names are kept inline, decoded ones are copied"
+    )]
     fn insert(&mut self, name: &Cow<'a, str>) -> bool {
         if let Some(index) = &mut self.index {
             return !index.insert(name.to_string());
