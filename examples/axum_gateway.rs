@@ -72,10 +72,11 @@ use tower_governor::key_extractor::KeyExtractor;
 use tower_governor::{GovernorError, GovernorLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 use tower_mrtr::MrtrLayer;
 use tower_mrtr::error::{INTERNAL_ERROR, INVALID_REQUEST};
+use tracing::Level;
 
 /// How long a client may take to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -108,7 +109,12 @@ pub fn app(settings: cli::Settings, rate_limit: RateLimit) -> Result<Router, Str
         .service(http_router(&settings.backends)?);
     let outer = ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
-        .layer(TraceLayer::new_for_http().make_span_with(make_span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                // One line per answer at info: status and latency, in the span's MCP fields.
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
         .layer(ValidateRequestHeaderLayer::custom(
             JwtAuth::<Body>::hs256(&settings.jwt_secret.0, cli::AUDIENCE).map_err(|e| e.to_string())?,
         ))

@@ -47,10 +47,11 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 use tower_mrtr::{MrtrLayer, ResponseBody};
 use tower_service::Service;
+use tracing::Level;
 
 /// How long a client may take to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,7 +76,12 @@ pub fn service(
     let router = http_router(&settings.backends)?;
     Ok(ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
-        .layer(TraceLayer::new_for_http().make_span_with(make_span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                // One line per answer at info: status and latency, in the span's MCP fields.
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
         .layer(ValidateRequestHeaderLayer::custom(
             JwtAuth::<RelayBody>::hs256(&settings.jwt_secret.0, cli::AUDIENCE).map_err(|e| e.to_string())?,
         ))
