@@ -52,6 +52,7 @@ mod forward;
 mod headers;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod middleware;
 pub mod origin;
 pub mod proxy;
 
