@@ -10,6 +10,10 @@
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
 //!
+//! Around all of it, [`middleware::HttpLayer`] (sensitive headers, request ids, a trace span per
+//! request); between the guard and the legacy front, [`middleware::DecompressRequestLayer`]
+//! (gzip and deflate request bodies decoded, so that the layer can read them).
+//!
 //! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
 //! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
 //! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests.
@@ -42,6 +46,7 @@ use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tower::Layer as _;
 use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
 mod backend;
@@ -149,6 +154,9 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
     }
     let mcp = legacy::DualEra::new(mcp, front);
     // ---- end of the legacy front
+    // Compressed request bodies decoded in front of both eras (nothing added without
+    // Content-Encoding); see `middleware`.
+    let mcp = middleware::DecompressRequestLayer.layer(mcp);
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -164,6 +172,8 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
     Router::new()
         .route(MCP_PATH, any_service(mcp))
         .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
+        // Outermost: sensitive headers, request id, trace span (see `middleware`).
+        .layer(middleware::HttpLayer)
 }
 
 /// A running gateway.
