@@ -139,6 +139,14 @@
 //! take axum's body; put them on the route's service, right outside `MrtrLayer` (authentication
 //! and rate limits read no body, so the order between them does not matter).
 //!
+//! Request decompression: tower-http's `RequestDecompressionLayer` decodes lazily, so the
+//! layer's length limit stops decoding at `max_request_body` (a compression bomb costs the limit
+//! plus one 4 KiB chunk; `mrtr-gateway`'s `tests/http_layers.rs` sends one). Give it
+//! `pass_through_unaccepted(true)`: encodings it cannot decode then reach `MrtrLayer`, which
+//! refuses them with 415 and a JSON-RPC error. It boxes every answer and wraps every request
+//! body, so a gateway that counts its per-request cost calls it only for requests that carry
+//! `Content-Encoding` (`mrtr-gateway`'s `middleware::DecompressRequestLayer` does).
+//!
 //! The repository's `examples/` holds this stack, runnable and tested against real backends:
 //! `axum_gateway.rs` (tracing with MCP fields, JWT authentication, a per-principal rate limit,
 //! `bind_principal`, a two-backend router), `hyper_proxy.rs` (the same without axum) and
