@@ -62,9 +62,9 @@ use axum::Router;
 use axum::body::Body;
 use governor::middleware::NoOpMiddleware;
 use http::{HeaderValue, Response, StatusCode, header};
-use mrtr_examples::auth::{JwtAuth, Subject};
+use mrtr_examples::auth::{self, JwtAuth, Subject};
 use mrtr_examples::forward::http_router;
-use mrtr_examples::observe::{RecordMcpHeadLayer, make_span};
+use mrtr_examples::observe::{RecordMcpHeadLayer, trace_layer};
 use mrtr_examples::{BoxError, cli, jsonrpc};
 use tower::ServiceBuilder;
 use tower_governor::governor::{GovernorConfig, GovernorConfigBuilder};
@@ -72,11 +72,9 @@ use tower_governor::key_extractor::KeyExtractor;
 use tower_governor::{GovernorError, GovernorLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 use tower_mrtr::MrtrLayer;
 use tower_mrtr::error::{INTERNAL_ERROR, INVALID_REQUEST};
-use tracing::Level;
 
 /// How long a client may take to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -99,22 +97,12 @@ pub fn rate_limit(burst: u32, replenish: Duration) -> RateLimit {
 pub fn app(settings: cli::Settings, rate_limit: RateLimit) -> Result<Router, String> {
     let mcp = ServiceBuilder::new()
         .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .layer(MrtrLayer::new(settings.keyring).bind_principal(|parts| {
-            parts
-                .extensions
-                .get::<Subject>()
-                .map(|subject| subject.as_str().to_owned())
-        }))
+        .layer(MrtrLayer::new(settings.keyring).bind_principal(auth::principal))
         .layer(RecordMcpHeadLayer)
         .service(http_router(&settings.backends)?);
     let outer = ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(make_span)
-                // One line per answer at info: status and latency, in the span's MCP fields.
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
-        )
+        .layer(trace_layer())
         .layer(ValidateRequestHeaderLayer::custom(
             JwtAuth::<Body>::hs256(&settings.jwt_secret.0, cli::AUDIENCE).map_err(|e| e.to_string())?,
         ))

@@ -38,20 +38,18 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use mrtr_examples::auth::{JwtAuth, Subject};
+use mrtr_examples::auth::{self, JwtAuth};
 use mrtr_examples::forward::http_router;
-use mrtr_examples::observe::{RecordMcpHeadLayer, make_span};
+use mrtr_examples::observe::{RecordMcpHeadLayer, trace_layer};
 use mrtr_examples::routing::RouterBody;
 use mrtr_examples::{BoxError, cli};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 use tower_mrtr::{MrtrLayer, ResponseBody};
 use tower_service::Service;
-use tracing::Level;
 
 /// How long a client may take to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -76,22 +74,12 @@ pub fn service(
     let router = http_router(&settings.backends)?;
     Ok(ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(make_span)
-                // One line per answer at info: status and latency, in the span's MCP fields.
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
-        )
+        .layer(trace_layer())
         .layer(ValidateRequestHeaderLayer::custom(
             JwtAuth::<RelayBody>::hs256(&settings.jwt_secret.0, cli::AUDIENCE).map_err(|e| e.to_string())?,
         ))
         .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .layer(MrtrLayer::new(settings.keyring).bind_principal(|parts| {
-            parts
-                .extensions
-                .get::<Subject>()
-                .map(|subject| subject.as_str().to_owned())
-        }))
+        .layer(MrtrLayer::new(settings.keyring).bind_principal(auth::principal))
         .layer(RecordMcpHeadLayer)
         .service(router))
 }

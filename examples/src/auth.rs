@@ -57,6 +57,20 @@ impl Subject {
     }
 }
 
+/// The principal `MrtrLayer::bind_principal` binds envelopes to: the request's [`Subject`].
+///
+/// ```
+/// # let keyring = tower_mrtr::Keyring::generate("k1").unwrap();
+/// let layer = tower_mrtr::MrtrLayer::new(keyring).bind_principal(mrtr_examples::auth::principal);
+/// # let _ = layer;
+/// ```
+pub fn principal(parts: &http::request::Parts) -> Option<String> {
+    parts
+        .extensions
+        .get::<Subject>()
+        .map(|subject| subject.as_str().to_owned())
+}
+
 /// The claims the examples put into and require from a token.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Claims {

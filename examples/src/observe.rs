@@ -3,7 +3,7 @@
 //!
 //! `TraceLayer` goes outermost, so that it sees every request and every answer, refusals
 //! included; but there the body has not been read, and the MCP method and target are not known.
-//! So the span is made with those fields empty ([`make_span`]) and filled in from inside the
+//! So the span is made with those fields empty ([`McpSpan`], in [`trace_layer`]) and filled in from inside the
 //! stack by [`RecordMcpHeadLayer`], stacked between `MrtrLayer` and the proxy: it reads the
 //! [`McpRequestHead`] the layer parsed (on a retry, after the envelope opened) and, when the
 //! answer comes back, the [`Route`] the proxy reported. Both run inside the span, which
@@ -18,9 +18,8 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response};
 //! use http_body_util::Full;
-//! use mrtr_examples::observe::{RecordMcpHeadLayer, make_span};
+//! use mrtr_examples::observe::{RecordMcpHeadLayer, trace_layer};
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use tower_http::trace::TraceLayer;
 //! use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -31,7 +30,7 @@
 //!     Ok::<_, std::convert::Infallible>(answer)
 //! });
 //! let stack = ServiceBuilder::new()
-//!     .layer(TraceLayer::new_for_http().make_span_with(make_span))
+//!     .layer(trace_layer())
 //!     .layer(MrtrLayer::new(Keyring::generate("k1").unwrap()))
 //!     .layer(RecordMcpHeadLayer)
 //!     .service(proxy);
@@ -51,15 +50,37 @@ use std::task::{Context, Poll};
 use futures_util::TryFutureExt;
 use futures_util::future::MapOk;
 use http::{Request, Response};
+use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::trace::{DefaultOnRequest, DefaultOnResponse, MakeSpan, TraceLayer};
 use tower_layer::Layer;
 use tower_mrtr::{McpRequestHead, Route};
 use tower_service::Service;
-use tracing::Span;
 use tracing::field::Empty;
+use tracing::{Level, Span};
 
-/// The span of one HTTP request, with the MCP fields declared and empty; a `MakeSpan` for
-/// `TraceLayer::make_span_with`.
-pub fn make_span<B>(request: &Request<B>) -> Span {
+/// tower-http's `TraceLayer` with [`McpSpan`] spans, and one info-level event per answer
+/// (status and latency, written in the span, so with its MCP fields).
+pub type McpTraceLayer =
+    TraceLayer<SharedClassifier<ServerErrorsAsFailures>, McpSpan, DefaultOnRequest, DefaultOnResponse>;
+
+/// The `TraceLayer` of the examples; see [`McpTraceLayer`].
+pub fn trace_layer() -> McpTraceLayer {
+    TraceLayer::new_for_http()
+        .make_span_with(McpSpan)
+        .on_response(DefaultOnResponse::new().level(Level::INFO))
+}
+
+/// Makes the span of one HTTP request, `mcp_request`, with the MCP fields declared and empty.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct McpSpan;
+
+impl<B> MakeSpan<B> for McpSpan {
+    fn make_span(&mut self, request: &Request<B>) -> Span {
+        mcp_span(request)
+    }
+}
+
+fn mcp_span<B>(request: &Request<B>) -> Span {
     tracing::info_span!(
         "mcp_request",
         http.request.method = %request.method(),
