@@ -9,7 +9,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use http::HeaderMap;
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
-use mrtr_gateway::{Backend, GatewayConfig, start};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway, start};
 use serde_json::{Value, json};
 use tower_mrtr::Keyring;
 
@@ -73,6 +73,14 @@ async fn post(
     (status, headers, message)
 }
 
+/// The gateway on an ephemeral loopback port, with a fresh key.
+async fn gateway(config: GatewayConfig) -> RunningGateway {
+    let keyring = Keyring::generate("k1").unwrap();
+    start(config, keyring, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn gzip_requests_are_inspected_and_relayed() {
     let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
@@ -85,13 +93,7 @@ async fn gzip_requests_are_inspected_and_relayed() {
         Backend::new("alpha", &alpha.url()).unwrap(),
         Backend::new("beta", &beta.url()).unwrap(),
     ]);
-    let gateway = start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let gateway = gateway(config).await;
     let url = gateway.url();
 
     let (status, _, first) = post(
@@ -139,13 +141,7 @@ async fn a_gzip_bomb_is_refused_at_the_body_limit() {
         .unwrap();
     let config = GatewayConfig::new(vec![Backend::new("alpha", &alpha.url()).unwrap()]);
     let limit = config.max_request_body;
-    let gateway = start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let gateway = gateway(config).await;
 
     // 16 times the limit once decoded, a few KiB on the wire.
     let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
@@ -198,13 +194,7 @@ async fn recording_backend() -> (String, Arc<Mutex<Vec<String>>>) {
 async fn a_request_id_travels_to_the_backend_and_back() {
     let (backend, seen) = recording_backend().await;
     let config = GatewayConfig::new(vec![Backend::new("only", &backend).unwrap()]);
-    let gateway = start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let gateway = gateway(config).await;
     let url = gateway.url();
 
     // The client's own id is kept.
