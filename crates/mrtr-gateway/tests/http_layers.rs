@@ -2,9 +2,12 @@
 //! request bodies are inspected and relayed, a gzip bomb is stopped at the body limit, and a
 //! request id travels from the client to the backend and back.
 
+mod common;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use common::{delete_branch, delete_branch_retry, mcp_post, message, rpc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use http::HeaderMap;
@@ -19,58 +22,26 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
-/// A 2026-07-28 `tools/call` body; `state` makes it a retry.
-fn tool_call(id: u64, name: &str, state: Option<&str>) -> Vec<u8> {
-    let mut params = json!({
-        "name": name,
-        "arguments": { "repo": "acme/api" },
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} }
-        }
-    });
-    if let Some(state) = state {
-        params["requestState"] = json!(state);
-        params["inputResponses"] =
-            json!({ "confirm_archive": { "action": "accept", "content": { "confirm": true } } });
-    }
-    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params })
-        .to_string()
-        .into_bytes()
-}
-
-/// POSTs `body` as a `tools/call` of `name` (gzip-encoded if asked); returns the status, the
-/// headers and the JSON-RPC message (from JSON or the last SSE event).
+/// POSTs a `tools/call` with `params` (gzip-encoded if asked); returns the status, the headers
+/// and the JSON-RPC message.
 async fn post(
     url: &str,
-    name: &str,
-    body: Vec<u8>,
+    id: u64,
+    params: Value,
     gzipped: bool,
     extra: &[(&str, &str)],
 ) -> (u16, HeaderMap, Value) {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name);
+    let mut request = mcp_post(&reqwest::Client::new(), url, id, "tools/call", params.clone());
     if gzipped {
-        request = request.header("content-encoding", "gzip");
+        let body = gzip(rpc(id, "tools/call", params).to_string().as_bytes());
+        request = request.header("content-encoding", "gzip").body(body);
     }
     for (header, value) in extra {
         request = request.header(*header, *value);
     }
-    let response = request.body(body).send().await.unwrap();
+    let response = request.send().await.unwrap();
     let (status, headers) = (response.status().as_u16(), response.headers().clone());
-    let text = response.text().await.unwrap();
-    let message = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .next_back()
-        .unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null));
-    (status, headers, message)
+    (status, headers, message(&response.text().await.unwrap()))
 }
 
 /// The gateway on an ephemeral loopback port, with a fresh key.
@@ -96,14 +67,8 @@ async fn gzip_requests_are_inspected_and_relayed() {
     let gateway = gateway(config).await;
     let url = gateway.url();
 
-    let (status, _, first) = post(
-        &url,
-        "archive_repo",
-        gzip(&tool_call(1, "archive_repo", None)),
-        true,
-        &[],
-    )
-    .await;
+    let name = "beta__delete_branch";
+    let (status, _, first) = post(&url, 1, delete_branch(name), true, &[]).await;
     assert_eq!(status, 200, "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
     assert!(state.starts_with("mrtr2."), "{first}");
@@ -113,14 +78,13 @@ async fn gzip_requests_are_inspected_and_relayed() {
     let middle = state.len() / 2;
     let flipped = if &state[middle..=middle] == "A" { "B" } else { "A" };
     let tampered = format!("{}{flipped}{}", &state[..middle], &state[middle + 1..]);
-    let body = gzip(&tool_call(2, "archive_repo", Some(&tampered)));
-    let (_, _, refused) = post(&url, "archive_repo", body, true, &[]).await;
+    let retry = delete_branch_retry(name, &tampered);
+    let (_, _, refused) = post(&url, 2, retry, true, &[]).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert_eq!(beta.requests(), before);
 
     // The genuine retry, gzip-encoded: opened, restored and pinned to beta.
-    let body = gzip(&tool_call(3, "archive_repo", Some(&state)));
-    let (_, _, done) = post(&url, "archive_repo", body, true, &[]).await;
+    let (_, _, done) = post(&url, 3, delete_branch_retry(name, &state), true, &[]).await;
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert!(
         done["result"]["content"][0]["text"]
@@ -156,8 +120,16 @@ async fn a_gzip_bomb_is_refused_at_the_body_limit() {
     let bomb = encoder.finish().unwrap();
     assert!(bomb.len() < limit / 16);
 
-    let (status, _, answer) = post(&gateway.url(), "x", bomb, true, &[]).await;
-    assert_eq!(status, 413);
+    let client = reqwest::Client::new();
+    let request = mcp_post(&client, &gateway.url(), 1, "tools/call", json!({ "name": "" }));
+    let response = request
+        .header("content-encoding", "gzip")
+        .body(bomb)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let answer = message(&response.text().await.unwrap());
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
     assert_eq!(alpha.requests(), 0, "nothing reached the backend");
 
@@ -198,19 +170,13 @@ async fn a_request_id_travels_to_the_backend_and_back() {
     let url = gateway.url();
 
     // The client's own id is kept.
-    let (status, headers, _) = post(
-        &url,
-        "t",
-        tool_call(1, "t", None),
-        false,
-        &[("x-request-id", "client-7")],
-    )
-    .await;
+    let call = || json!({ "name": "t" });
+    let (status, headers, _) = post(&url, 1, call(), false, &[("x-request-id", "client-7")]).await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-request-id"], "client-7");
 
     // Without one, the gateway makes one: the same at the backend and in the answer.
-    let (_, headers, _) = post(&url, "t", tool_call(2, "t", None), false, &[]).await;
+    let (_, headers, _) = post(&url, 2, call(), false, &[]).await;
     let made = headers["x-request-id"].to_str().unwrap().to_owned();
     assert_eq!(made.len(), 36, "a UUID: {made}");
     assert_eq!(*seen.lock().unwrap(), ["client-7".to_owned(), made]);
