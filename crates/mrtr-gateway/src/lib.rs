@@ -10,6 +10,10 @@
 //! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
 //!
+//! Around all of it, [`middleware::HttpLayer`] (sensitive headers, request ids, a trace span per
+//! request); between the guard and the legacy front, [`middleware::DecompressRequestLayer`]
+//! (gzip and deflate request bodies decoded, so that the layer can read them).
+//!
 //! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
 //! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
 //! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests.
@@ -43,6 +47,7 @@ use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tower::Layer as _;
 use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
 pub mod admin;
@@ -57,6 +62,7 @@ mod headers;
 pub mod health;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod middleware;
 pub mod origin;
 pub mod proxy;
 pub mod reload;
@@ -180,6 +186,9 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
     }
     let mcp = legacy::DualEra::new(mcp, front);
     // ---- end of the legacy front
+    // Compressed request bodies decoded in front of both eras (nothing added without
+    // Content-Encoding); see `middleware`.
+    let mcp = middleware::DecompressRequestLayer.layer(mcp);
     let hosts = config.hosts.clone().unwrap_or_else(|| {
         if listen.ip().is_loopback() {
             HostPolicy::loopback()
@@ -195,6 +204,8 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
     Router::new()
         .route(MCP_PATH, any_service(mcp))
         .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
+        // Outermost: sensitive headers, request id, trace span (see `middleware`).
+        .layer(middleware::HttpLayer)
 }
 
 /// A running gateway.
