@@ -14,6 +14,10 @@
 //! 4. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
 //!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP (`forward`).
 //!
+//! Around all of it, [`middleware::HttpLayer`] (sensitive headers, request ids, a trace span per
+//! request), then [`middleware::DecompressRequestLayer`] (gzip and deflate request bodies
+//! decoded, so that the layer can read them).
+//!
 //! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
 //! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
 //! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests; GET,
@@ -66,6 +70,7 @@ pub mod health;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod logging;
+pub mod middleware;
 pub mod origin;
 pub mod proxy;
 pub mod relay;
@@ -77,6 +82,10 @@ pub mod tls;
 
 pub use backend::{Backend, BackendSpecError, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 pub use front::Gateway;
+
+/// What [`service`] returns: the [`Gateway`] inside request decompression and the outermost
+/// HTTP layers ([`middleware`]).
+pub type GatewayService = middleware::HttpService<middleware::DecompressRequest<Gateway>>;
 pub use headers::SUPPORTED_VERSIONS;
 pub use origin::{HostPolicy, OriginPolicy};
 pub use proxy::Proxy;
@@ -165,13 +174,13 @@ impl GatewayConfig {
     }
 }
 
-/// The gateway as one tower service ([`Gateway`]) serving [`MCP_PATH`]; `listen` chooses the
-/// default `Host` policy.
+/// The gateway as one tower service ([`Gateway`] inside [`middleware::HttpLayer`]) serving
+/// [`MCP_PATH`]; `listen` chooses the default `Host` policy.
 ///
 /// # Panics
 ///
 /// If `config.backends` is empty.
-pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Gateway {
+pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
     let proxy = Proxy::new(
         backends_with_defaults(config),
         config.catalog_ttl,
@@ -182,7 +191,12 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
 /// replaced while the gateway runs).
-fn service_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen: SocketAddr) -> Gateway {
+fn service_with(
+    config: &GatewayConfig,
+    keys: KeyringHandle,
+    proxy: Proxy,
+    listen: SocketAddr,
+) -> GatewayService {
     // One handle for the layer and the legacy front, so a keyring replacement reaches both.
     let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
@@ -222,12 +236,16 @@ fn service_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, liste
         origins: config.origins.clone(),
         hosts,
     };
-    Gateway::new(
+    let gateway = Gateway::new(
         guard,
         shed::LoadShed::new(config.max_in_flight),
         config.request_body_timeout,
         mcp,
-    )
+    );
+    // Compressed request bodies decoded before the front (nothing added without
+    // Content-Encoding), so that the layer reads them; outermost, sensitive headers, request id
+    // and trace span. See `middleware`.
+    middleware::HttpLayer.layer(middleware::DecompressRequestLayer.layer(gateway))
 }
 
 /// The configured backends, with the gateway's defaults where a backend has no setting of its
