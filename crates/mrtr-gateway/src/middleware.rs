@@ -2,7 +2,7 @@
 //! decompression in front of the MRTR layer.
 //!
 //! Two pieces, each a [`Layer`] with a nameable service type, so they wrap the gateway's
-//! services whatever serves them (axum's router today, a hand-written front tomorrow):
+//! services whatever serves them (the gateway's own front; an axum router would do as well):
 //!
 //! * [`HttpLayer`], outermost, around everything the gateway answers (refusals included):
 //!   1. `SetSensitiveRequestHeaders`: `Authorization`, `Proxy-Authorization` and `Cookie` are
@@ -16,7 +16,7 @@
 //!      "finished" events at debug level, server errors too (the proxy already warns about the
 //!      backend failures behind them). With debug logging off, a request pays a level check.
 //!   4. `PropagateRequestId`: the answer carries the same `x-request-id`.
-//! * [`DecompressRequestLayer`], right outside the MCP stack (MRTR layer and legacy front): a
+//! * [`DecompressRequestLayer`], inside [`HttpLayer`] and outside the gateway's front: a
 //!   request body with `Content-Encoding: gzip` or `deflate` is decoded on the fly, so the MRTR
 //!   layer reads and checks it instead of refusing it with 415. Decoded size is what counts
 //!   against the layer's `max_request_body`: the layer reads through a length limit, and the
