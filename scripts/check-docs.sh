@@ -52,10 +52,11 @@ need dash curl jq shellcheck
 
 WORK=$(mktemp -d)
 GATEWAY_PID=
-cleanup() {
+stop_gateway() {
     if [ -n "$GATEWAY_PID" ]; then kill "$GATEWAY_PID" 2>/dev/null || true; wait "$GATEWAY_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
+    GATEWAY_PID=
 }
+cleanup() { stop_gateway; rm -rf "$WORK"; }
 trap cleanup EXIT INT TERM
 
 # --- 1 and 2: every block, by its declared language --------------------------------------------
@@ -120,7 +121,8 @@ if [ "$first_lang" != sh ] || [ "$(cat "$WORK/blocks/$first")" != "target/releas
     fail "README.md:$first_line: the walkthrough must start with the block 'target/release/mrtr-gateway --demo'"
 fi
 
-"$bin_dir/mrtr-gateway" --demo --listen 127.0.0.1:0 >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
+# --drain-delay 0: SIGTERM at the end need not wait for a load balancer.
+"$bin_dir/mrtr-gateway" --demo --listen 127.0.0.1:0 --drain-delay 0 >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
 GATEWAY_PID=$!
 url=
 for _ in $(seq 1 200); do
@@ -231,4 +233,5 @@ for shell in dash bash; do
 done
 echo "$PROG: docs/gateway.md keys file and three-step rotation under dash and bash"
 
+stop_gateway
 echo "$PROG: all checks passed in $((SECONDS - started)) s"
