@@ -1,27 +1,60 @@
-//! Backends: a name (which is also the [`Route`] sealed into envelopes) and a Streamable HTTP URL.
+//! Backends: a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP URL,
+//! and per-backend settings: a response timeout, TLS, and static headers (credentials).
 //!
 //! ```
+//! use std::time::Duration;
 //! use mrtr_gateway::Backend;
 //!
 //! let backend: Backend = "github=http://127.0.0.1:9001/mcp".parse().unwrap();
 //! assert_eq!(backend.name(), "github");
 //! assert_eq!(backend.url().to_string(), "http://127.0.0.1:9001/mcp");
 //! assert!("git hub=http://x/mcp".parse::<Backend>().is_err());
-//! assert!("github=https://x/mcp".parse::<Backend>().is_err());
+//! assert!("github=ftp://x/mcp".parse::<Backend>().is_err());
+//!
+//! // Credentials are headers the backend receives; Debug shows their names, never their values.
+//! let backend = Backend::new("jira", "https://jira.example/mcp")
+//!     .unwrap()
+//!     .with_timeout(Duration::from_secs(5))
+//!     .with_header("authorization".parse().unwrap(), "Bearer s3cret".parse().unwrap());
+//! let debug = format!("{backend:?}");
+//! assert!(debug.contains("authorization") && !debug.contains("s3cret"), "{debug}");
 //! ```
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
-use http::{HeaderValue, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use rustls::ClientConfig;
 use tower_mrtr::Route;
 
+use crate::health::BackendHealth;
+
 /// One backend MCP server the gateway forwards to.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Backend {
     route: Route,
     url: Uri,
     host: HeaderValue,
+    timeout: Option<Duration>,
+    tls: Option<Arc<ClientConfig>>,
+    headers: HeaderMap,
+    health: Arc<BackendHealth>,
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values are credentials: only their names are shown.
+        let headers: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
+        f.debug_struct("Backend")
+            .field("name", &self.name())
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .field("custom_tls", &self.tls.is_some())
+            .field("headers", &headers)
+            .finish()
+    }
 }
 
 /// Why a `NAME=URL` backend specification was refused.
@@ -38,7 +71,7 @@ impl std::error::Error for BackendSpecError {}
 
 impl Backend {
     /// A backend named `name` (ASCII letters, digits, `-` and `_`, at most 64 bytes, no `__`)
-    /// at `url` (`http://host:port/path`).
+    /// at `url` (`http://host:port/path` or `https://…`).
     pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
         let valid_name = !name.is_empty()
             && name.len() <= 64
@@ -55,9 +88,9 @@ impl Backend {
         let url: Uri = url
             .parse()
             .map_err(|e| BackendSpecError(format!("invalid URL for backend {name:?}: {e}")))?;
-        if url.scheme_str() != Some("http") {
+        if !matches!(url.scheme_str(), Some("http" | "https")) {
             return Err(BackendSpecError(format!(
-                "backend {name:?}: only http:// URLs are supported (terminate TLS in a sidecar)"
+                "backend {name:?}: the URL must start with http:// or https://"
             )));
         }
         let authority = url
@@ -69,7 +102,54 @@ impl Backend {
             route: Route::new(name),
             url,
             host,
+            timeout: None,
+            tls: None,
+            headers: HeaderMap::new(),
+            health: Arc::default(),
         })
+    }
+
+    /// Waits at most `timeout` for this backend's response head (instead of the gateway's
+    /// default).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Connects to this backend with `tls` (its own CA, a client certificate) instead of the
+    /// system's roots. See [`crate::tls::BackendTls`].
+    pub fn with_tls(mut self, tls: Arc<ClientConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sends `name: value` with every request to this backend, replacing any client value of
+    /// that header (credentials such as `Authorization: Bearer …`). The value is marked
+    /// sensitive, so HTTP/2 never indexes it, and it never appears in `Debug` output.
+    pub fn with_header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.headers.append(name, value);
+        self
+    }
+
+    /// This backend's own response timeout, if it has one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// This backend's own TLS client configuration, if it has one.
+    pub fn tls(&self) -> Option<&Arc<ClientConfig>> {
+        self.tls.as_ref()
+    }
+
+    /// This backend's health, shared by every clone (see [`crate::health`]).
+    pub fn health(&self) -> &BackendHealth {
+        &self.health
+    }
+
+    /// The static headers sent to this backend.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
     }
 
     /// The backend's name.

@@ -44,24 +44,26 @@ pub fn instructions(url: &str) -> String {
 mrtr-gateway demo: MCP endpoint {url}
   backends: alpha (JSON answers), beta (SSE answers), both built with rmcp
 
-Try it with any MCP 2026-07-28 client, or with curl:
+Try it with any MCP 2026-07-28 client, or with curl and jq (any POSIX shell):
 
-  H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28')
+  mcp() {{ curl -s {url} -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H 'MCP-Protocol-Version: 2026-07-28' "$@" | sed -n 's/^data: //; /^{{/p'; }}
   META='"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}'
 
   # the merged tool list (shared names are prefixed: alpha__deploy, beta__deploy, ...)
-  curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/list' \
-    -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{'"$META"'}}}}'
+  mcp -H 'Mcp-Method: tools/list' \
+    -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{'"$META"'}}}}' | jq -c '[.result.tools[].name]'
 
   # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr2....")
-  curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
+  mcp -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
     -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},'"$META"'}}}}' \
-    | sed -n 's/^data: //; /^{{/p' | tee round1.json
+    | tee round1.json | jq .
 
-  # round 2: answer and echo the sealed state; the gateway sends it back to beta
+  # round 2: answer and echo the sealed state, with the same arguments; the gateway sends it back to beta
   STATE=$(jq -r .result.requestState round1.json)
-  curl -s {url} "${{H[@]}}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
-    -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},"inputResponses":{{"confirm_delete":{{"action":"accept","content":{{"confirm":true}}}}}},"requestState":"'"$STATE"'",'"$META"'}}}}'
+  mcp -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
+    -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},"inputResponses":{{"confirm_delete":{{"action":"accept","content":{{"confirm":true}}}}}},"requestState":"'"$STATE"'",'"$META"'}}}}' \
+    | jq -c .result
 
 More in docs/gateway.md ("Walkthrough"). Stop with Ctrl-C.
 "#

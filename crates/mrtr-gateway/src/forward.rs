@@ -1,4 +1,5 @@
-//! Forwarding one request to one backend over HTTP/1.1, as a well-mannered MCP client would.
+//! Forwarding one request to one backend over HTTP/1.1 or HTTP/2 (negotiated over TLS), as a
+//! well-mannered MCP client would.
 //!
 //! Toward the backend the gateway:
 //!
@@ -9,17 +10,23 @@
 //!   `Mcp-Session-Id` and `Last-Event-ID` (not part of 2026-07-28), and the client's credentials
 //!   (`Authorization`, `Cookie`): MCP forbids passing a client's token through to another server;
 //! * keeps everything else, notably `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
-//!   `Mcp-Param-*`, `Accept`, `Content-Type` and trace context.
+//!   `Mcp-Param-*`, `Accept`, `Content-Type` and trace context;
+//! * adds the backend's own static headers ([`Backend::with_header`], its credentials).
+//!
+//! Each backend has its own connection pool, because each may have its own TLS settings.
 //!
 //! Answers stream back untouched except for hop-by-hop headers and `Mcp-Session-Id`.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -27,6 +34,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::backend::Backend;
+use crate::telemetry;
 
 /// Headers never forwarded toward a backend (besides those `Connection` lists).
 const REQUEST_DROP: &[&str] = &[
@@ -65,10 +73,12 @@ const RESPONSE_DROP: &[&str] = &[
 /// Largest backend answer the gateway buffers when it has to merge answers (lists, discover).
 pub(crate) const MAX_MERGED_ANSWER: usize = 8 * 1024 * 1024;
 
-/// The HTTP client toward backends.
+type BackendClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The HTTP clients toward backends, one per backend name.
 #[derive(Clone, Debug)]
 pub(crate) struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    clients: Arc<HashMap<String, BackendClient>>,
     response_timeout: Duration,
 }
 
@@ -91,15 +101,13 @@ impl std::fmt::Display for ForwardError {
 }
 
 impl Forwarder {
-    pub(crate) fn new(response_timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+        let clients = backends
+            .iter()
+            .map(|backend| (backend.name().to_owned(), client_for(backend)))
+            .collect();
         Self {
-            client,
+            clients: Arc::new(clients),
             response_timeout,
         }
     }
@@ -118,11 +126,26 @@ impl Forwarder {
         let headers = request.headers_mut();
         copy_headers(client_headers, headers, REQUEST_DROP);
         headers.insert(header::HOST, backend.host().clone());
+        for name in backend.headers().keys() {
+            headers.remove(name);
+        }
+        for (name, value) in backend.headers() {
+            headers.append(name, value.clone());
+        }
 
-        let response = tokio::time::timeout(self.response_timeout, self.client.request(request))
-            .await
-            .map_err(|_| ForwardError::Timeout)?
-            .map_err(|e| ForwardError::Unreachable(error_chain(&e)))?;
+        let client = self
+            .clients
+            .get(backend.name())
+            .cloned()
+            .unwrap_or_else(|| client_for(backend));
+        let timeout = backend.timeout().unwrap_or(self.response_timeout);
+        let started = Instant::now();
+        let outcome = match tokio::time::timeout(timeout, client.request(request)).await {
+            Err(_) => Err(ForwardError::Timeout),
+            Ok(result) => result.map_err(|e| ForwardError::Unreachable(error_chain(&e))),
+        };
+        telemetry::backend_request(backend.name(), client_headers, &outcome, started.elapsed());
+        let response = outcome?;
         let (mut parts, body) = response.into_parts();
         let mut headers = HeaderMap::with_capacity(parts.headers.len());
         copy_headers(&parts.headers, &mut headers, RESPONSE_DROP);
@@ -172,10 +195,29 @@ impl Forwarder {
                 Some(Bytes::from(buffer))
             })
         };
-        let message = tokio::time::timeout(self.response_timeout, read)
+        let timeout = backend.timeout().unwrap_or(self.response_timeout);
+        let message = tokio::time::timeout(timeout, read)
             .await
             .map_err(|_| ForwardError::Timeout)??;
         Ok(Answer { status, message })
+    }
+
+    /// [`Self::exchange`] for a catalog or discovery request: the outcome is also the backend's
+    /// health (see [`crate::health`]).
+    pub(crate) async fn exchange_recorded(
+        &self,
+        backend: &Backend,
+        client_headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, ForwardError> {
+        let outcome = self.exchange(backend, client_headers, body).await;
+        let health = match &outcome {
+            Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
+            Ok(answer) => Err(format!("no JSON-RPC response (HTTP {})", answer.status)),
+            Err(error) => Err(error.to_string()),
+        };
+        backend.health().record(backend.name(), health);
+        outcome
     }
 }
 
@@ -255,6 +297,30 @@ fn complete_events(stream: &[u8]) -> usize {
         .flatten()
         .max()
         .unwrap_or(0)
+}
+
+/// A pooled client for `backend`: plain HTTP, or TLS with the backend's own configuration (else
+/// the system's roots).
+fn client_for(backend: &Backend) -> BackendClient {
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(Duration::from_secs(5)));
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let tls = backend.tls().cloned().unwrap_or_else(|| {
+        crate::tls::BackendTls::default()
+            .client_config()
+            .unwrap_or_else(|error| {
+                // Checked at start-up for https:// backends; this keeps plain-HTTP backends
+                // working on a machine without a trust store.
+                if backend.url().scheme_str() == Some("https") {
+                    tracing::error!(backend = backend.name(), %error, "no TLS roots: HTTPS to this backend will fail");
+                }
+                crate::tls::empty_roots_config()
+            })
+    });
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(crate::tls::connector(tls, http))
 }
 
 fn copy_headers(from: &HeaderMap, to: &mut HeaderMap, drop: &[&str]) {

@@ -34,6 +34,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use axum::Router;
@@ -44,16 +45,24 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
+pub mod admin;
 mod backend;
 pub mod catalog;
 pub mod cli;
+pub mod config_file;
 pub mod demo;
+pub mod drain;
 mod forward;
 mod headers;
+pub mod health;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod origin;
 pub mod proxy;
+pub mod reload;
+mod server;
+pub mod telemetry;
+pub mod tls;
 
 pub use backend::{Backend, BackendSpecError};
 pub use headers::SUPPORTED_VERSIONS;
@@ -86,13 +95,24 @@ pub struct GatewayConfig {
     pub max_request_body: usize,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
     pub clock: Option<Arc<dyn Clock>>,
+    /// TLS on the MCP listener; `None` for plain HTTP.
+    pub listener_tls: Option<Arc<tls::ListenerTls>>,
+    /// How the gateway drains on [`RunningGateway::drain`] (SIGTERM).
+    pub drain: drain::DrainConfig,
+    /// Which backends must be up for `/readyz` to say ready.
+    pub ready_rule: health::ReadyRule,
+    /// How often every backend is sent a `server/discover` health probe; `None` (the default
+    /// here; the binary probes every 10 s) sends none, and backends are judged by the catalog
+    /// and discovery requests clients cause.
+    pub health_interval: Option<Duration>,
     /// How clients of the `initialize` era are served.
     pub legacy: legacy::LegacyConfig,
 }
 
 impl GatewayConfig {
     /// Defaults: no principal binding, loopback origins, catalog TTL 30 s, envelope TTL 10 min,
-    /// backend timeout 60 s, request bodies up to 2 MiB.
+    /// backend timeout 60 s, request bodies up to 2 MiB, plain HTTP, drain delay 5 s and timeout
+    /// 30 s, ready when any backend is up, no health probes.
     pub fn new(backends: Vec<Backend>) -> Self {
         Self {
             backends,
@@ -104,6 +124,10 @@ impl GatewayConfig {
             backend_timeout: Duration::from_secs(60),
             max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
             clock: None,
+            listener_tls: None,
+            drain: drain::DrainConfig::default(),
+            ready_rule: health::ReadyRule::default(),
+            health_interval: None,
             legacy: legacy::LegacyConfig::default(),
         }
     }
@@ -120,8 +144,13 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
         config.catalog_ttl,
         config.backend_timeout,
     );
+    router_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
+}
+
+/// [`router`] over an existing proxy, reading the keyring through `keys` (so that it can be
+/// replaced while the gateway runs).
+fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen: SocketAddr) -> Router {
     // One handle for the layer and the legacy front, so a keyring replacement reaches both.
-    let keys = KeyringHandle::from_shared(keyring);
     let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
@@ -137,7 +166,10 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
                 .map(str::to_owned)
         });
     }
-    let mcp = tower::ServiceBuilder::new().layer(layer).service(proxy);
+    let mcp = tower::ServiceBuilder::new()
+        .layer(telemetry::RequestMetricsLayer)
+        .layer(layer)
+        .service(proxy);
     // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
     // the `initialize` era served here. It also answers the 405s `post_service` gave before.
     let mut front = legacy::Front::new(config.legacy.clone(), keys)
@@ -169,8 +201,15 @@ pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr)
 #[derive(Debug)]
 pub struct RunningGateway {
     addr: SocketAddr,
+    tls: bool,
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
+    probe: Option<JoinHandle<()>>,
+    keys: KeyringHandle,
+    lifecycle: drain::Lifecycle,
+    accepting: Arc<AtomicBool>,
+    backends: Vec<Backend>,
+    ready_rule: health::ReadyRule,
 }
 
 impl RunningGateway {
@@ -179,32 +218,77 @@ impl RunningGateway {
         self.addr
     }
 
-    /// `http://{addr}/mcp`.
+    /// `http://{addr}/mcp` (`https://` with listener TLS).
     pub fn url(&self) -> String {
-        format!("http://{}{MCP_PATH}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{MCP_PATH}", self.addr)
     }
 
-    /// Stops accepting connections, lets in-flight requests finish, and waits.
+    /// The keyring in use; [`KeyringHandle::store`] replaces it for new requests.
+    pub fn keys(&self) -> &KeyringHandle {
+        &self.keys
+    }
+
+    /// Whether the gateway drains (see [`drain`]).
+    pub fn lifecycle(&self) -> &drain::Lifecycle {
+        &self.lifecycle
+    }
+
+    /// The configured backends, with their health.
+    pub fn backends(&self) -> &[Backend] {
+        &self.backends
+    }
+
+    /// Which backends must be up for the gateway to be ready.
+    pub fn ready_rule(&self) -> health::ReadyRule {
+        self.ready_rule
+    }
+
+    /// Stops accepting connections at once, lets in-flight requests finish (within the drain
+    /// timeout), and waits.
     pub async fn shutdown(self) -> io::Result<()> {
         let _ = self.stop.send(true);
+        self.lifecycle.begin_drain();
+        self.wait().await
+    }
+
+    /// Drains as on SIGTERM ([`drain`]): not ready at once, `Connection: close` on answers,
+    /// stops accepting after the drain delay, and waits for open requests up to the drain
+    /// timeout.
+    pub async fn drain(self) -> io::Result<()> {
+        self.lifecycle.begin_drain();
         self.wait().await
     }
 
     /// Waits until the server stops.
     pub async fn wait(self) -> io::Result<()> {
-        self.task.await.map_err(io::Error::other)?
+        let served = self.task.await.map_err(io::Error::other);
+        if let Some(probe) = self.probe {
+            probe.abort();
+        }
+        served?
     }
 }
 
 /// Binds `addr` and serves the gateway until [`RunningGateway::shutdown`].
 pub async fn start(config: GatewayConfig, keyring: Keyring, addr: SocketAddr) -> io::Result<RunningGateway> {
-    start_shared(config, Arc::new(keyring), addr).await
+    start_with_keys(config, KeyringHandle::new(keyring), addr).await
 }
 
 /// [`start`] with a keyring shared with other gateways (tests, embedding).
 pub async fn start_shared(
     config: GatewayConfig,
     keyring: Arc<Keyring>,
+    addr: SocketAddr,
+) -> io::Result<RunningGateway> {
+    start_with_keys(config, KeyringHandle::from_shared(keyring), addr).await
+}
+
+/// [`start`] reading the keyring through `keys`, which can be replaced while the gateway runs
+/// (see [`reload`]).
+pub async fn start_with_keys(
+    config: GatewayConfig,
+    keys: KeyringHandle,
     addr: SocketAddr,
 ) -> io::Result<RunningGateway> {
     if config.backends.is_empty() {
@@ -215,14 +299,36 @@ pub async fn start_shared(
     }
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let app = router(&config, keyring, addr);
-    let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
-    Ok(RunningGateway { addr, stop, task })
+    let proxy = Proxy::new(
+        config.backends.clone(),
+        config.catalog_ttl,
+        config.backend_timeout,
+    );
+    let probe = config
+        .health_interval
+        .map(|interval| tokio::spawn(health::probe(proxy.clone(), interval)));
+    let app = router_with(&config, keys.clone(), proxy, addr);
+    let (stop, stopped) = watch::channel(false);
+    let lifecycle = drain::Lifecycle::new();
+    let accepting = Arc::new(AtomicBool::new(true));
+    let server = server::Server {
+        listener,
+        service: app,
+        tls: config.listener_tls.clone(),
+        drain: Some((lifecycle.clone(), config.drain)),
+        stop: stopped,
+        accepting: accepting.clone(),
+    };
+    Ok(RunningGateway {
+        addr,
+        tls: config.listener_tls.is_some(),
+        stop,
+        task: tokio::spawn(server.run()),
+        probe,
+        keys,
+        lifecycle,
+        accepting,
+        backends: config.backends,
+        ready_rule: config.ready_rule,
+    })
 }

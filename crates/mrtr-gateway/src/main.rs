@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mrtr_gateway::cli::{self, Command};
-use mrtr_gateway::{demo, start_shared};
+use mrtr_gateway::cli::{self, Command, Keys};
+use mrtr_gateway::{admin, demo, reload, start_with_keys, telemetry};
 use tower_mrtr::Keyring;
 
 #[tokio::main]
@@ -55,15 +55,15 @@ async fn main() -> ExitCode {
             }
         }
     }
-    let keyring = match settings.keyring {
-        Some(keyring) => keyring,
+    let keys = match settings.keys {
+        Some(keys) => keys,
         None => match Keyring::generate("demo") {
             Ok(keyring) => {
                 eprintln!(
                     "WARNING: demo mode with an ephemeral key: envelopes die with this process and no other \
                      replica can open them. Set MRTR_KEYS for anything else."
                 );
-                keyring
+                Keys::Fixed(keyring.into())
             }
             Err(error) => {
                 eprintln!("mrtr-gateway: cannot generate a key: {error}");
@@ -71,19 +71,55 @@ async fn main() -> ExitCode {
             }
         },
     };
+    // The recorder goes in before anything is counted.
+    let prometheus = match settings.admin_listen {
+        None => None,
+        Some(_) => match admin::install_prometheus_recorder() {
+            Ok(handle) => Some(handle),
+            Err(error) => {
+                eprintln!("mrtr-gateway: cannot set up metrics: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let handle = keys.handle();
+    telemetry::keyring_in_use(&handle.load());
     let names: Vec<String> = config
         .backends
         .iter()
         .map(|b| format!("{}={}", b.name(), b.url()))
         .collect();
-    let gateway = match start_shared(config, Arc::new(keyring), settings.listen).await {
+    let certs = config
+        .listener_tls
+        .clone()
+        .map(|tls| Arc::new(reload::CertFiles::new(tls)));
+    let gateway = match start_with_keys(config, handle, settings.listen).await {
         Ok(gateway) => gateway,
         Err(error) => {
             eprintln!("mrtr-gateway: cannot listen on {}: {error}", settings.listen);
             return ExitCode::FAILURE;
         }
     };
-    // Scripts and tests wait for this line (and read the port from it).
+    // Always watched, also without files: SIGHUP's default action would end the process.
+    let keys_file = match &keys {
+        Keys::File(file) => Some(file.clone()),
+        Keys::Fixed(_) => None,
+    };
+    let watcher = tokio::spawn(reload::watch(keys_file, certs, settings.reload_interval));
+    let admin = match settings.admin_listen {
+        None => None,
+        Some(addr) => match admin::start(admin::AdminState::new(&gateway, prometheus), addr).await {
+            Ok(admin) => Some(admin),
+            Err(error) => {
+                eprintln!("mrtr-gateway: cannot listen on {addr} (admin): {error}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    // Scripts and tests wait for these lines (and read the ports from them).
+    if let Some(admin) = &admin {
+        println!("mrtr-gateway admin listening on http://{}", admin.addr());
+    }
     println!("mrtr-gateway listening on {}", gateway.url());
     tracing::info!(backends = ?names, "gateway started");
     if settings.demo {
@@ -92,10 +128,17 @@ async fn main() -> ExitCode {
 
     stop_signal().await;
     tracing::info!("shutting down");
-    let _ = gateway.shutdown().await;
+    if let Err(error) = gateway.drain().await {
+        tracing::warn!(%error, "the listener ended with an error");
+    }
+    watcher.abort();
+    if let Some(admin) = admin {
+        let _ = admin.shutdown().await;
+    }
     for server in demo_servers {
         let _ = server.shutdown().await;
     }
+    tracing::info!("drained; exiting");
     ExitCode::SUCCESS
 }
 

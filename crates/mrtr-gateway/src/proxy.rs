@@ -76,10 +76,11 @@ impl Proxy {
     pub fn new(backends: Vec<Backend>, catalog_ttl: Duration, response_timeout: Duration) -> Self {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
+        let forwarder = Forwarder::new(&backends, response_timeout);
         Self {
             inner: Arc::new(Inner {
                 backends,
-                forwarder: Forwarder::new(response_timeout),
+                forwarder,
                 catalog: Catalog::new(names, catalog_ttl),
                 server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
             }),
@@ -89,6 +90,11 @@ impl Proxy {
     /// The configured backends.
     pub fn backends(&self) -> &[Backend] {
         &self.inner.backends
+    }
+
+    /// The HTTP clients toward the backends (for the health probe).
+    pub(crate) fn forwarder(&self) -> &Forwarder {
+        &self.inner.forwarder
     }
 }
 
@@ -425,11 +431,10 @@ impl Inner {
     /// `server/discover` with several backends.
     async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let answers = join_all(
-            self.backends
-                .iter()
-                .map(|backend| self.forwarder.exchange(backend, &parts.headers, body.clone())),
-        )
+        let answers = join_all(self.backends.iter().map(|backend| {
+            self.forwarder
+                .exchange_recorded(backend, &parts.headers, body.clone())
+        }))
         .await;
         let mut results = Vec::new();
         let mut failures = Vec::new();
@@ -496,7 +501,7 @@ impl Inner {
         for _ in 0..MAX_PAGES {
             let answer = self
                 .forwarder
-                .exchange(backend, headers, body.clone())
+                .exchange_recorded(backend, headers, body.clone())
                 .await
                 .map_err(Failure::Unavailable)?;
             let Some(result) = answer.result().map(ToOwned::to_owned) else {

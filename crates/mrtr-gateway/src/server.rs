@@ -1,0 +1,273 @@
+//! The accept loop: serves a tower HTTP service over HTTP/1.1 and HTTP/2 (plain, or TLS with a
+//! [`ListenerTls`] whose certificate can be replaced while running), and drains as
+//! [`crate::drain`] describes.
+//!
+//! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
+//! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONNECTION, HeaderValue};
+use http::{Request, Response, Version};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tower_mrtr::BoxError;
+use tower_service::Service;
+
+use crate::drain::{DrainConfig, Lifecycle};
+use crate::tls::ListenerTls;
+
+/// Longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the accept loop serves and how it stops.
+pub(crate) struct Server<S> {
+    pub(crate) listener: TcpListener,
+    pub(crate) service: S,
+    pub(crate) tls: Option<Arc<ListenerTls>>,
+    /// `None`: no drain (the admin listener), stop at once when `stop` fires.
+    pub(crate) drain: Option<(Lifecycle, DrainConfig)>,
+    /// Fires for a shutdown without the drain delay ([`crate::RunningGateway::shutdown`]).
+    pub(crate) stop: watch::Receiver<bool>,
+    /// True while the listener accepts connections.
+    pub(crate) accepting: Arc<AtomicBool>,
+}
+
+impl<S, B> Server<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    /// Accepts until stopped or drained, then lets the open connections finish (within the
+    /// drain timeout, if any).
+    pub(crate) async fn run(self) -> io::Result<()> {
+        let Self {
+            listener,
+            service,
+            tls,
+            drain,
+            stop,
+            accepting,
+        } = self;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        builder.http2().timer(TokioTimer::new());
+        let builder = Arc::new(builder);
+        let graceful = GracefulShutdown::new();
+
+        // When to stop accepting, and the deadline for what is still open then.
+        let stop_requested = |mut stop: watch::Receiver<bool>| async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let stop_accepting = async {
+            match &drain {
+                None => {
+                    stop_requested(stop.clone()).await;
+                    None
+                }
+                Some((lifecycle, config)) => {
+                    tokio::select! {
+                        biased;
+                        () = stop_requested(stop.clone()) => {}
+                        () = lifecycle.drain_started() => {}
+                    }
+                    let started = Instant::now();
+                    // A stop request cuts the delay short (`RunningGateway::shutdown`).
+                    tokio::select! {
+                        biased;
+                        () = stop_requested(stop.clone()) => {}
+                        () = tokio::time::sleep(config.delay) => {}
+                    }
+                    Some(started + config.timeout)
+                }
+            }
+        };
+        tokio::pin!(stop_accepting);
+        let deadline = loop {
+            tokio::select! {
+                deadline = &mut stop_accepting => break deadline,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => {
+                        let _ = stream.set_nodelay(true);
+                        let lifecycle = drain.as_ref().map(|(l, _)| l.clone());
+                        let connection = Connection {
+                            builder: builder.clone(),
+                            service: service.clone(),
+                            lifecycle,
+                            watcher: graceful.watcher(),
+                        };
+                        match &tls {
+                            None => {
+                                tokio::spawn(connection.serve(stream));
+                            }
+                            Some(tls) => {
+                                let acceptor = tls.acceptor();
+                                tokio::spawn(async move {
+                                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                        Ok(Ok(stream)) => connection.serve(stream).await,
+                                        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                                    }
+                                });
+                            }
+                        }
+                    }
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        };
+        accepting.store(false, Ordering::SeqCst);
+        drop(listener);
+        let open = graceful.count();
+        if open > 0 && drain.is_some() {
+            tracing::info!(open, "listener closed; waiting for open connections");
+        }
+        match deadline {
+            None => graceful.shutdown().await,
+            Some(deadline) => {
+                if tokio::time::timeout_at(deadline, graceful.shutdown())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("drain timeout reached; dropping the connections still open");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One accepted connection.
+struct Connection<S> {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    service: S,
+    lifecycle: Option<Lifecycle>,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl<S, B> Connection<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    async fn serve<I>(self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Self {
+            builder,
+            service,
+            lifecycle,
+            watcher,
+        } = self;
+        let counted = lifecycle.is_some();
+        let service = TowerToHyperService::new(CloseWhenDraining {
+            inner: service,
+            lifecycle,
+        });
+        if counted {
+            crate::telemetry::connection(1.0);
+        }
+        let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
+        if let Err(error) = watcher.watch(connection).await {
+            tracing::debug!(%error, "connection ended with an error");
+        }
+        if counted {
+            crate::telemetry::connection(-1.0);
+        }
+    }
+}
+
+/// While the gateway drains, adds `Connection: close` to every HTTP/1.1 answer: the client
+/// reconnects (to another replica) instead of writing its next request onto a connection this
+/// replica is about to close.
+#[derive(Clone)]
+struct CloseWhenDraining<S> {
+    inner: S,
+    lifecycle: Option<Lifecycle>,
+}
+
+impl<S, B> Service<Request<Incoming>> for CloseWhenDraining<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = CloseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        CloseFuture {
+            lifecycle: self
+                .lifecycle
+                .clone()
+                .filter(|_| request.version() < Version::HTTP_2),
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`CloseWhenDraining`].
+    struct CloseFuture<F> {
+        #[pin]
+        inner: F,
+        // `None` for HTTP/2 (no `Connection` header there) and for listeners that do not drain.
+        lifecycle: Option<Lifecycle>,
+    }
+}
+
+impl<F, B, E> Future for CloseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut output = ready!(this.inner.poll(cx));
+        // Checked when the answer is ready, so requests in flight at SIGTERM close too.
+        if let (Ok(response), Some(lifecycle)) = (&mut output, this.lifecycle.as_ref())
+            && lifecycle.is_draining()
+        {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        Poll::Ready(output)
+    }
+}
