@@ -21,7 +21,6 @@ use libfuzzer_sys::fuzz_target;
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose};
 use tower_mrtr_fuzz::MARKERS;
 use tower_mrtr_fuzz::backend::{self, NEW_STATE, NEW_TASK, Style};
-use tower_mrtr_fuzz::lenient::raw_members;
 use tower_mrtr_fuzz::mint::mints;
 use tower_mrtr_fuzz::oracle::{self, Binds};
 use tower_mrtr_fuzz::relay::{Step, StepBody, exchange, relay_layer, with_principal};
@@ -107,28 +106,12 @@ fuzz_target!(|data: &[u8]| {
     // Every envelope handed out opens for this request to what the backend sent.
     let seen = &out.seen[0];
     let principal = binds.principal_of(&seen.headers);
-    let text = String::from_utf8_lossy(&seen.body);
-    let top = raw_members(&text).unwrap_or_default();
-    let member = |members: &[(String, &serde_json::value::RawValue)], name: &str| {
-        members
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.get().to_owned())
-    };
-    let method: Option<String> = member(&top, "method").and_then(|m| serde_json::from_str(&m).ok());
-    let params = member(&top, "params").unwrap_or_default();
-    let params = raw_members(&params).unwrap_or_default();
-    let key = if method.as_deref() == Some("resources/read") {
-        "uri"
-    } else {
-        "name"
-    };
-    let target: Option<String> = member(&params, key).and_then(|t| serde_json::from_str(&t).ok());
-    let arguments = member(&params, "arguments");
-    let mut binding = Binding::new(method.as_deref().unwrap_or(""), target.as_deref(), principal);
+    let fields = oracle::request_fields(&seen.body);
+    let method = fields.method.as_deref().unwrap_or("");
+    let mut binding = Binding::new(method, fields.target.as_deref(), principal);
     if binds.arguments
-        && matches!(method.as_deref(), Some("tools/call" | "prompts/get"))
-        && let Ok(digest) = ArgumentsDigest::of(arguments.as_deref())
+        && matches!(method, "tools/call" | "prompts/get")
+        && let Ok(digest) = ArgumentsDigest::of(fields.arguments.as_deref())
     {
         binding = binding.with_arguments(digest);
     }

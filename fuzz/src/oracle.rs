@@ -169,6 +169,42 @@ fn check_states(seen: &Seen, message: &Node, binds: Binds) {
     }
 }
 
+/// What a strict reader finds in a request body: what the relay binds an envelope to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RequestFields {
+    /// `method`.
+    pub method: Option<String>,
+    /// `params.uri` for `resources/read`, `params.name` otherwise.
+    pub target: Option<String>,
+    /// `params.arguments`, raw.
+    pub arguments: Option<String>,
+}
+
+/// The [`RequestFields`] of a body (all `None` where it has none, or is no JSON object).
+pub fn request_fields(body: &[u8]) -> RequestFields {
+    let text = String::from_utf8_lossy(body);
+    let member = |members: &[(String, &serde_json::value::RawValue)], name: &str| {
+        members
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.get().to_owned())
+    };
+    let top = raw_members(&text).unwrap_or_default();
+    let method: Option<String> = member(&top, "method").and_then(|m| serde_json::from_str(&m).ok());
+    let params = member(&top, "params").unwrap_or_default();
+    let params = raw_members(&params).unwrap_or_default();
+    let key = if method.as_deref() == Some("resources/read") {
+        "uri"
+    } else {
+        "name"
+    };
+    RequestFields {
+        target: member(&params, key).and_then(|t| serde_json::from_str(&t).ok()),
+        arguments: member(&params, "arguments"),
+        method,
+    }
+}
+
 /// The request opened for a mint has the mint's method, target and (if bound) arguments.
 fn check_bound_request(
     body: &[u8],
@@ -177,25 +213,16 @@ fn check_bound_request(
     binds: Binds,
     digest: Option<ArgumentsDigest>,
 ) {
-    let text = std::str::from_utf8(body).expect("an opened request is UTF-8");
-    let top = raw_members(text).expect("an opened request is one object");
-    let member = |members: &[(String, &serde_json::value::RawValue)], name: &str| {
-        members
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.get().to_owned())
-    };
-    let sent_method: Option<String> = member(&top, "method").and_then(|m| serde_json::from_str(&m).ok());
-    assert_eq!(sent_method.as_deref(), Some(method), "opened for another method");
-    let params_text = member(&top, "params").expect("params");
-    let params = raw_members(&params_text).expect("params is an object");
-    let key = if method == "resources/read" { "uri" } else { "name" };
-    let sent_target: Option<String> = member(&params, key).and_then(|t| serde_json::from_str(&t).ok());
-    assert_eq!(sent_target.as_deref(), target, "opened for another target");
+    let fields = request_fields(body);
+    assert_eq!(
+        fields.method.as_deref(),
+        Some(method),
+        "opened for another method"
+    );
+    assert_eq!(fields.target.as_deref(), target, "opened for another target");
     if binds.arguments && digest.is_some() {
-        let arguments = member(&params, "arguments");
         assert_eq!(
-            ArgumentsDigest::of(arguments.as_deref()).ok(),
+            ArgumentsDigest::of(fields.arguments.as_deref()).ok(),
             digest,
             "opened with other arguments"
         );
