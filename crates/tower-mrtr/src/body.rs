@@ -1,10 +1,11 @@
 //! The request body the inner service receives and the response body the client receives.
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, header};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -261,6 +262,85 @@ where
             ResponseKind::Passthrough { body } => body.size_hint(),
             ResponseKind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
             ResponseKind::Sse { body } => body.size_hint(),
+        }
+    }
+}
+
+pin_project! {
+    /// Reads a whole body into one [`Bytes`], refusing more than `limit` bytes.
+    ///
+    /// A body that arrives in one frame (most MCP messages) is kept as that frame, with no copy
+    /// and no allocation; more frames are gathered into one buffer.
+    pub(crate) struct ReadBody<B> {
+        #[pin]
+        body: B,
+        limit: usize,
+        first: Option<Bytes>,
+        rest: BytesMut,
+        read: usize,
+    }
+}
+
+/// Why [`ReadBody`] stopped.
+#[derive(Debug)]
+pub(crate) enum ReadBodyError {
+    /// More than the limit.
+    TooLarge,
+    /// The body itself failed.
+    Body(BoxError),
+}
+
+impl<B> ReadBody<B> {
+    pub(crate) fn new(body: B, limit: usize) -> Self {
+        Self {
+            body,
+            limit,
+            first: None,
+            rest: BytesMut::new(),
+            read: 0,
+        }
+    }
+}
+
+impl<B> Future for ReadBody<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Output = Result<Bytes, ReadBodyError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let Some(frame) = ready!(this.body.as_mut().poll_frame(cx)) else {
+                let body = match this.first.take() {
+                    Some(first) => first,
+                    None => std::mem::take(this.rest).freeze(),
+                };
+                return Poll::Ready(Ok(body));
+            };
+            // Trailers carry nothing the layer reads; they are not forwarded with a buffered body.
+            let Ok(mut data) = frame.map_err(|e| ReadBodyError::Body(e.into()))?.into_data() else {
+                continue;
+            };
+            let len = data.remaining();
+            *this.read = this.read.saturating_add(len);
+            if *this.read > *this.limit {
+                return Poll::Ready(Err(ReadBodyError::TooLarge));
+            }
+            if len == 0 {
+                continue;
+            }
+            let chunk = data.copy_to_bytes(len);
+            if this.first.is_none() && this.rest.is_empty() {
+                *this.first = Some(chunk);
+            } else {
+                if let Some(first) = this.first.take() {
+                    this.rest.reserve(first.len() + chunk.len());
+                    this.rest.extend_from_slice(&first);
+                }
+                this.rest.extend_from_slice(&chunk);
+            }
         }
     }
 }

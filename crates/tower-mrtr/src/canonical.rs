@@ -89,7 +89,13 @@ impl std::error::Error for CanonicalError {}
 pub fn canonicalize(json: &str) -> Result<Vec<u8>, CanonicalError> {
     // Validated once by serde_json; the scanner below then walks text known to be one JSON value,
     // in a single pass (it still refuses, never panics, if that ever were not so).
-    serde_json::from_str::<&RawValue>(json).map_err(|_| CanonicalError::Syntax)?;
+    let raw: &RawValue = serde_json::from_str(json).map_err(|_| CanonicalError::Syntax)?;
+    canonicalize_value(raw)
+}
+
+/// [`canonicalize`] of a value serde_json has validated already.
+pub(crate) fn canonicalize_value(raw: &RawValue) -> Result<Vec<u8>, CanonicalError> {
+    let json = raw.get();
     let mut out = Vec::with_capacity(json.len());
     let mut scanner = Scanner { text: json, pos: 0 };
     scanner.value(0, &mut out)?;

@@ -51,9 +51,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::XNonce;
 use chacha20poly1305::aead::{Aead, Generate, Payload};
 
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{CanonicalError, canonicalize};
+use crate::canonical::{CanonicalError, canonicalize, canonicalize_value};
 use crate::keyring::Keyring;
 use crate::route::Route;
 
@@ -160,6 +161,14 @@ impl ArgumentsDigest {
         Ok(Self(Sha256::digest(&canonical).into()))
     }
 
+    /// [`ArgumentsDigest::of`] of a value the layer has parsed (and so validated) already.
+    pub(crate) fn of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| a.get() != "null") {
+            None => Ok(*EMPTY_ARGUMENTS),
+            Some(raw) => Ok(Self(Sha256::digest(&canonicalize_value(raw)?).into())),
+        }
+    }
+
     /// A digest from its 32 bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
@@ -170,6 +179,10 @@ impl ArgumentsDigest {
         &self.0
     }
 }
+
+/// The digest of no arguments (`{}`), computed once.
+static EMPTY_ARGUMENTS: std::sync::LazyLock<ArgumentsDigest> =
+    std::sync::LazyLock::new(|| ArgumentsDigest(Sha256::digest(b"{}").into()));
 
 impl fmt::Debug for ArgumentsDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

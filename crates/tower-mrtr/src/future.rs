@@ -8,13 +8,11 @@ use std::task::{Context, Poll, ready};
 
 use http::{HeaderValue, Request, Response, header};
 use http_body::Body;
-use http_body_util::combinators::Collect;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{RequestBody, ResponseBody, is_identity_encoded};
+use crate::body::{ReadBody, ReadBodyError, RequestBody, ResponseBody, is_identity_encoded};
 use crate::config::Config;
 use crate::envelope::Sealer;
 use crate::error::Rejection;
@@ -53,7 +51,7 @@ pin_project! {
         /// Buffering the request body (bounded) before the inner service is called.
         ReadingRequest {
             #[pin]
-            collect: Collect<Limited<ReqBody>>,
+            collect: ReadBody<ReqBody>,
             parts: Option<http::request::Parts>,
             service: Option<S>,
             sealer: Option<Sealer>,
@@ -68,7 +66,7 @@ pin_project! {
         /// Buffering a JSON answer (bounded) to look for `input_required`.
         ReadingResponse {
             #[pin]
-            collect: Collect<Limited<ResBody>>,
+            collect: ReadBody<ResBody>,
             parts: Option<http::response::Parts>,
             rewriter: Option<Rewriter>,
         },
@@ -108,7 +106,7 @@ where
     }
 
     pub(crate) fn collecting(
-        collect: Collect<Limited<ReqBody>>,
+        collect: ReadBody<ReqBody>,
         parts: http::request::Parts,
         service: S,
         sealer: Sealer,
@@ -164,15 +162,11 @@ where
                     let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
                     let sealer = sealer.take().expect(POLLED_AFTER_COMPLETION);
                     let outcome = match collected {
-                        Ok(collected) => {
-                            request::process(this.config, &sealer, &mut parts, collected.to_bytes())
-                        }
-                        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
-                            Err(Rejection::TooLarge {
-                                limit: this.config.max_request_body,
-                            })
-                        }
-                        Err(err) => {
+                        Ok(body) => request::process(this.config, &sealer, &mut parts, body),
+                        Err(ReadBodyError::TooLarge) => Err(Rejection::TooLarge {
+                            limit: this.config.max_request_body,
+                        }),
+                        Err(ReadBodyError::Body(err)) => {
                             tracing::debug!(error = %err, "request body could not be read");
                             Err(Rejection::BodyUnreadable)
                         }
@@ -217,7 +211,7 @@ where
                         let body = ResponseBody::sse(SseBody::new(body, rewriter));
                         return Poll::Ready(Ok(Response::from_parts(parts, body)));
                     }
-                    let collect = Limited::new(body, this.config.max_response_body).collect();
+                    let collect = ReadBody::new(body, this.config.max_response_body);
                     this.state.set(State::ReadingResponse {
                         collect,
                         parts: Some(parts),
@@ -233,12 +227,11 @@ where
                     let mut parts = parts.take().expect(POLLED_AFTER_COMPLETION);
                     let rewriter = rewriter.take().expect(POLLED_AFTER_COMPLETION);
                     let body = match collected {
-                        Ok(collected) => collected.to_bytes(),
+                        Ok(body) => body,
                         Err(err) => {
-                            let reason = if err.downcast_ref::<LengthLimitError>().is_some() {
-                                Unrelayable::TooLarge
-                            } else {
-                                Unrelayable::BodyError
+                            let reason = match err {
+                                ReadBodyError::TooLarge => Unrelayable::TooLarge,
+                                ReadBodyError::Body(_) => Unrelayable::BodyError,
                             };
                             return Poll::Ready(Ok(fail_closed(reason, rewriter.id())));
                         }

@@ -100,8 +100,10 @@ pub(crate) fn is_object(raw: &str) -> bool {
 
 /// Decodes a raw JSON string token; `None` if it is not a string.
 pub(crate) fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    if !raw.get().starts_with('"') {
-        return None;
+    let contents = string_contents(raw)?;
+    // A string without escapes is its own contents (the value is valid JSON already).
+    if memchr::memchr(b'\\', contents.as_bytes()).is_none() {
+        return Some(Cow::Borrowed(contents));
     }
     serde_json::from_str(raw.get()).ok()
 }

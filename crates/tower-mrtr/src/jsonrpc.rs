@@ -16,13 +16,15 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 use memchr::memmem::Finder;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::json::{self, Members, Position};
+use crate::json::{self, Members, Name, Position};
 
 /// Methods whose results may be `input_required` (SEP-2322: the list is closed).
 pub(crate) const INPUT_REQUIRED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -183,14 +185,6 @@ impl<'a> Object<'a> {
     pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
         self.members.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
     }
-
-    /// The string value of member `name`; an error if it is present but not a string.
-    fn string(&self, name: &'static str) -> Result<Option<Cow<'a, str>>, ReadError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some(raw) => json::as_string(raw).map(Some).ok_or(ReadError::WrongType(name)),
-        }
-    }
 }
 
 fn first_duplicate<'m>(members: &'m [(Cow<'_, str>, &RawValue)]) -> Option<&'m str> {
@@ -211,6 +205,9 @@ fn first_duplicate<'m>(members: &'m [(Cow<'_, str>, &RawValue)]) -> Option<&'m s
 
 /// Whether `name` equals `read` under Go's case folding (ASCII letters, `ſ`→`s`, `K`→`k`).
 fn folds_to(name: &str, read: &str) -> bool {
+    if name.is_ascii() {
+        return name.eq_ignore_ascii_case(read);
+    }
     let fold = |c: char| match c {
         '\u{17F}' => 's',
         '\u{212A}' => 'k',
@@ -220,36 +217,239 @@ fn folds_to(name: &str, read: &str) -> bool {
     name.chars().all(|c| expected.next() == Some(fold(c))) && expected.next().is_none()
 }
 
-/// A JSON-RPC message with only the members the layer reads.
-pub(crate) struct Message<'a> {
-    pub(crate) id: Option<&'a RawValue>,
-    pub(crate) method: Option<Cow<'a, str>>,
-    pub(crate) params: Option<&'a RawValue>,
-    pub(crate) result: Option<&'a RawValue>,
+/// How many member names [`Names`] keeps inline before it switches to a set.
+const INLINE_NAMES: usize = 16;
+
+/// Member names seen in one object so far, and the first problem with them: a duplicate, or a
+/// case variant of a name the layer reads. Reading continues after a problem, so that serde still
+/// checks the rest of the text (a syntax error later on must still be a syntax error).
+struct Names<'a> {
+    /// The first names, inline: objects the layer reads have a handful of members.
+    inline: [&'a str; INLINE_NAMES],
+    count: usize,
+    /// Names written with escapes (decoded, so owned): rare.
+    decoded: Vec<String>,
+    /// Every name, once an object has more than [`INLINE_NAMES`] (bodies can hold thousands).
+    index: Option<HashSet<String>>,
+    problem: Option<ReadError>,
 }
 
-impl<'a> Message<'a> {
-    fn from_object(object: &Object<'a>) -> Result<Self, ReadError> {
-        Ok(Self {
-            id: object.get("id"),
-            method: object.string("method")?,
-            params: object.get("params"),
-            result: object.get("result"),
-        })
+impl Default for Names<'_> {
+    fn default() -> Self {
+        Self {
+            inline: [""; INLINE_NAMES],
+            count: 0,
+            decoded: Vec::new(),
+            index: None,
+            problem: None,
+        }
     }
 }
 
-/// Reads a body (or a batch element) as one request message.
-pub(crate) fn parse_request(body: &[u8]) -> Result<Message<'_>, ReadError> {
-    Message::from_object(&Object::from_slice(body, REQUEST_MEMBERS)?)
+impl<'a> Names<'a> {
+    #[expect(
+        clippy::ptr_arg,
+        reason = "borrowed names are kept inline, decoded ones are copied"
+    )]
+    fn see(&mut self, name: &Cow<'a, str>, reads: &[&str]) {
+        if self.problem.is_some() {
+            return;
+        }
+        let duplicate = self.insert(name);
+        if duplicate {
+            self.problem = Some(ReadError::Duplicate(name.to_string()));
+        } else if !reads.contains(&&**name) && reads.iter().any(|read| folds_to(name, read)) {
+            self.problem = Some(ReadError::CaseVariant(name.to_string()));
+        }
+    }
+
+    /// Records `name`; whether it was seen before.
+    #[expect(
+        clippy::ptr_arg,
+        reason = "borrowed names are kept inline, decoded ones are copied"
+    )]
+    fn insert(&mut self, name: &Cow<'a, str>) -> bool {
+        if let Some(index) = &mut self.index {
+            return !index.insert(name.to_string());
+        }
+        let seen = self.inline[..self.count].contains(&&**name) || self.decoded.iter().any(|d| d == name);
+        match name {
+            Cow::Borrowed(borrowed) if self.count < INLINE_NAMES => {
+                self.inline[self.count] = borrowed;
+                self.count += 1;
+            }
+            Cow::Owned(owned) if self.decoded.len() < INLINE_NAMES => self.decoded.push(owned.clone()),
+            _ => {
+                let names = self.inline[..self.count].iter().map(|n| (*n).to_owned());
+                let mut index: HashSet<String> = names.chain(self.decoded.drain(..)).collect();
+                index.insert(name.to_string());
+                self.index = Some(index);
+            }
+        }
+        seen
+    }
+
+    fn fail(&mut self, problem: ReadError) {
+        self.problem.get_or_insert(problem);
+    }
 }
 
-/// Reads a backend's answer (or one element of it) as one response message.
-pub(crate) fn parse_response(body: &[u8]) -> Result<Message<'_>, ReadError> {
-    Message::from_object(&Object::from_slice(body, RESULT_MEMBERS)?)
+/// A request message read in one pass, with only the members the layer reads (every other
+/// member is checked as JSON and skipped without being kept).
+pub(crate) struct Message<'a> {
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) method: Option<Cow<'a, str>>,
+    pub(crate) params: ParamsField<'a>,
+}
+
+/// What `params` held.
+pub(crate) enum ParamsField<'a> {
+    Absent,
+    /// An object, read; `Err` if it is ambiguous or mistyped.
+    Object(Result<Params<'a>, ReadError>),
+    /// Some other JSON value.
+    NotAnObject,
+}
+
+/// Reads a body (or a batch element) as one request message, in one pass over the text.
+pub(crate) fn parse_request(body: &[u8]) -> Result<Message<'_>, ReadError> {
+    // UTF-8 is checked once, up front, for the whole text: serde_json checks only the strings it
+    // keeps, and a member it skips must not hide bytes a lenient backend would read.
+    let text = std::str::from_utf8(body).map_err(|_| ReadError::NotJson)?;
+    if json::first_significant(body) != Some(b'{') {
+        return match serde_json::from_str::<IgnoredAny>(text) {
+            Ok(_) => Err(ReadError::NotAnObject),
+            Err(_) => Err(ReadError::NotJson),
+        };
+    }
+    match serde_json::from_str::<Read<Message<'_>>>(text) {
+        Ok(Read(Ok(message))) => Ok(message),
+        Ok(Read(Err(problem))) => Err(problem),
+        Err(e) if e.is_data() => Err(ReadError::NotAnObject),
+        Err(_) => Err(ReadError::NotJson),
+    }
+}
+
+/// A value read by one of the visitors below, or the first problem found while reading it.
+struct Read<T>(Result<T, ReadError>);
+
+impl<'de> Deserialize<'de> for Read<Message<'de>> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MessageVisitor;
+        impl<'de> Visitor<'de> for MessageVisitor {
+            type Value = Read<Message<'de>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut names = Names::default();
+                let mut message = Message {
+                    id: None,
+                    method: None,
+                    params: ParamsField::Absent,
+                };
+                while let Some(Name(name)) = map.next_key()? {
+                    names.see(&name, REQUEST_MEMBERS);
+                    match &*name {
+                        "id" => message.id = Some(map.next_value()?),
+                        "method" => match json::as_string(map.next_value()?) {
+                            Some(method) => message.method = Some(method),
+                            None => names.fail(ReadError::WrongType("method")),
+                        },
+                        "params" => {
+                            let ParamsSlot(params) = map.next_value()?;
+                            message.params = params;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Read(match names.problem {
+                    Some(problem) => Err(problem),
+                    None => Ok(message),
+                }))
+            }
+        }
+        deserializer.deserialize_map(MessageVisitor)
+    }
+}
+
+/// `params` as it comes: an object read into [`Params`], or any other value, skipped.
+struct ParamsSlot<'a>(ParamsField<'a>);
+
+impl<'de> Deserialize<'de> for ParamsSlot<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ParamsVisitor;
+        impl<'de> Visitor<'de> for ParamsVisitor {
+            type Value = ParamsSlot<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("request params")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut names = Names::default();
+                let mut params = Params::default();
+                while let Some(Name(name)) = map.next_key()? {
+                    names.see(&name, REQUEST_MEMBERS);
+                    let slot = match &*name {
+                        "name" | "uri" => {
+                            let value = json::as_string(map.next_value()?);
+                            if value.is_none() {
+                                names.fail(ReadError::WrongType(if name == "name" { "name" } else { "uri" }));
+                            }
+                            if name == "name" {
+                                params.name = value;
+                            } else {
+                                params.uri = value;
+                            }
+                            continue;
+                        }
+                        "requestState" => &mut params.request_state,
+                        "taskId" => &mut params.task_id,
+                        "notifications" => &mut params.notifications,
+                        "_meta" => &mut params.meta,
+                        "arguments" => &mut params.arguments,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(ParamsSlot(ParamsField::Object(match names.problem {
+                    Some(problem) => Err(problem),
+                    None => Ok(params),
+                })))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ParamsSlot(ParamsField::NotAnObject))
+            }
+        }
+        deserializer.deserialize_any(ParamsVisitor)
+    }
 }
 
 /// The request parameters the layer reads.
+#[derive(Default)]
 pub(crate) struct Params<'a> {
     pub(crate) name: Option<Cow<'a, str>>,
     pub(crate) uri: Option<Cow<'a, str>>,
@@ -261,18 +461,153 @@ pub(crate) struct Params<'a> {
     pub(crate) arguments: Option<&'a RawValue>,
 }
 
-/// Reads the `params` of a request, which must be an object.
-pub(crate) fn parse_params(raw: &RawValue) -> Result<Params<'_>, ReadError> {
-    let object = Object::from_raw(raw, REQUEST_MEMBERS)?;
-    Ok(Params {
-        name: object.string("name")?,
-        uri: object.string("uri")?,
-        request_state: object.get("requestState"),
-        task_id: object.get("taskId"),
-        notifications: object.get("notifications"),
-        meta: object.get("_meta"),
-        arguments: object.get("arguments"),
-    })
+/// A backend's answer (or one element of it), read in one pass, with only the members the layer
+/// reads.
+pub(crate) struct Answer<'a> {
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) result: ResultField<'a>,
+}
+
+/// What `result` held.
+pub(crate) enum ResultField<'a> {
+    Absent,
+    /// An object, read; `Err` if it is ambiguous or mistyped.
+    Object(Result<ResultHead<'a>, ReadError>),
+    /// Some other JSON value.
+    NotAnObject,
+}
+
+/// The members of a result the layer reads.
+#[derive(Default)]
+pub(crate) struct ResultHead<'a> {
+    /// `resultType`, raw (a string, checked): where a missing `requestState` is added after.
+    pub(crate) result_type_raw: Option<&'a RawValue>,
+    pub(crate) result_type: Option<Cow<'a, str>>,
+    pub(crate) request_state: Option<&'a RawValue>,
+    pub(crate) task_id: Option<&'a RawValue>,
+    pub(crate) ttl_ms: Option<&'a RawValue>,
+}
+
+/// Reads a backend's answer (or one element of it) as one response message, in one pass.
+pub(crate) fn parse_answer(body: &[u8]) -> Result<Answer<'_>, ReadError> {
+    let text = std::str::from_utf8(body).map_err(|_| ReadError::NotJson)?;
+    if json::first_significant(body) != Some(b'{') {
+        return match serde_json::from_str::<IgnoredAny>(text) {
+            Ok(_) => Err(ReadError::NotAnObject),
+            Err(_) => Err(ReadError::NotJson),
+        };
+    }
+    match serde_json::from_str::<Read<Answer<'_>>>(text) {
+        Ok(Read(Ok(answer))) => Ok(answer),
+        Ok(Read(Err(problem))) => Err(problem),
+        Err(e) if e.is_data() => Err(ReadError::NotAnObject),
+        Err(_) => Err(ReadError::NotJson),
+    }
+}
+
+impl<'de> Deserialize<'de> for Read<Answer<'de>> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AnswerVisitor;
+        impl<'de> Visitor<'de> for AnswerVisitor {
+            type Value = Read<Answer<'de>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut names = Names::default();
+                let mut answer = Answer {
+                    id: None,
+                    result: ResultField::Absent,
+                };
+                while let Some(Name(name)) = map.next_key()? {
+                    names.see(&name, RESULT_MEMBERS);
+                    match &*name {
+                        "id" => answer.id = Some(map.next_value()?),
+                        "result" => {
+                            let ResultSlot(result) = map.next_value()?;
+                            answer.result = result;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Read(match names.problem {
+                    Some(problem) => Err(problem),
+                    None => Ok(answer),
+                }))
+            }
+        }
+        deserializer.deserialize_map(AnswerVisitor)
+    }
+}
+
+/// `result` as it comes: an object read into [`ResultHead`], or any other value, skipped.
+struct ResultSlot<'a>(ResultField<'a>);
+
+impl<'de> Deserialize<'de> for ResultSlot<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ResultVisitor;
+        impl<'de> Visitor<'de> for ResultVisitor {
+            type Value = ResultSlot<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a result")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut names = Names::default();
+                let mut head = ResultHead::default();
+                while let Some(Name(name)) = map.next_key()? {
+                    names.see(&name, RESULT_MEMBERS);
+                    let slot = match &*name {
+                        "resultType" => {
+                            let raw: &RawValue = map.next_value()?;
+                            match json::as_string(raw) {
+                                Some(value) => head.result_type = Some(value),
+                                None => names.fail(ReadError::WrongType("resultType")),
+                            }
+                            head.result_type_raw = Some(raw);
+                            continue;
+                        }
+                        "requestState" => &mut head.request_state,
+                        "taskId" => &mut head.task_id,
+                        "ttlMs" => &mut head.ttl_ms,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(ResultSlot(ResultField::Object(match names.problem {
+                    Some(problem) => Err(problem),
+                    None => Ok(head),
+                })))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ResultSlot(ResultField::NotAnObject))
+            }
+        }
+        deserializer.deserialize_any(ResultVisitor)
+    }
 }
 
 /// Reads `params.notifications` of a `subscriptions/listen`: the task filter, if any.
@@ -280,38 +615,19 @@ pub(crate) fn parse_listen_task_ids(raw: &RawValue) -> Result<Option<&RawValue>,
     Ok(Object::from_raw(raw, REQUEST_MEMBERS)?.get("taskIds"))
 }
 
-/// The members of a result the layer reads.
-pub(crate) struct ResultHead<'a> {
-    pub(crate) result_type: Option<Cow<'a, str>>,
-    pub(crate) request_state: Option<&'a RawValue>,
-    pub(crate) task_id: Option<&'a RawValue>,
-    pub(crate) ttl_ms: Option<&'a RawValue>,
-}
-
-/// Reads the head of a result object.
-pub(crate) fn parse_result(raw: &RawValue) -> Result<ResultHead<'_>, ReadError> {
-    let object = Object::from_raw(raw, RESULT_MEMBERS)?;
-    Ok(ResultHead {
-        result_type: object.string("resultType")?,
-        request_state: object.get("requestState"),
-        task_id: object.get("taskId"),
-        ttl_ms: object.get("ttlMs"),
-    })
-}
-
 /// Whether one response message holds something the layer would have to seal (an
 /// `input_required` or task result), or cannot be read well enough to tell.
 pub(crate) fn needs_sealing(message: &[u8]) -> bool {
-    let Ok(message) = parse_response(message) else {
+    let Ok(answer) = parse_answer(message) else {
         // Not a readable object: only an object can carry a result.
         return json::first_significant(message) == Some(b'{');
     };
-    match message.result {
-        Some(result) if json::is_object(result.get()) => match parse_result(result) {
-            Ok(head) => matches!(head.result_type.as_deref(), Some("input_required" | "task")),
-            Err(_) => true,
-        },
-        _ => false,
+    match answer.result {
+        ResultField::Object(Ok(head)) => {
+            matches!(head.result_type.as_deref(), Some("input_required" | "task"))
+        }
+        ResultField::Object(Err(_)) => true,
+        ResultField::Absent | ResultField::NotAnObject => false,
     }
 }
 
@@ -354,6 +670,18 @@ pub(crate) fn error_body_with_data(id: Option<&str>, code: i64, message: &str, d
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads `params` as the layer does: inside a request.
+    fn parse_params(raw: &RawValue) -> Result<Params<'_>, ReadError> {
+        let body = format!(r#"{{"method":"x","params":{}}}"#, raw.get());
+        // The test keeps the text alive for as long as the params borrow it.
+        let body: &'static str = Box::leak(body.into_boxed_str());
+        match parse_request(body.as_bytes())?.params {
+            ParamsField::Object(params) => params,
+            ParamsField::NotAnObject => Err(ReadError::NotAnObject),
+            ParamsField::Absent => unreachable!("params are present"),
+        }
+    }
 
     #[test]
     fn arrays_are_not_read_as_messages_or_params() {
@@ -418,9 +746,8 @@ mod tests {
             Err(ReadError::CaseVariant(_))
         ));
         assert!(matches!(
-            parse_response(br#"{"result":{"ResultType":"input_required"}}"#)
-                .map(|m| parse_result(m.result.unwrap())),
-            Ok(Err(ReadError::CaseVariant(_)))
+            parse_answer(br#"{"result":{"ResultType":"input_required"}}"#).map(|a| a.result),
+            Ok(ResultField::Object(Err(ReadError::CaseVariant(_))))
         ));
         // Names the layer does not read may be spelled any way.
         assert!(parse_request(br#"{"method":"x","params":{"Cursor":1,"ARGS":2}}"#).is_ok());

@@ -16,10 +16,11 @@ use crate::config::Config;
 use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer};
 use crate::error::Rejection;
 use crate::json::{self, Elements};
-use crate::jsonrpc::{self, Params, ReadError};
+use crate::jsonrpc::{self, Params, ParamsField, ReadError};
 use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value};
 use crate::metrics;
 use crate::route::{McpRequestHead, PinnedRoute, Route};
+use crate::shared_str::SharedStr;
 
 /// Most task handles one `subscriptions/listen` may name: each is opened (a decryption) on the
 /// request path, so the count is bounded.
@@ -72,9 +73,9 @@ pub(crate) enum ArgumentsBinding {
 /// What the response path needs to seal an answer: the request's binding and id.
 #[derive(Debug)]
 pub(crate) struct SealContext {
-    pub(crate) id: Option<String>,
+    pub(crate) id: Option<SharedStr>,
     pub(crate) method: &'static str,
-    pub(crate) target: Option<String>,
+    pub(crate) target: Option<SharedStr>,
     pub(crate) principal: Option<String>,
     pub(crate) arguments: ArgumentsBinding,
     pub(crate) pinned: Option<Route>,
@@ -83,7 +84,8 @@ pub(crate) struct SealContext {
 impl SealContext {
     /// The binding to seal under; fails if the arguments have no canonical form.
     pub(crate) fn binding(&self) -> Result<Binding<'_>, crate::canonical::CanonicalError> {
-        let binding = Binding::new(self.method, self.target.as_deref(), self.principal.as_deref());
+        let target = self.target.as_ref().map(SharedStr::as_str);
+        let binding = Binding::new(self.method, target, self.principal.as_deref());
         Ok(match &self.arguments {
             ArgumentsBinding::Unbound => binding,
             ArgumentsBinding::Digest(digest) => binding.with_arguments(*digest),
@@ -111,20 +113,24 @@ pub(crate) fn process(
         _ => return Err(not_a_request(&body)),
     }
     let message = jsonrpc::parse_request(&body).map_err(|e| unreadable(e, None))?;
-    let id = message.id.map(|raw| raw.get().to_owned());
+    let id = message.id.map(RawValue::get);
     let Some(method) = message.method.as_deref() else {
         // A response (a legacy client answering a server's request) or a malformed message: it
         // carries nothing to open, and its answer nothing to seal.
         return Ok((body, ResponsePlan::Passthrough));
     };
-    let params = match message.params.map(jsonrpc::parse_params) {
-        None => None,
-        Some(Ok(params)) => Some(params),
-        Some(Err(ReadError::NotAnObject | ReadError::WrongType(_))) if !may_carry_envelopes(method) => None,
-        Some(Err(ReadError::NotAnObject | ReadError::WrongType(_))) => {
-            return Err(Rejection::InvalidParams { id });
+    let params = match message.params {
+        ParamsField::Absent => None,
+        ParamsField::Object(Ok(params)) => Some(params),
+        ParamsField::NotAnObject | ParamsField::Object(Err(ReadError::WrongType(_)))
+            if !may_carry_envelopes(method) =>
+        {
+            None
         }
-        Some(Err(e)) => return Err(unreadable(e, id)),
+        ParamsField::NotAnObject | ParamsField::Object(Err(ReadError::WrongType(_))) => {
+            return Err(Rejection::InvalidParams { id: owned(id) });
+        }
+        ParamsField::Object(Err(e)) => return Err(unreadable(e, owned(id))),
     };
 
     let request = Request {
@@ -146,7 +152,9 @@ pub(crate) fn process(
     }
     if params.as_ref().is_some_and(|p| p.request_state.is_some()) {
         tracing::debug!(method, "requestState on a method that takes none");
-        return Err(Rejection::StateNotAccepted { id: request.id });
+        return Err(Rejection::StateNotAccepted {
+            id: request.owned_id(),
+        });
     }
     if method == jsonrpc::LISTEN_METHOD {
         return request.listen(parts);
@@ -154,12 +162,9 @@ pub(crate) fn process(
     let target = params
         .as_ref()
         .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
-    parts.extensions.insert(McpRequestHead::parsed(
-        method,
-        request.id.as_deref(),
-        target,
-        false,
-    ));
+    parts
+        .extensions
+        .insert(McpRequestHead::parsed(&body, method, request.id, target, false));
     Ok((body, ResponsePlan::Passthrough))
 }
 
@@ -193,16 +198,31 @@ fn unreadable(error: ReadError, id: Option<String>) -> Rejection {
     }
 }
 
+/// A raw JSON-RPC id as owned text, for an error answer.
+fn owned(id: Option<&str>) -> Option<String> {
+    id.map(str::to_owned)
+}
+
 /// One request being processed: what every step reads.
 struct Request<'a> {
     config: &'a Config,
     sealer: &'a Sealer,
     body: &'a Bytes,
     params: Option<&'a Params<'a>>,
-    id: Option<String>,
+    /// The raw JSON-RPC id, borrowed from the body.
+    id: Option<&'a str>,
 }
 
 impl Request<'_> {
+    fn owned_id(&self) -> Option<String> {
+        owned(self.id)
+    }
+
+    /// Text read from the body, sharing its buffer.
+    fn shared(&self, part: &str) -> SharedStr {
+        SharedStr::from_body(self.body, part)
+    }
+
     /// The principal to bind, or a refusal when the layer requires one and there is none.
     fn principal(&self, parts: &Parts, method: &str) -> Result<Option<String>, Rejection> {
         let Some(principal_fn) = &self.config.principal else {
@@ -215,7 +235,7 @@ impl Request<'_> {
                     method,
                     "request refused: no principal (is the authentication layer outside MrtrLayer?)"
                 );
-                Err(Rejection::PrincipalRequired { id: self.id.clone() })
+                Err(Rejection::PrincipalRequired { id: self.owned_id() })
             }
             None => {
                 tracing::debug!(
@@ -255,7 +275,7 @@ impl Request<'_> {
             "envelope refused"
         );
         Rejection::InvalidEnvelope {
-            id: self.id.clone(),
+            id: self.owned_id(),
             purpose: purpose.name(),
         }
     }
@@ -274,7 +294,7 @@ impl Request<'_> {
         let Some(state) = params.and_then(|p| p.request_state) else {
             parts
                 .extensions
-                .insert(McpRequestHead::parsed(method, self.id.as_deref(), target, false));
+                .insert(McpRequestHead::parsed(self.body, method, self.id, target, false));
             let arguments = match (bind_arguments, raw_arguments) {
                 (false, _) => ArgumentsBinding::Unbound,
                 (true, None) => ArgumentsBinding::Raw(None),
@@ -284,9 +304,9 @@ impl Request<'_> {
                 }
             };
             let plan = ResponsePlan::Seal(SealContext {
-                id: self.id,
+                id: self.id.map(|id| self.shared(id)),
                 method,
-                target: target.map(str::to_owned),
+                target: target.map(|target| self.shared(target)),
                 principal,
                 arguments,
                 pinned: None,
@@ -297,10 +317,10 @@ impl Request<'_> {
         let mut binding = Binding::new(method, target, principal.as_deref());
         let mut arguments = ArgumentsBinding::Unbound;
         if bind_arguments {
-            let digest = ArgumentsDigest::of(raw_arguments.map(RawValue::get)).map_err(|e| {
+            let digest = ArgumentsDigest::of_value(raw_arguments).map_err(|e| {
                 tracing::debug!(method, error = %e, "arguments have no canonical form");
                 Rejection::ArgumentsUnbindable {
-                    id: self.id.clone(),
+                    id: self.owned_id(),
                     detail: e.to_string(),
                 }
             })?;
@@ -310,7 +330,7 @@ impl Request<'_> {
         let opened = self
             .open(Purpose::RequestState, &binding, state)
             .map_err(|reason| self.refuse(method, Purpose::RequestState, &reason))?;
-        verify_mirrored_headers(parts, method, target, false, &self.id)?;
+        verify_mirrored_headers(parts, method, target, false, self.id)?;
 
         // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
         let span = json::span_of(self.body, state.get()).ok_or_else(|| self.internal())?;
@@ -327,11 +347,11 @@ impl Request<'_> {
         parts.extensions.insert(PinnedRoute(opened.route.clone()));
         parts
             .extensions
-            .insert(McpRequestHead::parsed(method, self.id.as_deref(), target, true));
+            .insert(McpRequestHead::parsed(self.body, method, self.id, target, true));
         let plan = ResponsePlan::Seal(SealContext {
-            id: self.id,
+            id: self.id.map(|id| self.shared(id)),
             method,
-            target: target.map(str::to_owned),
+            target: target.map(|target| self.shared(target)),
             principal,
             arguments,
             pinned: Some(opened.route),
@@ -347,22 +367,22 @@ impl Request<'_> {
         method: &'static str,
     ) -> Result<(Bytes, ResponsePlan), Rejection> {
         let invalid = || Rejection::InvalidEnvelope {
-            id: self.id.clone(),
+            id: self.owned_id(),
             purpose: Purpose::TaskHandle.name(),
         };
         let params = self.params.ok_or_else(invalid)?;
         if params.request_state.is_some() {
             tracing::debug!(method, "requestState on a task request");
-            return Err(Rejection::StateNotAccepted { id: self.id });
+            return Err(Rejection::StateNotAccepted { id: self.owned_id() });
         }
         let raw = params.task_id.ok_or_else(invalid)?;
         let handle = json::as_string(raw).ok_or_else(invalid)?;
         // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
         // the client sent must be present and name the handle.
-        verify_mirrored_headers(parts, method, Some(&handle), true, &self.id)?;
+        verify_mirrored_headers(parts, method, Some(&handle), true, self.id)?;
         // SEP-2663: a client that did not declare the extension gets -32021, whatever it sent.
         if !jsonrpc::declares_tasks_extension(params.meta) {
-            return Err(Rejection::MissingTasksCapability { id: self.id });
+            return Err(Rejection::MissingTasksCapability { id: self.owned_id() });
         }
         let principal = self.principal(parts, method)?;
         let opened = self
@@ -379,8 +399,9 @@ impl Request<'_> {
         set_body_length(&mut parts.headers, rewritten.len());
         parts.extensions.insert(PinnedRoute(opened.route.clone()));
         parts.extensions.insert(McpRequestHead::parsed(
+            self.body,
             method,
-            self.id.as_deref(),
+            self.id,
             Some(&backend_id),
             false,
         ));
@@ -389,7 +410,7 @@ impl Request<'_> {
         Ok((
             rewritten,
             ResponsePlan::Tasks(TaskContext {
-                id: self.id,
+                id: self.owned_id(),
                 pinned: opened.route,
                 handles,
             }),
@@ -401,12 +422,12 @@ impl Request<'_> {
     /// in their place (each once) and pin the route.
     fn listen(self, parts: &mut Parts) -> Result<(Bytes, ResponsePlan), Rejection> {
         let method = jsonrpc::LISTEN_METHOD;
-        let invalid_params = || Rejection::InvalidParams { id: self.id.clone() };
+        let invalid_params = || Rejection::InvalidParams { id: self.owned_id() };
         let task_ids = match self.params.and_then(|p| p.notifications) {
             None => None,
             Some(filter) => jsonrpc::parse_listen_task_ids(filter).map_err(|e| match e {
                 ReadError::NotAnObject => invalid_params(),
-                other => unreadable(other, self.id.clone()),
+                other => unreadable(other, self.owned_id()),
             })?,
         };
         let handles: Vec<&RawValue> = match task_ids {
@@ -418,23 +439,23 @@ impl Request<'_> {
         };
         parts
             .extensions
-            .insert(McpRequestHead::parsed(method, self.id.as_deref(), None, false));
+            .insert(McpRequestHead::parsed(self.body, method, self.id, None, false));
         let Some(task_ids) = task_ids.filter(|_| !handles.is_empty()) else {
             return Ok((self.body.clone(), ResponsePlan::Passthrough));
         };
         if handles.len() > MAX_LISTEN_TASK_IDS {
             return Err(Rejection::TooManyTaskIds {
-                id: self.id,
+                id: self.owned_id(),
                 limit: MAX_LISTEN_TASK_IDS,
             });
         }
         if !jsonrpc::declares_tasks_extension(self.params.and_then(|p| p.meta)) {
-            return Err(Rejection::MissingTasksCapability { id: self.id });
+            return Err(Rejection::MissingTasksCapability { id: self.owned_id() });
         }
         let principal = self.principal(parts, method)?;
         let binding = task_binding(principal.as_deref());
         let invalid = || Rejection::InvalidEnvelope {
-            id: self.id.clone(),
+            id: self.owned_id(),
             purpose: Purpose::TaskHandle.name(),
         };
         let mut route: Option<Route> = None;
@@ -450,7 +471,7 @@ impl Request<'_> {
                 .open(Purpose::TaskHandle, &binding, raw)
                 .map_err(|reason| self.refuse(method, Purpose::TaskHandle, &reason))?;
             if route.as_ref().is_some_and(|r| *r != opened.route) {
-                return Err(Rejection::MixedTaskRoutes { id: self.id });
+                return Err(Rejection::MixedTaskRoutes { id: self.owned_id() });
             }
             route = Some(opened.route);
             let backend_raw = opened.state.ok_or_else(invalid)?;
@@ -481,7 +502,7 @@ impl Request<'_> {
         Ok((
             rewritten,
             ResponsePlan::Tasks(TaskContext {
-                id: self.id,
+                id: self.owned_id(),
                 pinned,
                 handles: presented,
             }),
@@ -492,7 +513,7 @@ impl Request<'_> {
     /// borrowed values, and is refused rather than trusted if it ever does.
     fn internal(&self) -> Rejection {
         Rejection::Unreadable {
-            id: self.id.clone(),
+            id: self.owned_id(),
             detail: "the relay could not locate a member it parsed".to_owned(),
         }
     }
@@ -530,10 +551,10 @@ fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
         let Some(method) = message.method.as_deref() else {
             continue;
         };
-        let params = match message.params.map(jsonrpc::parse_params) {
-            None | Some(Err(ReadError::NotAnObject)) => None,
-            Some(Ok(params)) => Some(params),
-            Some(Err(_)) => return Err(refuse(unreadable)),
+        let params = match message.params {
+            ParamsField::Absent | ParamsField::NotAnObject => None,
+            ParamsField::Object(Ok(params)) => Some(params),
+            ParamsField::Object(Err(_)) => return Err(refuse(unreadable)),
         };
         let carries = "JSON-RPC batches cannot carry requestState or task handles";
         if params.as_ref().is_some_and(|p| p.request_state.is_some())
@@ -588,12 +609,12 @@ fn verify_mirrored_headers(
     method: &str,
     target: Option<&str>,
     require_name: bool,
-    id: &Option<String>,
+    id: Option<&str>,
 ) -> Result<(), Rejection> {
     check_mirrored_headers(&parts.headers, method, target, require_name).map_err(|header| {
         tracing::debug!(method, header, "mirrored header disagrees with the body");
         Rejection::HeaderMismatch {
-            id: id.clone(),
+            id: owned(id),
             header,
         }
     })

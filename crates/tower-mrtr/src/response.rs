@@ -12,10 +12,11 @@ use crate::clock::expiry;
 use crate::config::Config;
 use crate::envelope::{Purpose, Sealed, Sealer};
 use crate::json::{self, Elements};
-use crate::jsonrpc::{self, ReadError};
+use crate::jsonrpc::{self, ReadError, ResultField};
 use crate::metrics;
 use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
 use crate::route::Route;
+use crate::shared_str::SharedStr;
 
 /// Rewrites the messages of one answer (a JSON body, or each candidate event of a stream)
 /// according to the request's [`ResponsePlan`].
@@ -70,7 +71,7 @@ impl Rewriter {
     /// The JSON-RPC id of the request, raw, for error answers.
     pub(crate) fn id(&self) -> Option<&str> {
         match &self.plan {
-            ResponsePlan::Seal(ctx) => ctx.id.as_deref(),
+            ResponsePlan::Seal(ctx) => ctx.id.as_ref().map(SharedStr::as_str),
             ResponsePlan::Tasks(ctx) => ctx.id.as_deref(),
             ResponsePlan::Batch | ResponsePlan::Passthrough | ResponsePlan::Inspect => None,
         }
@@ -99,14 +100,11 @@ impl Rewriter {
     /// the `taskId` if it is a `tools/call` answered with a task; returns the body unchanged
     /// otherwise.
     fn seal_message(&self, ctx: &SealContext, body: Bytes) -> Result<Bytes, Unrelayable> {
-        let message = jsonrpc::parse_response(&body).map_err(Unrelayable::from)?;
-        let Some(result) = message.result else {
-            return Ok(body);
+        let answer = jsonrpc::parse_answer(&body).map_err(Unrelayable::from)?;
+        let head = match answer.result {
+            ResultField::Absent | ResultField::NotAnObject => return Ok(body),
+            ResultField::Object(head) => head.map_err(Unrelayable::from)?,
         };
-        if !json::is_object(result.get()) {
-            return Ok(body);
-        }
-        let head = jsonrpc::parse_result(result).map_err(Unrelayable::from)?;
         match head.result_type.as_deref() {
             Some("input_required") => {}
             // The Tasks extension allows task results on tools/call only; a client must reject
@@ -116,26 +114,24 @@ impl Rewriter {
         }
         let route = self.route.clone()?;
         let envelope = self.seal_state(ctx, route, head.request_state)?;
-        let rewritten = match head.request_state {
-            Some(state) => {
+        let rewritten = match (head.request_state, head.result_type_raw) {
+            (Some(state), _) => {
                 let span = json::span_of(&body, state.get()).ok_or(Unrelayable::Unreadable)?;
                 json::splice(&body, span, &[b"\"", envelope.as_bytes(), b"\""])
             }
-            None => {
+            (None, Some(result_type)) => {
                 // The backend sent no state (legal when it sent inputRequests); the client still
-                // needs an envelope to carry the route, so one is added as the result's first member.
-                let span = json::span_of(&body, result.get()).ok_or(Unrelayable::Unreadable)?;
-                let brace = body[span.clone()]
-                    .iter()
-                    .position(|&b| b == b'{')
-                    .ok_or(Unrelayable::Unreadable)?;
-                let at = span.start + brace + 1;
+                // needs an envelope to carry the route, so one is added after `resultType`.
+                let at = json::span_of(&body, result_type.get())
+                    .ok_or(Unrelayable::Unreadable)?
+                    .end;
                 json::splice(
                     &body,
                     at..at,
-                    &[b"\"requestState\":\"", envelope.as_bytes(), b"\","],
+                    &[b",\"requestState\":\"", envelope.as_bytes(), b"\""],
                 )
             }
+            (None, None) => return Err(Unrelayable::Unreadable),
         };
         tracing::debug!(method = ctx.method, "requestState sealed");
         Ok(rewritten)
@@ -367,9 +363,9 @@ fn check_batch(body: Bytes) -> Result<Bytes, Unrelayable> {
         let raw = element.get().as_bytes();
         if jsonrpc::response_is_candidate(raw) && jsonrpc::needs_sealing(raw) {
             replaced = true;
-            let id = jsonrpc::parse_response(raw)
+            let id = jsonrpc::parse_answer(raw)
                 .ok()
-                .and_then(|m| m.id.map(|id| id.get().to_owned()));
+                .and_then(|a| a.id.map(|id| id.get().to_owned()));
             out.extend_from_slice(&crate::error::Rejection::Unrelayable { id }.body());
         } else {
             out.extend_from_slice(raw);

@@ -33,6 +33,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
+use crate::shared_str::SharedStr;
+
 /// Identity of a backend, chosen by the proxy: a name, a URL, an index. Cheap to clone.
 ///
 /// The layer treats it as opaque text; it is sealed into envelopes (so keep it short: at most
@@ -88,18 +92,25 @@ pub struct PinnedRoute(pub Route);
 /// read from the body the backend will receive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct McpRequestHead {
-    method: Arc<str>,
-    id: Option<Arc<str>>,
-    target: Option<Arc<str>>,
+    method: SharedStr,
+    id: Option<SharedStr>,
+    target: Option<SharedStr>,
     request_state: bool,
 }
 
 impl McpRequestHead {
-    pub(crate) fn parsed(method: &str, id: Option<&str>, target: Option<&str>, request_state: bool) -> Self {
+    /// A head whose parts are read from `body` (they share its buffer where they can).
+    pub(crate) fn parsed(
+        body: &Bytes,
+        method: &str,
+        id: Option<&str>,
+        target: Option<&str>,
+        request_state: bool,
+    ) -> Self {
         Self {
-            method: method.into(),
-            id: id.map(Into::into),
-            target: target.map(Into::into),
+            method: SharedStr::from_body(body, method),
+            id: id.map(|id| SharedStr::from_body(body, id)),
+            target: target.map(|target| SharedStr::from_body(body, target)),
             request_state,
         }
     }
@@ -116,7 +127,7 @@ impl McpRequestHead {
     /// ```
     pub fn new(method: impl Into<Arc<str>>) -> Self {
         Self {
-            method: method.into(),
+            method: SharedStr::from(&*method.into()),
             id: None,
             target: None,
             request_state: false,
@@ -125,13 +136,13 @@ impl McpRequestHead {
 
     /// With the JSON-RPC id, as raw JSON text (`7`, `"c-41"`).
     pub fn with_id_json(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.id = Some(id.into());
+        self.id = Some(SharedStr::from(&*id.into()));
         self
     }
 
     /// With the target: tool or prompt name, resource URI, or a backend's task id.
     pub fn with_target(mut self, target: impl Into<Arc<str>>) -> Self {
-        self.target = Some(target.into());
+        self.target = Some(SharedStr::from(&*target.into()));
         self
     }
 
@@ -143,17 +154,17 @@ impl McpRequestHead {
 
     /// The JSON-RPC method, e.g. `tools/call`.
     pub fn method(&self) -> &str {
-        &self.method
+        self.method.as_str()
     }
 
     /// The JSON-RPC id as raw JSON text (`7`, `"c-41"`); `None` for a notification.
     pub fn id_json(&self) -> Option<&str> {
-        self.id.as_deref()
+        self.id.as_ref().map(SharedStr::as_str)
     }
 
     /// Tool or prompt name, or resource URI.
     pub fn target(&self) -> Option<&str> {
-        self.target.as_deref()
+        self.target.as_ref().map(SharedStr::as_str)
     }
 
     /// Whether this is an MRTR retry: it carried a `requestState` (now the backend's own).

@@ -6,11 +6,10 @@ use std::task::{Context, Poll};
 
 use http::{Method, Request, Response, header};
 use http_body::Body;
-use http_body_util::{BodyExt, Limited};
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{RequestBody, ResponseBody, is_identity_encoded};
+use crate::body::{ReadBody, RequestBody, ResponseBody, is_identity_encoded};
 use crate::config::Config;
 use crate::envelope::Sealer;
 use crate::error::Rejection;
@@ -100,7 +99,7 @@ where
         let clone = self.inner.clone();
         let ready = mem::replace(&mut self.inner, clone);
         let (parts, body) = req.into_parts();
-        let collect = Limited::new(body, limit).collect();
+        let collect = ReadBody::new(body, limit);
         // The keyring of this request, from arrival to the end of its answer.
         let sealer = Sealer::new(self.config.keys.load());
         ResponseFuture::collecting(collect, parts, ready, sealer, self.config.clone())

@@ -459,6 +459,16 @@ async fn bodies_the_layer_cannot_parse_are_refused_never_forwarded() {
         ),
         ("a 0xFF byte inside arguments", invalid_utf8, -32700),
         (
+            "a 0xFF byte in a member the layer skips",
+            [
+                &forged.as_bytes()[..1],
+                b"\"x\":\"\xFF\",",
+                &forged.as_bytes()[1..],
+            ]
+            .concat(),
+            -32700,
+        ),
+        (
             "trailing bytes after the value",
             format!("{forged} x").into_bytes(),
             -32700,
