@@ -195,10 +195,10 @@ $(cat "$WORK/walk-$shell/out.$line")"
     echo "$PROG: README walkthrough under $shell: ${#expected[@]} answers as shown"
 done
 
-# The banner: the indented lines between "Try it" and "More in", run as a script.
+# The banner: the indented lines after "Try it", up to the next unindented one, run as a script.
 {
     echo 'set -e'
-    awk '/^Try it/ { on = 1; next } /^More in/ { on = 0 } on' "$WORK/gateway.out" \
+    awk '/^Try it/ { on = 1; next } on && /^[^ ]/ { on = 0 } on' "$WORK/gateway.out" \
         | sed 's/^  //' | awk '/^$/ { next } /^#/ { k++; print "exec >out." k " 2>err." k; print "echo " k " >current"; next } { print }'
 } >"$WORK/banner.sh"
 for shell in dash bash; do
