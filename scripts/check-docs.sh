@@ -43,7 +43,9 @@ need() {
     [ ${#missing[@]} -eq 0 ] && return
     if command -v apt-get >/dev/null; then
         echo "$PROG: installing ${missing[*]} with apt-get"
-        apt-get install -y -qq "${missing[@]}" >/dev/null || fail "apt-get install ${missing[*]}"
+        apt-get install -y -qq "${missing[@]}" >/dev/null \
+            || { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; } \
+            || fail "apt-get install ${missing[*]}"
     else
         fail "needs ${missing[*]}"
     fi
