@@ -68,7 +68,8 @@ SIGNALS:
 
 EXAMPLES:
   mrtr-gateway --demo
-  MRTR_KEYS=\"$(mrtr-gateway --generate-key k1)\" mrtr-gateway --listen 127.0.0.1:8080 \\
+  (umask 077 && mrtr-gateway --generate-key k1 > keys)   # once; every replica reads this file
+  mrtr-gateway --keys-file keys --listen 127.0.0.1:8080 \\
       --backend github=http://127.0.0.1:9001/mcp --backend jira=https://jira.internal/mcp
   mrtr-gateway --config /etc/mrtr/gateway.toml --admin-listen 0.0.0.0:9090";
 
