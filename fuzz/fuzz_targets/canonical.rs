@@ -67,11 +67,20 @@ fuzz_target!(|data: &[u8]| {
             assert!(!valid_json, "valid JSON refused as a syntax error: {text:?}");
         }
         Err(CanonicalError::DuplicateMember(name)) => {
-            let node: Node = serde_json::from_str(text).expect("duplicates are found in valid JSON");
-            assert!(
-                has_duplicate(&node),
-                "no member {name:?} appears twice in {text:?}"
-            );
+            assert!(valid_json, "duplicate refusal of text that is not JSON: {text:?}");
+            match serde_json::from_str::<Node>(text) {
+                Ok(node) => assert!(
+                    has_duplicate(&node),
+                    "no member {name:?} appears twice in {text:?}"
+                ),
+                // The canonicaliser reports the first refusal in document order: a number
+                // serde_json cannot read as a double may come after the duplicate (a crash of
+                // this oracle, found by a long run; its input is a seed now).
+                Err(error) => assert!(
+                    error.to_string().starts_with("number out of range"),
+                    "valid JSON the oracle cannot read ({error}): {text:?}"
+                ),
+            }
         }
         Err(CanonicalError::NumberOutOfRange) => {
             assert!(valid_json, "range refusal of text that is not JSON: {text:?}");
