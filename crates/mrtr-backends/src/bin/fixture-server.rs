@@ -108,7 +108,11 @@ async fn main() -> ExitCode {
 }
 
 /// A demo backend whose `requestState` key is the content of `file`.
-fn demo_with_key_file(identity: &str, catalog: DemoCatalog, file: &std::path::Path) -> Result<DemoBackend, String> {
+fn demo_with_key_file(
+    identity: &str,
+    catalog: DemoCatalog,
+    file: &std::path::Path,
+) -> Result<DemoBackend, String> {
     let key = std::fs::read(file).map_err(|error| format!("cannot read {}: {error}", file.display()))?;
     let sealer = StateSealer::with_key(identity, key)
         .map_err(|error| format!("{}: not a usable key: {error}", file.display()))?;
@@ -136,7 +140,9 @@ mod tests {
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--suite"]).unwrap().unwrap().suite);
         assert!(parse(&["--suite", "--demo", "beta"]).is_err());
-        let keyed = parse(&["--demo", "alpha", "--state-key-file", "/k"]).unwrap().unwrap();
+        let keyed = parse(&["--demo", "alpha", "--state-key-file", "/k"])
+            .unwrap()
+            .unwrap();
         assert_eq!(keyed.state_key_file, Some(PathBuf::from("/k")));
         assert!(parse(&["--state-key-file", "/k"]).is_err());
     }
