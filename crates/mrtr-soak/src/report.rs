@@ -282,11 +282,14 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
     if !unexplained_errors.is_empty() {
         let _ = writeln!(
             out,
-            "\nunexplained failed attempts (first 40 of {}):",
+            "\nunexplained failed attempts (the first 8 of each cause; {} in all):",
             unexplained_errors.len()
         );
-        for error in unexplained_errors.iter().take(40) {
-            let _ = writeln!(out, "  {}", describe(error));
+        // Per cause, so that a rare cause is not hidden behind a burst of a common one.
+        for cause in Cause::ALL {
+            for error in unexplained_errors.iter().filter(|e| e.cause == cause).take(8) {
+                let _ = writeln!(out, "  {}", describe(error));
+            }
         }
     }
     let explained_samples: Vec<(&ErrorRecord, &String)> = errors
