@@ -20,8 +20,9 @@
 //! ([`Cause::retryable`]) is repeated, with a new JSON-RPC id, after a backoff that doubles
 //! (`backoff`, `2 × backoff`, `4 × backoff`, each plus up to 10 % jitter), at most three times.
 //! A round that still fails, or a failure that is not retryable (an envelope refused, a wrong
-//! answer), loses the flow. The users think (sleep up to `think`) between rounds and flows, as
-//! a person answering an elicitation does.
+//! answer), loses the flow. The users think (sleep up to `think`) between rounds, as a person
+//! answering an elicitation does, and pause (up to `pause`) between flows; a long think with a
+//! short pause holds many flows open at a modest request rate.
 //!
 //! ```
 //! use mrtr_soak::flows::Flow;
@@ -134,8 +135,10 @@ impl Flow {
 pub struct Behaviour {
     /// The load balancer.
     pub target: SocketAddr,
-    /// Longest think time between rounds and flows (uniformly random up to it).
+    /// Longest think time between rounds (uniformly random up to it).
     pub think: Duration,
+    /// Longest pause between flows (uniformly random up to it).
+    pub pause: Duration,
     /// First retry's backoff.
     pub backoff: Duration,
     /// Longest wait for one answer.
@@ -204,7 +207,7 @@ impl User {
                 }
             }
             self.stats.flow_ended(flow.label(), outcome.err());
-            self.think().await;
+            self.sleep_up_to(self.behaviour.pause).await;
         }
     }
 
@@ -504,9 +507,13 @@ impl User {
     }
 
     async fn think(&mut self) {
-        let think = self.behaviour.think.as_micros() as u64;
-        if think > 0 {
-            let pause = self.next_random() % think;
+        self.sleep_up_to(self.behaviour.think).await;
+    }
+
+    async fn sleep_up_to(&mut self, longest: Duration) {
+        let longest = longest.as_micros() as u64;
+        if longest > 0 {
+            let pause = self.next_random() % longest;
             tokio::time::sleep(Duration::from_micros(pause)).await;
         }
     }
@@ -543,6 +550,7 @@ mod tests {
         let behaviour = Behaviour {
             target: "127.0.0.1:9".parse().unwrap(),
             think: Duration::ZERO,
+            pause: Duration::ZERO,
             backoff: Duration::from_millis(1),
             request_timeout: Duration::from_secs(1),
         };

@@ -29,8 +29,10 @@ pub struct Settings {
     pub warmup: Duration,
     /// Length of one fault cycle.
     pub cycle: Duration,
-    /// Longest think time.
+    /// Longest think time between rounds.
     pub think: Duration,
+    /// Longest pause between flows.
+    pub pause: Duration,
     /// First retry's backoff.
     pub backoff: Duration,
     /// Longest wait for one answer.
@@ -84,6 +86,7 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
     let behaviour = Behaviour {
         target: nginx.addr,
         think: settings.think,
+        pause: settings.pause,
         backoff: settings.backoff,
         request_timeout: settings.request_timeout,
     };
@@ -150,12 +153,13 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
         ended,
         unfinished,
         settings: format!(
-            "{} users for {:?} (warm-up {:?}), think up to {:?}, retry backoff {:?} doubling, request timeout {:?};\n\
+            "{} users for {:?} (warm-up {:?}), think up to {:?}, pause up to {:?}, retry backoff {:?} doubling, request timeout {:?};\n\
              fault cycle {:?}, alpha down {:?}, envelope TTL {:?}, drain delay {:?} / timeout {:?}, reload interval {:?}",
             settings.clients,
             settings.duration,
             settings.warmup,
             settings.think,
+            settings.pause,
             settings.backoff,
             settings.request_timeout,
             settings.cycle,

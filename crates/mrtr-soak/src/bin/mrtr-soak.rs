@@ -28,6 +28,13 @@ fn command() -> Command {
             .value_parser(value_parser!(u64))
             .help(help)
     };
+    let optional_ms = |name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .value_name("MS")
+            .value_parser(value_parser!(u64))
+            .help(help)
+    };
     Command::new("mrtr-soak")
         .about(ABOUT)
         .arg(
@@ -57,7 +64,8 @@ fn command() -> Command {
         .arg(number("duration", "60", "Seconds of load"))
         .arg(optional("warmup", "Seconds before the first fault; users start over its first half (default: a tenth of --duration, at least 5)"))
         .arg(optional("cycle", "Seconds of one fault cycle (default: --duration minus --warmup: one cycle)"))
-        .arg(number("think-ms", "100", "Longest think time of a user between rounds and flows, ms"))
+        .arg(number("think-ms", "100", "Longest think time of a user between rounds, ms"))
+        .arg(optional_ms("pause-ms", "Longest pause of a user between flows, ms (default: --think-ms)"))
         .arg(number("backoff-ms", "1000", "First retry's backoff, ms; it doubles for the next two"))
         .arg(number("request-timeout", "60", "Longest wait for one answer, seconds"))
         .arg(number("backend-down", "2", "Seconds the killed backend stays down"))
@@ -107,6 +115,7 @@ fn settings(m: &ArgMatches) -> Result<Settings, String> {
         .map_or(cycle.mul_f64(0.45).max(Duration::from_secs(10)), |s| {
             Duration::from_secs(*s)
         });
+    let think = Duration::from_millis(*m.get_one::<u64>("think-ms").expect("has a default"));
     let dir = match m.get_one::<PathBuf>("work-dir") {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("mrtr-soak-{}", std::process::id())),
@@ -124,7 +133,10 @@ fn settings(m: &ArgMatches) -> Result<Settings, String> {
         duration,
         warmup,
         cycle,
-        think: Duration::from_millis(*m.get_one::<u64>("think-ms").expect("has a default")),
+        think,
+        pause: m
+            .get_one::<u64>("pause-ms")
+            .map_or(think, |ms| Duration::from_millis(*ms)),
         backoff: Duration::from_millis(*m.get_one::<u64>("backoff-ms").expect("has a default")),
         request_timeout: secs(m, "request-timeout"),
         backend_down: secs(m, "backend-down"),
