@@ -123,8 +123,9 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
     )
     .await;
 
-    // Flows in progress at the deadline run to their end, within a bound.
-    let finish_by = deadline + settings.request_timeout * 4 + Duration::from_secs(30);
+    // Flows in progress at the deadline run to their end, within a bound: the longest flow's
+    // three thinks, and four timed-out attempts of its last round.
+    let finish_by = deadline + settings.think * 3 + settings.request_timeout * 4 + Duration::from_secs(30);
     let mut unfinished = 0;
     for user in users {
         let left = finish_by.saturating_duration_since(Instant::now());
