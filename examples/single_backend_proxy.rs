@@ -7,8 +7,9 @@
 //! ```
 //!
 //! With a single backend there is nothing to choose, so the proxy reports no route and the layer
-//! seals the default route instead. A multi-backend gateway would insert a `tower_mrtr::Route`
-//! into each response and honour `tower_mrtr::PinnedRoute` on requests: see `crates/mrtr-gateway`.
+//! seals the default route instead. A multi-backend gateway inserts a `tower_mrtr::Route` into
+//! each response and honours `tower_mrtr::PinnedRoute` on requests: see `axum_gateway.rs` and
+//! `hyper_proxy.rs` beside this file, and `crates/mrtr-gateway`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -162,6 +162,7 @@ pub async fn start(state: AdminState, addr: SocketAddr) -> io::Result<RunningAdm
         drain: None,
         stop: stopped,
         accepting: Arc::new(AtomicBool::new(true)),
+        limits: crate::ClientLimits::default(),
     };
     Ok(RunningAdmin {
         addr,

@@ -31,6 +31,14 @@ use tower_mrtr::Route;
 
 use crate::health::BackendHealth;
 
+/// How long an idle connection to a backend is kept by default: below the keep-alive timeout
+/// of common servers (uvicorn closes idle connections after 5 s, Node.js after 5 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// How long a backend's answer may send nothing before it is ended, by default. Long, because
+/// a tool may legitimately work for minutes without a progress notification.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// One backend MCP server the gateway forwards to.
 #[derive(Clone)]
 pub struct Backend {
@@ -38,6 +46,8 @@ pub struct Backend {
     url: Uri,
     host: HeaderValue,
     timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    stall_timeout: Option<Duration>,
     tls: Option<Arc<ClientConfig>>,
     headers: HeaderMap,
     health: Arc<BackendHealth>,
@@ -51,6 +61,8 @@ impl fmt::Debug for Backend {
             .field("name", &self.name())
             .field("url", &self.url)
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("stall_timeout", &self.stall_timeout)
             .field("custom_tls", &self.tls.is_some())
             .field("headers", &headers)
             .finish()
@@ -103,6 +115,8 @@ impl Backend {
             url,
             host,
             timeout: None,
+            idle_timeout: None,
+            stall_timeout: None,
             tls: None,
             headers: HeaderMap::new(),
             health: Arc::default(),
@@ -114,6 +128,32 @@ impl Backend {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// Keeps an idle connection to this backend open for at most `idle` (instead of the
+    /// gateway's default, [`DEFAULT_IDLE_TIMEOUT`]). Keep it below the backend server's own
+    /// keep-alive timeout, so that the gateway never writes a request onto a connection the
+    /// backend is closing.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = Some(idle);
+        self
+    }
+
+    /// Ends an answer of this backend that sends nothing for `stall` (instead of the
+    /// gateway's default, [`DEFAULT_STALL_TIMEOUT`]; see [`crate::relay`]).
+    pub fn with_stall_timeout(mut self, stall: Duration) -> Self {
+        self.stall_timeout = Some(stall);
+        self
+    }
+
+    /// This backend's own idle connection timeout, if it has one.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// This backend's own stall timeout, if it has one.
+    pub fn stall_timeout(&self) -> Option<Duration> {
+        self.stall_timeout
     }
 
     /// Connects to this backend with `tls` (its own CA, a client certificate) instead of the

@@ -24,6 +24,7 @@ use tower_mrtr::{Keyring, KeyringHandle};
 
 use crate::config_file::{self, BackendEntry, FileSettings};
 use crate::health::ReadyRule;
+use crate::logging::LogFormat;
 use crate::reload::KeysFile;
 use crate::tls::{BackendTls, ListenerTls};
 use crate::{Backend, GatewayConfig, HostPolicy, OriginPolicy};
@@ -47,6 +48,18 @@ CONFIG FILE:
   --config FILE takes every option below as a TOML key of the same name (without '--'), plus
   [[backend]] sections with url, timeout, TLS files and headers (credentials for the backend).
   Options given on the command line win. See docs/gateway.toml.
+
+LOGGING:
+  Logs go to stderr, filtered by RUST_LOG (default 'info,rmcp=warn'), as text or, with
+  --log-format json, one JSON object per line. Every request gets an access log line at info
+  (target mrtr_gateway::access: method, target, backend, status, duration; never bodies,
+  envelopes or credentials); RUST_LOG=info,mrtr_gateway::access=off turns it off.
+
+OVERLOAD AND SLOW PEERS:
+  Over --max-in-flight requests the gateway answers 503 with Retry-After: 1 and a JSON-RPC
+  error at once. Request bodies must arrive within --request-body-timeout, request heads within
+  --client-idle-timeout (which also closes idle client connections); backend answers that send
+  nothing for --backend-stall-timeout are ended (SSE: with a JSON-RPC error event).
 
 SIGNALS:
   SIGTERM drains: /readyz turns 503, answers carry 'Connection: close', the listener closes after
@@ -100,6 +113,8 @@ pub struct Settings {
     pub keys: Option<Keys>,
     /// How often the keys file and the listener certificate are checked for changes.
     pub reload_interval: Duration,
+    /// How log lines are written.
+    pub log_format: LogFormat,
     /// Everything else.
     pub config: GatewayConfig,
 }
@@ -115,6 +130,14 @@ fn command() -> Clap {
     };
     let positive_secs = |name: &'static str, default: &'static str, help: &'static str| {
         secs(name, default, help).value_parser(value_parser!(u64).range(1..))
+    };
+    let decimal_secs = |name: &'static str, default: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .value_name("SECONDS")
+            .default_value(default)
+            .value_parser(config_file::parse_seconds)
+            .help(help)
     };
     let path = |name: &'static str, help: &'static str| {
         Arg::new(name)
@@ -214,6 +237,42 @@ fn command() -> Clap {
                 .default_value("any")
                 .value_parser(|s: &str| s.parse::<ReadyRule>())
                 .help("/readyz is 200 when any backend (or all) answered its last catalog or discovery request"),
+        )
+        .arg(decimal_secs("backend-idle-timeout", "4", "Close a backend connection idle this long; keep it below the backends' own keep-alive timeouts (a [[backend]] idle-timeout wins)"))
+        .arg(decimal_secs("backend-stall-timeout", "300", "End a backend answer that sends nothing this long (a [[backend]] stall-timeout wins)"))
+        .arg(
+            Arg::new("max-in-flight")
+                .long("max-in-flight")
+                .value_name("N")
+                .default_value("1024")
+                .value_parser(clap::builder::RangedU64ValueParser::<usize>::new().range(1..))
+                .help("Most requests in flight; more get 503 with a JSON-RPC error at once"),
+        )
+        .arg(decimal_secs("request-body-timeout", "30", "How long a request body may take once the gateway has to wait for it"))
+        .arg(decimal_secs("client-idle-timeout", "30", "A client connection must send a complete request head within this time of opening and of its previous answer (closes idle keep-alive connections)"))
+        .arg(
+            Arg::new("max-header-bytes")
+                .long("max-header-bytes")
+                .value_name("BYTES")
+                .default_value("65536")
+                .value_parser(value_parser!(usize))
+                .help("Largest request head (HTTP 431 above; at least 8192 for HTTP/1.1)"),
+        )
+        .arg(
+            Arg::new("max-headers")
+                .long("max-headers")
+                .value_name("N")
+                .default_value("100")
+                .value_parser(value_parser!(usize))
+                .help("Most request header fields (HTTP 431 above)"),
+        )
+        .arg(
+            Arg::new("log-format")
+                .long("log-format")
+                .value_name("text|json")
+                .default_value("text")
+                .value_parser(|s: &str| s.parse::<LogFormat>())
+                .help("Log lines as text or as JSON objects (tracing-subscriber's JSON formatter); RUST_LOG filters them"),
         )
         .arg(secs("drain-delay", "5", "After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz"))
         .arg(secs("drain-timeout", "30", "After SIGTERM, let open requests and streams run at most this long, then exit"))
@@ -325,6 +384,18 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
     config.drain.timeout = merged_secs(m, "drain-timeout", file.drain_timeout);
     config.health_interval = Some(merged_secs(m, "health-interval", file.health_interval));
     config.ready_rule = merged(m, "ready-backends", file.ready_backends).expect("has a default");
+    config.backend_idle_timeout =
+        merged(m, "backend-idle-timeout", file.backend_idle_timeout).expect("has a default");
+    config.backend_stall_timeout =
+        merged(m, "backend-stall-timeout", file.backend_stall_timeout).expect("has a default");
+    config.max_in_flight = merged(m, "max-in-flight", file.max_in_flight).expect("has a default");
+    config.request_body_timeout =
+        merged(m, "request-body-timeout", file.request_body_timeout).expect("has a default");
+    config.client_limits.idle_timeout =
+        merged(m, "client-idle-timeout", file.client_idle_timeout).expect("has a default");
+    config.client_limits.max_header_bytes =
+        merged(m, "max-header-bytes", file.max_header_bytes).expect("has a default");
+    config.client_limits.max_headers = merged(m, "max-headers", file.max_headers).expect("has a default");
     if config.drain.delay > config.drain.timeout {
         return Err("--drain-delay must not exceed --drain-timeout".to_owned());
     }
@@ -334,6 +405,7 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
         demo,
         keys,
         reload_interval: merged_secs(m, "reload-interval", file.reload_interval),
+        log_format: merged(m, "log-format", file.log_format).expect("has a default"),
         config,
     })
 }

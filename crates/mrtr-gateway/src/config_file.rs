@@ -41,6 +41,7 @@ use toml::Spanned;
 
 use crate::backend::Backend;
 use crate::health::ReadyRule;
+use crate::logging::LogFormat;
 use crate::tls::BackendTls;
 
 /// The file as written: every key optional, flag names as keys.
@@ -63,6 +64,14 @@ struct Raw {
     ready_backends: Option<ReadyRule>,
     drain_delay: Option<u64>,
     drain_timeout: Option<u64>,
+    backend_idle_timeout: Option<Spanned<f64>>,
+    backend_stall_timeout: Option<Spanned<f64>>,
+    max_in_flight: Option<usize>,
+    request_body_timeout: Option<Spanned<f64>>,
+    client_idle_timeout: Option<Spanned<f64>>,
+    max_header_bytes: Option<usize>,
+    max_headers: Option<usize>,
+    log_format: Option<LogFormat>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     backend_ca: Option<PathBuf>,
@@ -76,6 +85,8 @@ struct RawBackend {
     name: Spanned<String>,
     url: Spanned<String>,
     timeout: Option<u64>,
+    idle_timeout: Option<Spanned<f64>>,
+    stall_timeout: Option<Spanned<f64>>,
     ca_file: Option<PathBuf>,
     client_cert: Option<PathBuf>,
     client_key: Option<PathBuf>,
@@ -140,6 +151,22 @@ pub struct FileSettings {
     pub drain_delay: Option<Duration>,
     /// `drain-timeout`
     pub drain_timeout: Option<Duration>,
+    /// `backend-idle-timeout`
+    pub backend_idle_timeout: Option<Duration>,
+    /// `backend-stall-timeout`
+    pub backend_stall_timeout: Option<Duration>,
+    /// `max-in-flight`
+    pub max_in_flight: Option<usize>,
+    /// `request-body-timeout`
+    pub request_body_timeout: Option<Duration>,
+    /// `client-idle-timeout`
+    pub client_idle_timeout: Option<Duration>,
+    /// `max-header-bytes`
+    pub max_header_bytes: Option<usize>,
+    /// `max-headers`
+    pub max_headers: Option<usize>,
+    /// `log-format`
+    pub log_format: Option<LogFormat>,
     /// `tls-cert`
     pub tls_cert: Option<PathBuf>,
     /// `tls-key`
@@ -148,6 +175,24 @@ pub struct FileSettings {
     pub backend_ca: Option<PathBuf>,
     /// `[[backend]]` sections, in order.
     pub backends: Vec<BackendEntry>,
+}
+
+/// A positive duration in seconds, decimals allowed (`4`, `0.5`): the form of the timeouts
+/// that can usefully be shorter than a second.
+///
+/// ```
+/// use mrtr_gateway::config_file::parse_seconds;
+///
+/// assert_eq!(parse_seconds("0.5").unwrap().as_millis(), 500);
+/// assert!(parse_seconds("0").is_err() && parse_seconds("-1").is_err() && parse_seconds("x").is_err());
+/// ```
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("expected a positive number of seconds, got {text:?}"))
 }
 
 /// Reads and parses the file at `path`; `env` reads environment variables (header sources).
@@ -195,6 +240,14 @@ pub fn parse(text: &str, origin: &str, env: impl Fn(&str) -> Option<String>) -> 
         ready_backends: raw.ready_backends,
         drain_delay: seconds(raw.drain_delay),
         drain_timeout: seconds(raw.drain_timeout),
+        backend_idle_timeout: located.seconds(raw.backend_idle_timeout)?,
+        backend_stall_timeout: located.seconds(raw.backend_stall_timeout)?,
+        max_in_flight: raw.max_in_flight,
+        request_body_timeout: located.seconds(raw.request_body_timeout)?,
+        client_idle_timeout: located.seconds(raw.client_idle_timeout)?,
+        max_header_bytes: raw.max_header_bytes,
+        max_headers: raw.max_headers,
+        log_format: raw.log_format,
         tls_cert: raw.tls_cert,
         tls_key: raw.tls_key,
         backend_ca: raw.backend_ca,
@@ -218,6 +271,12 @@ fn backend_entry(
     let name = raw.name.into_inner();
     if let Some(timeout) = raw.timeout {
         backend = backend.with_timeout(Duration::from_secs(timeout));
+    }
+    if let Some(idle) = located.seconds(raw.idle_timeout)? {
+        backend = backend.with_idle_timeout(idle);
+    }
+    if let Some(stall) = located.seconds(raw.stall_timeout)? {
+        backend = backend.with_stall_timeout(stall);
     }
     for (header, source) in raw.headers {
         let what = format!("backend {name:?}, header {header:?}");
@@ -297,6 +356,13 @@ impl Locator<'_> {
         }
     }
 
+    /// A positive number of seconds (decimals allowed), or an error at its place.
+    fn seconds(&self, value: Option<Spanned<f64>>) -> Result<Option<Duration>, String> {
+        value
+            .map(|v| parse_seconds(&v.get_ref().to_string()).map_err(|e| self.error(Some(v.span()), &e)))
+            .transpose()
+    }
+
     /// An error about `what`, for values whose position `toml` does not keep (header tables).
     fn error_in(&self, what: &str, message: &str) -> String {
         format!("{}: {what}: {message}", self.origin)
@@ -330,6 +396,14 @@ health-interval = 3
 ready-backends = "all"
 drain-delay = 4
 drain-timeout = 25
+backend-idle-timeout = 2.5
+backend-stall-timeout = 120
+max-in-flight = 64
+request-body-timeout = 10
+client-idle-timeout = 20
+max-header-bytes = 16384
+max-headers = 50
+log-format = "json"
 tls-cert = "/etc/mrtr/tls.crt"
 tls-key = "/etc/mrtr/tls.key"
 backend-ca = "/etc/mrtr/ca.pem"
@@ -342,6 +416,8 @@ url = "http://127.0.0.1:9001/mcp"
 name = "b"
 url = "https://b.internal/mcp"
 timeout = 5
+idle-timeout = 0.5
+stall-timeout = 30
 ca-file = "/etc/mrtr/b-ca.pem"
 client-cert = "/etc/mrtr/b.crt"
 client-key = "/etc/mrtr/b.key"
@@ -356,6 +432,19 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(b.backend.timeout(), Some(Duration::from_secs(5)));
         assert_eq!(b.tls.client_key.as_deref(), Some(Path::new("/etc/mrtr/b.key")));
         assert_eq!(b.backend.headers()["x-tenant"], "acme");
+        assert_eq!(b.backend.idle_timeout(), Some(Duration::from_millis(500)));
+        assert_eq!(b.backend.stall_timeout(), Some(Duration::from_secs(30)));
+        assert_eq!(file.backend_idle_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(file.backend_stall_timeout, Some(Duration::from_secs(120)));
+        assert_eq!(
+            (file.max_in_flight, file.max_header_bytes, file.max_headers),
+            (Some(64), Some(16384), Some(50))
+        );
+        assert_eq!(file.request_body_timeout, Some(Duration::from_secs(10)));
+        assert_eq!(file.client_idle_timeout, Some(Duration::from_secs(20)));
+        assert_eq!(file.log_format, Some(LogFormat::Json));
+        let zero = parse("backend-idle-timeout = 0\n", "t.toml", no_env).unwrap_err();
+        assert!(zero.contains("t.toml:1") && zero.contains("positive"), "{zero}");
     }
 
     /// The documented example stays valid: every key it shows parses.

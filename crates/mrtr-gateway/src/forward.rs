@@ -17,69 +17,92 @@
 //!
 //! Answers stream back untouched except for hop-by-hop headers and `Mcp-Session-Id`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use metrics::SharedString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::backend::Backend;
+use tower_mrtr::Route;
+
+use crate::backend::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
+use crate::body::ProxyBody;
+use crate::relay::BackendBody;
 use crate::telemetry;
 
-/// Headers never forwarded toward a backend (besides those `Connection` lists).
-const REQUEST_DROP: &[&str] = &[
-    "host",
-    "origin",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "accept-encoding",
-    "content-length",
-    "mcp-session-id",
-    "last-event-id",
-    "authorization",
-    "cookie",
-];
+/// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
+/// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
+fn request_drops(name: &str) -> bool {
+    matches!(
+        name,
+        "origin"
+            | "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "accept-encoding"
+            | "mcp-session-id"
+            | "last-event-id"
+            | "authorization"
+            | "cookie"
+    )
+}
 
-/// Headers never passed back to the client (besides those `Connection` lists).
-const RESPONSE_DROP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-connection",
-    "proxy-authenticate",
-    "mcp-session-id",
-];
+/// Headers never passed back to the client (besides `Proxy-*` and those `Connection` lists).
+fn response_drops(name: &str) -> bool {
+    matches!(
+        name,
+        "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" | "mcp-session-id"
+    )
+}
 
 /// Largest backend answer the gateway buffers when it has to merge answers (lists, discover).
 pub(crate) const MAX_MERGED_ANSWER: usize = 8 * 1024 * 1024;
 
 type BackendClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// The HTTP clients toward backends, one per backend name.
+/// The HTTP clients toward backends, in configuration order.
 #[derive(Clone, Debug)]
 pub(crate) struct Forwarder {
-    clients: Arc<HashMap<String, BackendClient>>,
+    pools: Arc<[Pools]>,
     response_timeout: Duration,
+}
+
+/// One backend's clients: its keep-alive pool, and one that keeps no connection (the one retry
+/// of [`Forwarder::exchange`] goes out on a fresh connection).
+#[derive(Clone, Debug)]
+struct Pools {
+    route: Route,
+    /// The `backend` label of its metrics, shared rather than copied per request.
+    label: SharedString,
+    pooled: BackendClient,
+    fresh: BackendClient,
+}
+
+impl Pools {
+    fn new(backend: &Backend) -> Self {
+        Self {
+            route: backend.route().clone(),
+            label: SharedString::from(Arc::<str>::from(backend.name())),
+            pooled: client_for(
+                backend,
+                Some(backend.idle_timeout().unwrap_or(DEFAULT_IDLE_TIMEOUT)),
+            ),
+            fresh: client_for(backend, None),
+        }
+    }
 }
 
 /// Why a backend could not be reached or gave no usable answer.
@@ -101,72 +124,120 @@ impl std::fmt::Display for ForwardError {
 }
 
 impl Forwarder {
+    /// Clients for `backends`, waiting at most `response_timeout` (unless a backend has its own)
+    /// for a response head.
     pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
-        let clients = backends
-            .iter()
-            .map(|backend| (backend.name().to_owned(), client_for(backend)))
-            .collect();
         Self {
-            clients: Arc::new(clients),
+            pools: backends.iter().map(Pools::new).collect(),
             response_timeout,
         }
     }
 
-    /// POSTs `body` to `backend` with the client's headers (filtered, see the module docs).
-    /// The answer's body streams; the caller decides whether to buffer it.
-    pub(crate) async fn post(
+    /// POSTs `body` to `backend` and relays the answer to the client's request `id` (raw
+    /// JSON): the answer's body streams through a [`BackendBody`].
+    pub(crate) async fn relay(
         &self,
         backend: &Backend,
-        client_headers: &HeaderMap,
+        headers: HeaderMap,
+        id: Option<&str>,
         body: Bytes,
-    ) -> Result<Response<Body>, ForwardError> {
+    ) -> Result<Response<ProxyBody>, ForwardError> {
+        let response = self.post(backend, headers, body, Connection::Pooled).await?;
+        let sse = is_sse(response.headers());
+        Ok(response.map(|body| {
+            let stall = backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT);
+            Either::Left(BackendBody::new(body, stall, sse, id, backend.route()))
+        }))
+    }
+
+    /// POSTs `body` to `backend` with the client's headers, filtered in place (see the module
+    /// docs). The answer's body streams; the caller decides whether to buffer it.
+    async fn post(
+        &self,
+        backend: &Backend,
+        mut headers: HeaderMap,
+        body: Bytes,
+        connection: Connection,
+    ) -> Result<Response<Incoming>, ForwardError> {
+        drop_headers(&mut headers, request_drops);
+        headers.insert(header::HOST, backend.host().clone());
+        // The body may have been rewritten (an envelope opened, a name restored).
+        headers.insert(header::CONTENT_LENGTH, body.len().into());
+        if !backend.headers().is_empty() {
+            for name in backend.headers().keys() {
+                headers.remove(name);
+            }
+            for (name, value) in backend.headers() {
+                headers.append(name, value.clone());
+            }
+        }
+        let method = telemetry::header_method(&headers);
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = backend.url().clone();
-        let headers = request.headers_mut();
-        copy_headers(client_headers, headers, REQUEST_DROP);
-        headers.insert(header::HOST, backend.host().clone());
-        for name in backend.headers().keys() {
-            headers.remove(name);
-        }
-        for (name, value) in backend.headers() {
-            headers.append(name, value.clone());
-        }
+        *request.headers_mut() = headers;
 
-        let client = self
-            .clients
-            .get(backend.name())
-            .cloned()
-            .unwrap_or_else(|| client_for(backend));
+        // A short scan: a backend's route is compared by pointer first.
+        let found = self.pools.iter().find(|pools| pools.route == *backend.route());
+        let adhoc;
+        let pools = match found {
+            Some(pools) => pools,
+            None => {
+                adhoc = Pools::new(backend);
+                &adhoc
+            }
+        };
+        let sent = match connection {
+            Connection::Pooled => pools.pooled.request(request),
+            Connection::Fresh => pools.fresh.request(request),
+        };
         let timeout = backend.timeout().unwrap_or(self.response_timeout);
         let started = Instant::now();
-        let outcome = match tokio::time::timeout(timeout, client.request(request)).await {
+        let outcome = match tokio::time::timeout(timeout, sent).await {
             Err(_) => Err(ForwardError::Timeout),
             Ok(result) => result.map_err(|e| ForwardError::Unreachable(error_chain(&e))),
         };
-        telemetry::backend_request(backend.name(), client_headers, &outcome, started.elapsed());
-        let response = outcome?;
-        let (mut parts, body) = response.into_parts();
-        let mut headers = HeaderMap::with_capacity(parts.headers.len());
-        copy_headers(&parts.headers, &mut headers, RESPONSE_DROP);
-        parts.headers = headers;
-        Ok(Response::from_parts(parts, Body::new(body)))
+        telemetry::backend_request(&pools.label, method, &outcome, started.elapsed());
+        let (mut parts, body) = outcome?.into_parts();
+        drop_headers(&mut parts.headers, response_drops);
+        Ok(Response::from_parts(parts, body))
     }
 
-    /// POSTs and reads the JSON-RPC response message, from a JSON or an SSE answer.
+    /// POSTs and reads the JSON-RPC response message, from a JSON or an SSE answer. These are
+    /// the gateway's own read-only requests (lists, discovery, catalog refreshes, probes): one
+    /// that fails on the connection is sent once more on a fresh connection, so that a backend
+    /// closing an idle connection at the wrong moment does not drop out of a merged list.
     pub(crate) async fn exchange(
         &self,
         backend: &Backend,
         client_headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
-        let response = self.post(backend, client_headers, body).await?;
+        match self
+            .exchange_once(backend, client_headers, body.clone(), Connection::Pooled)
+            .await
+        {
+            Err(ForwardError::Unreachable(error)) => {
+                tracing::debug!(backend = backend.name(), %error, "read-only request failed; once more on a fresh connection");
+                self.exchange_once(backend, client_headers, body, Connection::Fresh)
+                    .await
+            }
+            outcome => outcome,
+        }
+    }
+
+    async fn exchange_once(
+        &self,
+        backend: &Backend,
+        client_headers: &HeaderMap,
+        body: Bytes,
+        connection: Connection,
+    ) -> Result<Answer, ForwardError> {
+        let response = self
+            .post(backend, client_headers.clone(), body, connection)
+            .await?;
         let status = response.status();
-        let is_sse = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let is_sse = is_sse(response.headers());
         let mut body = response.into_body();
         let read = async {
             let mut buffer = Vec::new();
@@ -221,6 +292,24 @@ impl Forwarder {
     }
 }
 
+/// Which of a backend's clients a request goes out on.
+#[derive(Clone, Copy, Debug)]
+enum Connection {
+    /// A kept-alive connection when one is idle (hyper-util resends a request it could not
+    /// start on a reused connection that turned out closed; see `docs/gateway.md`).
+    Pooled,
+    /// A connection of its own.
+    Fresh,
+}
+
+/// Whether an answer is an SSE stream.
+fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
 /// A backend's answer to an exchange: HTTP status and the JSON-RPC response message, if any.
 #[derive(Debug)]
 pub(crate) struct Answer {
@@ -255,7 +344,7 @@ impl Answer {
 }
 
 /// The data of the last SSE event that holds a JSON-RPC response (not a notification).
-fn last_sse_response(stream: &[u8]) -> Option<Bytes> {
+pub(crate) fn last_sse_response(stream: &[u8]) -> Option<Bytes> {
     let text = String::from_utf8_lossy(stream);
     let mut found = None;
     let mut data = String::new();
@@ -285,7 +374,7 @@ fn last_sse_response(stream: &[u8]) -> Option<Bytes> {
 }
 
 /// Length of the prefix of an SSE stream that holds only complete events (ending in a blank line).
-fn complete_events(stream: &[u8]) -> usize {
+pub(crate) fn complete_events(stream: &[u8]) -> usize {
     let end_of = |needle: &[u8]| {
         stream
             .windows(needle.len())
@@ -299,9 +388,10 @@ fn complete_events(stream: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// A pooled client for `backend`: plain HTTP, or TLS with the backend's own configuration (else
-/// the system's roots).
-fn client_for(backend: &Backend) -> BackendClient {
+/// A client for `backend`: plain HTTP, or TLS with the backend's own configuration (else the
+/// system's roots). With `idle_timeout`, connections are kept alive for that long between
+/// requests; without, none is kept.
+fn client_for(backend: &Backend, idle_timeout: Option<Duration>) -> BackendClient {
     let mut http = HttpConnector::new();
     http.set_connect_timeout(Some(Duration::from_secs(5)));
     http.set_nodelay(true);
@@ -318,26 +408,37 @@ fn client_for(backend: &Backend) -> BackendClient {
                 crate::tls::empty_roots_config()
             })
     });
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build(crate::tls::connector(tls, http))
+    let mut builder = Client::builder(TokioExecutor::new());
+    // A request hyper hands back unwritten (the reused connection was found closed) is sent
+    // again on another connection: it cannot have been processed. This is hyper-util's
+    // default; it is the only resend of a client's request (see `docs/gateway.md`).
+    builder.retry_canceled_requests(true);
+    match idle_timeout {
+        Some(idle) => builder.pool_idle_timeout(idle).pool_timer(TokioTimer::new()),
+        None => builder.pool_max_idle_per_host(0),
+    };
+    builder.build(crate::tls::connector(tls, http))
 }
 
-fn copy_headers(from: &HeaderMap, to: &mut HeaderMap, drop: &[&str]) {
-    // Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1).
-    let listed: Vec<HeaderName> = from
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for (name, value) in from {
-        let name_str = name.as_str();
-        if drop.contains(&name_str) || name_str.starts_with("proxy-") || listed.contains(name) {
-            continue;
-        }
-        to.append(name.clone(), value.clone());
+/// Removes the headers `drop` names, every `Proxy-*` header and the headers `Connection` lists
+/// (hop-by-hop too, RFC 9110 §7.6.1), in place. One pass over the headers finds them; the usual
+/// message has few (`Host`, `Content-Length`), so nothing is allocated for the rest.
+fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
+    let doomed = |name: &HeaderName| drop(name.as_str()) || name.as_str().starts_with("proxy-");
+    if !headers.keys().any(doomed) {
+        return;
+    }
+    let mut names: Vec<HeaderName> = headers.keys().filter(|name| doomed(name)).cloned().collect();
+    names.extend(
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
+    );
+    for name in names {
+        headers.remove(name);
     }
 }
 
@@ -356,15 +457,31 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    /// The names left after `drop_headers(headers, drops)`, sorted.
+    fn kept(headers: &[(&'static str, &'static str)], drops: fn(&str) -> bool) -> Vec<String> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            map.append(*k, v.parse().unwrap());
+        }
+        drop_headers(&mut map, drops);
+        let mut kept: Vec<String> = map.keys().map(|k| k.as_str().to_owned()).collect();
+        kept.sort_unstable();
+        kept
+    }
+
     #[test]
     fn hop_by_hop_and_credentials_are_dropped() {
-        let mut from = HeaderMap::new();
-        for (k, v) in [
+        let request = [
             ("host", "gw.example"),
+            ("content-length", "12"),
             ("origin", "https://app.example"),
             ("connection", "keep-alive, x-hop"),
             ("x-hop", "1"),
             ("proxy-authorization", "x"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("cookie", "c=1"),
+            ("last-event-id", "3"),
             ("accept-encoding", "gzip"),
             ("authorization", "Bearer t"),
             ("mcp-session-id", "s"),
@@ -372,14 +489,31 @@ mod tests {
             ("mcp-param-region", "eu"),
             ("accept", "application/json, text/event-stream"),
             ("traceparent", "00-1-2-01"),
-        ] {
-            from.append(k, v.parse().unwrap());
-        }
-        let mut to = HeaderMap::new();
-        copy_headers(&from, &mut to, REQUEST_DROP);
-        let mut kept: Vec<&str> = to.keys().map(|k| k.as_str()).collect();
-        kept.sort_unstable();
-        assert_eq!(kept, ["accept", "mcp-method", "mcp-param-region", "traceparent"]);
+        ];
+        // Host and Content-Length stay for `post` to replace.
+        assert_eq!(
+            kept(&request, request_drops),
+            [
+                "accept",
+                "content-length",
+                "host",
+                "mcp-method",
+                "mcp-param-region",
+                "traceparent"
+            ]
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_answers_lose_only_hop_by_hop_headers() {
+        let answer = [
+            ("content-type", "text/event-stream"),
+            ("transfer-encoding", "chunked"),
+            ("mcp-session-id", "s"),
+            ("proxy-authenticate", "Basic"),
+            ("x-request-id", "7"),
+        ];
+        assert_eq!(kept(&answer, response_drops), ["content-type", "x-request-id"]);
     }
 
     #[test]

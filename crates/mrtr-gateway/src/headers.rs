@@ -5,9 +5,10 @@
 //! once. `Mcp-Param-*` headers are left to the backend, which receives the same arguments and
 //! knows the tool's schema; `_meta` is likewise checked by the backend.
 
-use http::HeaderMap;
+use http::HeaderName;
+use http::{HeaderMap, HeaderValue};
 use tower_mrtr::McpRequestHead;
-use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value};
+use tower_mrtr::mcp_headers::decode_header_value;
 
 use crate::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_VERSION};
 
@@ -15,7 +16,10 @@ use crate::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_VERSION};
 pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 
 /// The `MCP-Protocol-Version` header.
-pub(crate) const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub(crate) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+// As `HeaderName`s, so that a lookup does not parse the name again on every request.
+const MCP_METHOD: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_METHOD);
+const MCP_NAME: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_NAME);
 
 /// A header problem: the JSON-RPC error to send with HTTP 400.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +64,7 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
     let method = headers
         .get(MCP_METHOD)
         .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Method header"))?;
-    if decode_header_value(method).as_deref() != Some(head.method()) {
+    if !mirrors(method, head.method()) {
         return Err(HeaderError::mismatch(
             "Mcp-Method header does not match the request body",
         ));
@@ -70,15 +74,32 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         let name = headers
             .get(MCP_NAME)
             .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Name header"))?;
-        let name =
-            decode_header_value(name).ok_or_else(|| HeaderError::mismatch("Invalid Mcp-Name header"))?;
-        if head.target() != Some(name.as_str()) {
+        let matches = match head.target() {
+            Some(target) if mirrors(name, target) => true,
+            _ => {
+                decode_header_value(name).ok_or_else(|| HeaderError::mismatch("Invalid Mcp-Name header"))?;
+                false
+            }
+        };
+        if !matches {
             return Err(HeaderError::mismatch(
                 "Mcp-Name header does not match the request body",
             ));
         }
     }
     Ok(())
+}
+
+/// Whether a mirrored header carries `expected`: the plain (ASCII) form compared in place, no
+/// copy; else the `=?base64?...?=` form decoded. Raw non-ASCII bytes never match, as
+/// [`decode_header_value`] refuses them.
+fn mirrors(header: &HeaderValue, expected: &str) -> bool {
+    const ENCODED: &str = "=?base64?";
+    if header.as_bytes() == expected.as_bytes() && expected.is_ascii() && !expected.starts_with(ENCODED) {
+        return true;
+    }
+    header.as_bytes().starts_with(ENCODED.as_bytes())
+        && decode_header_value(header).as_deref() == Some(expected)
 }
 
 #[cfg(test)]
@@ -91,5 +112,21 @@ mod tests {
     fn only_the_three_targeted_methods_need_mcp_name() {
         assert!(names_target("tools/call") && names_target("prompts/get") && names_target("resources/read"));
         assert!(!names_target("tools/list") && !names_target("server/discover"));
+    }
+
+    #[test]
+    fn mirrored_values_match_plain_or_encoded() {
+        let encoded = tower_mrtr::mcp_headers::encode_header_value("日本語").unwrap();
+        assert!(mirrors(&encoded, "日本語"));
+        assert!(mirrors(&HeaderValue::from_static("get_weather"), "get_weather"));
+        assert!(!mirrors(
+            &HeaderValue::from_bytes("日本語".as_bytes()).unwrap(),
+            "日本語"
+        ));
+        assert!(!mirrors(&HeaderValue::from_static("get_weather"), "get_weathe"));
+        // A value that looks encoded is decoded, never compared as it is.
+        let tricky = "=?base64?eA==?=";
+        assert!(!mirrors(&HeaderValue::from_static(tricky), tricky));
+        assert!(mirrors(&HeaderValue::from_static(tricky), "x"));
     }
 }

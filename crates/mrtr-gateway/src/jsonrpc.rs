@@ -17,12 +17,13 @@
 
 use std::fmt;
 
-use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
+
+use crate::body::ProxyBody;
 
 /// JSON-RPC: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -139,8 +140,8 @@ pub fn error_body(id: Option<&str>, code: i64, message: &str, data: Option<serde
 }
 
 /// An `application/json` response.
-pub fn json_response(status: StatusCode, body: Bytes) -> Response<Body> {
-    let mut response = Response::new(Body::from(body));
+pub fn json_response(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(crate::body::full(body));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -155,7 +156,7 @@ pub fn error_response(
     code: i64,
     message: &str,
     data: Option<serde_json::Value>,
-) -> Response<Body> {
+) -> Response<ProxyBody> {
     json_response(status, error_body(id, code, message, data))
 }
 

@@ -3,16 +3,25 @@
 //!
 //! The stack, outermost first:
 //!
-//! 1. [`origin`]: `Origin`/`Host` validation (403) and POST media types (415/406); GET and DELETE
-//!    on `/mcp` get 405 with `Allow: POST`;
-//! 2. [`MrtrLayer`]: seals backend `requestState` into envelopes naming the backend, opens
+//! 0. `server`: hyper's HTTP/1.1 and HTTP/2 server (plain or TLS, [`tls`]), one task per
+//!    connection, graceful drain ([`drain`]);
+//! 1. [`front::Gateway`]: `Origin`/`Host` validation (403) and POST media types (415/406)
+//!    ([`origin`]); paths other than `/mcp` get 404;
+//! 2. [`telemetry::RequestMetricsLayer`]: counts and times every request, the layer's own
+//!    refusals included;
+//! 3. [`MrtrLayer`]: seals backend `requestState` into envelopes naming the backend, opens
 //!    them on retries and pins the retry to that backend;
-//! 3. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
-//!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP.
+//! 4. [`Proxy`]: validates the mirrored MCP headers, routes by the layer's parsed request head,
+//!    aggregates catalogs across backends ([`catalog`]), and forwards over HTTP (`forward`).
+//!
+//! Around all of it, [`middleware::HttpLayer`] (sensitive headers, request ids, a trace span per
+//! request), then [`middleware::DecompressRequestLayer`] (gzip and deflate request bodies
+//! decoded, so that the layer can read them).
 //!
 //! Between 1 and 2 sits the [`legacy`] front ([`legacy::DualEra`]): a POST declaring
 //! `MCP-Protocol-Version: 2026-07-28` passes straight through it; clients of the `initialize`
-//! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests.
+//! era (2025-06-18, 2025-11-25) are served by it, with MRTR bridged inside their requests; GET,
+//! and DELETE without a legacy session, get 405 with `Allow: POST`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,37 +46,50 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::any_service;
 use http::HeaderName;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tower_layer::Layer;
 use tower_mrtr::{Clock, Keyring, KeyringHandle, MrtrLayer};
 
+pub mod access;
 pub mod admin;
 mod backend;
+pub mod body;
 pub mod catalog;
 pub mod cli;
 pub mod config_file;
+pub mod deadline;
 pub mod demo;
 pub mod drain;
 mod forward;
+pub mod front;
 mod headers;
 pub mod health;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod logging;
+pub mod middleware;
 pub mod origin;
 pub mod proxy;
+pub mod relay;
 pub mod reload;
 mod server;
+pub mod shed;
 pub mod telemetry;
 pub mod tls;
 
-pub use backend::{Backend, BackendSpecError};
+pub use backend::{Backend, BackendSpecError, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
+pub use front::Gateway;
+
+/// What [`service`] returns: the [`Gateway`] inside request decompression and the outermost
+/// HTTP layers ([`middleware`]).
+pub type GatewayService = middleware::HttpService<middleware::DecompressRequest<Gateway>>;
 pub use headers::SUPPORTED_VERSIONS;
 pub use origin::{HostPolicy, OriginPolicy};
 pub use proxy::Proxy;
+pub use server::ClientLimits;
 
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
@@ -89,8 +111,20 @@ pub struct GatewayConfig {
     pub catalog_ttl: Duration,
     /// How long a sealed `requestState` stays valid.
     pub envelope_ttl: Duration,
-    /// How long to wait for a backend's response head.
+    /// How long to wait for a backend's response head (a backend's own setting wins).
     pub backend_timeout: Duration,
+    /// How long an idle backend connection is kept (a backend's own setting wins); keep it
+    /// below the backends' keep-alive timeouts.
+    pub backend_idle_timeout: Duration,
+    /// How long a backend's answer may send nothing before it is ended (a backend's own
+    /// setting wins; see [`relay`]).
+    pub backend_stall_timeout: Duration,
+    /// Most requests in flight; more get 503 at once ([`shed`]).
+    pub max_in_flight: usize,
+    /// How long a request body may take once the gateway has to wait for it ([`deadline`]).
+    pub request_body_timeout: Duration,
+    /// Client connections: header limits and the idle keep-alive timeout.
+    pub client_limits: ClientLimits,
     /// Largest request body accepted (413 above).
     pub max_request_body: usize,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
@@ -111,7 +145,9 @@ pub struct GatewayConfig {
 
 impl GatewayConfig {
     /// Defaults: no principal binding, loopback origins, catalog TTL 30 s, envelope TTL 10 min,
-    /// backend timeout 60 s, request bodies up to 2 MiB, plain HTTP, drain delay 5 s and timeout
+    /// backend timeout 60 s, idle backend connections kept 4 s, backend stall timeout 5 min,
+    /// 1024 requests in flight, request bodies up to 2 MiB arriving within 30 s, the
+    /// [`ClientLimits`] defaults, plain HTTP, drain delay 5 s and timeout
     /// 30 s, ready when any backend is up, no health probes.
     pub fn new(backends: Vec<Backend>) -> Self {
         Self {
@@ -122,6 +158,11 @@ impl GatewayConfig {
             catalog_ttl: Duration::from_secs(30),
             envelope_ttl: tower_mrtr::DEFAULT_TTL,
             backend_timeout: Duration::from_secs(60),
+            backend_idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            backend_stall_timeout: DEFAULT_STALL_TIMEOUT,
+            max_in_flight: shed::DEFAULT_MAX_IN_FLIGHT,
+            request_body_timeout: deadline::DEFAULT_REQUEST_BODY_TIMEOUT,
+            client_limits: ClientLimits::default(),
             max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
             clock: None,
             listener_tls: None,
@@ -133,23 +174,29 @@ impl GatewayConfig {
     }
 }
 
-/// The gateway as an axum [`Router`] serving [`MCP_PATH`].
+/// The gateway as one tower service ([`Gateway`] inside [`middleware::HttpLayer`]) serving
+/// [`MCP_PATH`]; `listen` chooses the default `Host` policy.
 ///
 /// # Panics
 ///
 /// If `config.backends` is empty.
-pub fn router(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> Router {
+pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
     let proxy = Proxy::new(
-        config.backends.clone(),
+        backends_with_defaults(config),
         config.catalog_ttl,
         config.backend_timeout,
     );
-    router_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
+    service_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
 }
 
-/// [`router`] over an existing proxy, reading the keyring through `keys` (so that it can be
+/// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
 /// replaced while the gateway runs).
-fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen: SocketAddr) -> Router {
+fn service_with(
+    config: &GatewayConfig,
+    keys: KeyringHandle,
+    proxy: Proxy,
+    listen: SocketAddr,
+) -> GatewayService {
     // One handle for the layer and the legacy front, so a keyring replacement reaches both.
     let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
         .ttl(config.envelope_ttl)
@@ -166,12 +213,10 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
                 .map(str::to_owned)
         });
     }
-    let mcp = tower::ServiceBuilder::new()
-        .layer(telemetry::RequestMetricsLayer)
-        .layer(layer)
-        .service(proxy);
+    // The request metrics sit outside the layer, so that they see the layer's own refusals.
+    let mcp = telemetry::RequestMetricsLayer.layer(layer.layer(proxy));
     // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
-    // the `initialize` era served here. It also answers the 405s `post_service` gave before.
+    // the `initialize` era served here. It also answers the 405s on `/mcp`.
     let mut front = legacy::Front::new(config.legacy.clone(), keys)
         .principal_header(config.principal_header.clone())
         .max_request_body(config.max_request_body);
@@ -187,14 +232,39 @@ fn router_with(config: &GatewayConfig, keys: KeyringHandle, proxy: Proxy, listen
             HostPolicy::any()
         }
     });
-    let guard = Arc::new(origin::Guard {
+    let guard = origin::Guard {
         origins: config.origins.clone(),
         hosts,
-    });
-    // The legacy front answers GET, DELETE without a session, … with 405 and `Allow: POST`.
-    Router::new()
-        .route(MCP_PATH, any_service(mcp))
-        .layer(axum::middleware::from_fn_with_state(guard, origin::guard))
+    };
+    let gateway = Gateway::new(
+        guard,
+        shed::LoadShed::new(config.max_in_flight),
+        config.request_body_timeout,
+        mcp,
+    );
+    // Compressed request bodies decoded before the front (nothing added without
+    // Content-Encoding), so that the layer reads them; outermost, sensitive headers, request id
+    // and trace span. See `middleware`.
+    middleware::HttpLayer.layer(middleware::DecompressRequestLayer.layer(gateway))
+}
+
+/// The configured backends, with the gateway's defaults where a backend has no setting of its
+/// own.
+fn backends_with_defaults(config: &GatewayConfig) -> Vec<Backend> {
+    config
+        .backends
+        .iter()
+        .map(|backend| {
+            let mut backend = backend.clone();
+            if backend.idle_timeout().is_none() {
+                backend = backend.with_idle_timeout(config.backend_idle_timeout);
+            }
+            if backend.stall_timeout().is_none() {
+                backend = backend.with_stall_timeout(config.backend_stall_timeout);
+            }
+            backend
+        })
+        .collect()
 }
 
 /// A running gateway.
@@ -300,14 +370,14 @@ pub async fn start_with_keys(
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let proxy = Proxy::new(
-        config.backends.clone(),
+        backends_with_defaults(&config),
         config.catalog_ttl,
         config.backend_timeout,
     );
     let probe = config
         .health_interval
         .map(|interval| tokio::spawn(health::probe(proxy.clone(), interval)));
-    let app = router_with(&config, keys.clone(), proxy, addr);
+    let app = service_with(&config, keys.clone(), proxy, addr);
     let (stop, stopped) = watch::channel(false);
     let lifecycle = drain::Lifecycle::new();
     let accepting = Arc::new(AtomicBool::new(true));
@@ -318,6 +388,7 @@ pub async fn start_with_keys(
         drain: Some((lifecycle.clone(), config.drain)),
         stop: stopped,
         accepting: accepting.clone(),
+        limits: config.client_limits,
     };
     Ok(RunningGateway {
         addr,

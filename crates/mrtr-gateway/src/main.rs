@@ -37,7 +37,7 @@ async fn main() -> ExitCode {
         }
         Command::Run(settings) => *settings,
     };
-    init_tracing();
+    mrtr_gateway::logging::init(settings.log_format);
 
     let mut config = settings.config;
     let mut demo_servers = Vec::new();
@@ -161,23 +161,4 @@ async fn stop_signal() {
         () = ctrl_c => {}
         () = terminate => {}
     }
-}
-
-fn init_tracing() {
-    use tracing_subscriber::filter::Targets;
-    use tracing_subscriber::prelude::*;
-    let filter: Targets = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|f| f.parse().ok())
-        // rmcp logs every served request at info level; the demo backends would drown the rest.
-        .unwrap_or_else(|| "info,rmcp=warn".parse().expect("valid filter"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(ansi),
-        )
-        .with(filter)
-        .init();
 }

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
@@ -37,6 +36,7 @@ use tower_mrtr::{McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
 use crate::backend::Backend;
+use crate::body::{self, ProxyBody};
 use crate::catalog::{self, Catalog, Kind, Listing, SEPARATOR};
 use crate::forward::{Answer, ForwardError, Forwarder};
 use crate::headers::{self, SUPPORTED_VERSIONS};
@@ -103,9 +103,9 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::fmt::Display + Send,
 {
-    type Response = Response<Body>;
+    type Response = Response<ProxyBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -114,11 +114,13 @@ where
     fn call(&mut self, request: Request<RequestBody<B>>) -> Self::Future {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let pinned = parts.extensions.get::<PinnedRoute>().map(|p| p.0.clone());
+            let (mut parts, body) = request.into_parts();
+            // Taken out so that the headers can move on to the backend without a copy.
+            let head = parts.extensions.remove::<McpRequestHead>();
+            let pinned = parts.extensions.remove::<PinnedRoute>().map(|p| p.0);
             // The layer has already buffered (and size-limited) every POST body.
-            let (route, mut response) = match body.collect().await {
-                Ok(body) => inner.dispatch(&parts, pinned.as_ref(), body.to_bytes()).await,
+            let (route, mut response) = match read_buffered(body).await {
+                Ok(body) => inner.dispatch(parts, head, pinned.as_ref(), body).await,
                 Err(e) => {
                     tracing::debug!(error = %e, "request body failed");
                     let route = pinned.clone().unwrap_or_else(|| Route::new(GATEWAY_ROUTE));
@@ -138,6 +140,25 @@ where
             Ok(response)
         })
     }
+}
+
+/// The body as one `Bytes`. The layer hands over a body it buffered, as one frame, which is
+/// taken as it is; only a body in several frames is copied together.
+async fn read_buffered<B: http_body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B::Error> {
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else { continue };
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            earlier => {
+                joined.extend_from_slice(&earlier.unwrap_or_default());
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Why a fan-out to one backend gave nothing to merge.
@@ -160,15 +181,21 @@ impl std::fmt::Display for Failure {
     }
 }
 
-type Routed = (Route, Response<Body>);
+type Routed = (Route, Response<ProxyBody>);
 
 impl Inner {
-    fn own(&self, response: Response<Body>) -> Routed {
+    fn own(&self, response: Response<ProxyBody>) -> Routed {
         (Route::new(GATEWAY_ROUTE), response)
     }
 
-    async fn dispatch(&self, parts: &Parts, pinned: Option<&Route>, body: Bytes) -> Routed {
-        let Some(head) = parts.extensions.get::<McpRequestHead>() else {
+    async fn dispatch(
+        &self,
+        parts: Parts,
+        head: Option<McpRequestHead>,
+        pinned: Option<&Route>,
+        body: Bytes,
+    ) -> Routed {
+        let Some(head) = &head else {
             // The layer inserts a head for every JSON-RPC request object it reads.
             let (code, message) = match serde_json::from_slice::<&RawValue>(&body) {
                 Err(_) => (PARSE_ERROR, "Parse error: the body is not JSON"),
@@ -195,12 +222,12 @@ impl Inner {
             return self.pinned(parts, head, route, body).await;
         }
         if self.backends.len() == 1 {
-            return self.forward(0, parts, body, None).await;
+            return self.forward(0, parts.headers, id, body, None).await;
         }
         if id.is_none() {
             // 2026-07-28 defines no client notification over HTTP; there is no one backend to
             // give one to.
-            let mut accepted = Response::new(Body::empty());
+            let mut accepted = Response::new(body::full(Bytes::new()));
             *accepted.status_mut() = StatusCode::ACCEPTED;
             return self.own(accepted);
         }
@@ -208,10 +235,10 @@ impl Inner {
             "tools/call" => self.named(Kind::Tools, parts, head, body).await,
             "prompts/get" => self.named(Kind::Prompts, parts, head, body).await,
             "resources/read" => self.resource(parts, head, body).await,
-            "server/discover" => self.discover(parts, head, body).await,
+            "server/discover" => self.discover(&parts.headers, head, body).await,
             "completion/complete" => self.completion(parts, head, body).await,
             method => match Kind::from_list_method(method) {
-                Some(kind) => self.list(kind, parts, head, body).await,
+                Some(kind) => self.list(kind, &parts.headers, head, body).await,
                 None => self.own(error_response(
                     StatusCode::NOT_FOUND,
                     id,
@@ -223,21 +250,18 @@ impl Inner {
         }
     }
 
-    /// Forwards to backend `index`, replacing the string at `rename.0` by `rename.1` (and
-    /// `Mcp-Name` with it when the path is `params.name`).
+    /// Forwards to backend `index` with the client's `headers` (filtered by the forwarder),
+    /// replacing the string at `rename.0` by `rename.1` (and `Mcp-Name` with it when the path is
+    /// `params.name`). `id` is the request's, for errors.
     async fn forward(
         &self,
         index: usize,
-        parts: &Parts,
+        mut headers: HeaderMap,
+        id: Option<&str>,
         body: Bytes,
         rename: Option<(&[&str], &str)>,
     ) -> Routed {
         let backend = &self.backends[index];
-        let id = parts
-            .extensions
-            .get::<McpRequestHead>()
-            .and_then(McpRequestHead::id_json);
-        let mut headers = parts.headers.clone();
         let body = match rename {
             None => body,
             Some((path, original)) => {
@@ -253,7 +277,7 @@ impl Inner {
                 body
             }
         };
-        match self.forwarder.post(backend, &headers, body).await {
+        match self.forwarder.relay(backend, headers, id, body).await {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
@@ -267,7 +291,7 @@ impl Inner {
     }
 
     /// An MRTR retry: it must reach the backend that minted the state.
-    async fn pinned(&self, parts: &Parts, head: &McpRequestHead, route: &Route, body: Bytes) -> Routed {
+    async fn pinned(&self, parts: Parts, head: &McpRequestHead, route: &Route, body: Bytes) -> Routed {
         let Some(index) = self.backends.iter().position(|b| b.route() == route) else {
             tracing::info!(backend = %route, "retry pinned to a backend that is no longer configured");
             let message = format!(
@@ -279,10 +303,16 @@ impl Inner {
         let kind = match head.method() {
             "tools/call" => Kind::Tools,
             "prompts/get" => Kind::Prompts,
-            _ => return self.forward(index, parts, body, None).await,
+            _ => {
+                return self
+                    .forward(index, parts.headers, head.id_json(), body, None)
+                    .await;
+            }
         };
         let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
-            return self.forward(index, parts, body, None).await;
+            return self
+                .forward(index, parts.headers, head.id_json(), body, None)
+                .await;
         };
         // The envelope pins the backend; the name only needs un-prefixing. The catalog knows the
         // exact mapping; a replica that never listed falls back to stripping `<backend>__`.
@@ -295,11 +325,12 @@ impl Inner {
                 .to_owned(),
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts, body, rename).await
+        self.forward(index, parts.headers, head.id_json(), body, rename)
+            .await
     }
 
     /// `tools/call` or `prompts/get` with several backends.
-    async fn named(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn named(&self, kind: Kind, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let Some(exposed) = head.target() else {
             return self.own(invalid_params(id, "Missing params.name"));
@@ -309,7 +340,7 @@ impl Inner {
             .resolve_name(kind, exposed)
             .filter(|_| self.catalog.fresh_since(kind).is_some());
         if resolved.is_none() {
-            self.refresh(&[kind], parts, &body).await;
+            self.refresh(&[kind], &parts.headers, &body).await;
             resolved = self.catalog.resolve_name(kind, exposed);
         }
         let Some((index, original)) = resolved else {
@@ -317,11 +348,11 @@ impl Inner {
             return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts, body, rename).await
+        self.forward(index, parts.headers, id, body, rename).await
     }
 
     /// `resources/read` with several backends: by the URI's owner.
-    async fn resource(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn resource(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let Some(uri) = head.target() else {
             return self.own(invalid_params(id, "Missing params.uri"));
@@ -330,12 +361,12 @@ impl Inner {
             && self.catalog.fresh_since(Kind::Templates).is_some();
         let mut owner = self.catalog.resolve_uri(uri).filter(|_| fresh);
         if owner.is_none() {
-            self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+            self.refresh(&[Kind::Resources, Kind::Templates], &parts.headers, &body)
                 .await;
             owner = self.catalog.resolve_uri(uri);
         }
         match owner {
-            Some(index) => self.forward(index, parts, body, None).await,
+            Some(index) => self.forward(index, parts.headers, id, body, None).await,
             None => self.own(error_response(
                 StatusCode::OK,
                 id,
@@ -347,7 +378,7 @@ impl Inner {
     }
 
     /// `completion/complete` with several backends: by the prompt or resource it completes for.
-    async fn completion(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn completion(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         #[derive(Deserialize)]
         struct Message {
             params: Params,
@@ -373,14 +404,14 @@ impl Inner {
             ("ref/prompt", Some(exposed), _) => {
                 let mut resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
                 if resolved.is_none() || self.catalog.fresh_since(Kind::Prompts).is_none() {
-                    self.refresh(&[Kind::Prompts], parts, &body).await;
+                    self.refresh(&[Kind::Prompts], &parts.headers, &body).await;
                     resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
                 }
                 match resolved {
                     Some((index, original)) => {
                         let rename = (original != exposed)
                             .then_some((&["params", "ref", "name"][..], original.as_str()));
-                        self.forward(index, parts, body, rename).await
+                        self.forward(index, parts.headers, id, body, rename).await
                     }
                     None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
                 }
@@ -388,12 +419,12 @@ impl Inner {
             ("ref/resource", _, Some(uri)) => {
                 let mut owner = self.catalog.resolve_uri(&uri);
                 if owner.is_none() {
-                    self.refresh(&[Kind::Resources, Kind::Templates], parts, &body)
+                    self.refresh(&[Kind::Resources, Kind::Templates], &parts.headers, &body)
                         .await;
                     owner = self.catalog.resolve_uri(&uri);
                 }
                 match owner {
-                    Some(index) => self.forward(index, parts, body, None).await,
+                    Some(index) => self.forward(index, parts.headers, id, body, None).await,
                     None => self.own(invalid_params(id, "Resource not found")),
                 }
             }
@@ -402,13 +433,13 @@ impl Inner {
     }
 
     /// A `*/list` call with several backends: every page of every backend, merged.
-    async fn list(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn list(&self, kind: Kind, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         if request_cursor(&body).is_some() {
             // The merged list is always one page, so no cursor the gateway handed out exists.
             return self.own(invalid_params(id, "Invalid cursor"));
         }
-        let outcomes = self.list_all(kind, &parts.headers, body).await;
+        let outcomes = self.list_all(kind, headers, body).await;
         let names = self.record(kind, &outcomes);
         let mut listings = Vec::new();
         let mut failures = Vec::new();
@@ -429,12 +460,13 @@ impl Inner {
     }
 
     /// `server/discover` with several backends.
-    async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn discover(&self, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let answers = join_all(self.backends.iter().map(|backend| {
-            self.forwarder
-                .exchange_recorded(backend, &parts.headers, body.clone())
-        }))
+        let answers = join_all(
+            self.backends
+                .iter()
+                .map(|backend| self.forwarder.exchange_recorded(backend, headers, body.clone())),
+        )
         .await;
         let mut results = Vec::new();
         let mut failures = Vec::new();
@@ -463,7 +495,7 @@ impl Inner {
 
     /// When no backend gave a usable answer: the first backend's own JSON-RPC error (it is about
     /// the client's request), else 502.
-    fn all_failed(&self, id: Option<&str>, failures: Vec<(usize, Failure)>) -> Response<Body> {
+    fn all_failed(&self, id: Option<&str>, failures: Vec<(usize, Failure)>) -> Response<ProxyBody> {
         for (_, failure) in &failures {
             if let Failure::Answer(answer) = failure
                 && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
@@ -531,7 +563,7 @@ impl Inner {
 
     /// Re-lists `kinds` from every backend (on a catalog miss), reusing the client's `_meta` so
     /// each backend sees the same protocol version and capabilities as for the call itself.
-    async fn refresh(&self, kinds: &[Kind], parts: &Parts, body: &Bytes) {
+    async fn refresh(&self, kinds: &[Kind], client_headers: &HeaderMap, body: &Bytes) {
         let requested = Instant::now();
         let meta = request_meta(body);
         for &kind in kinds {
@@ -552,7 +584,7 @@ impl Inner {
                 list_body.push_str(meta.get());
             }
             list_body.push_str("}}");
-            let mut headers = parts.headers.clone();
+            let mut headers = client_headers.clone();
             headers.insert(MCP_METHOD, HeaderValue::from_static(kind.list_method()));
             headers.remove(MCP_NAME);
             let params: Vec<_> = headers
@@ -574,11 +606,11 @@ impl Inner {
     }
 }
 
-fn invalid_params(id: Option<&str>, message: &str) -> Response<Body> {
+fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {
     error_response(StatusCode::OK, id, INVALID_PARAMS, message, None)
 }
 
-fn success(id: Option<&str>, result: &Value) -> Response<Body> {
+fn success(id: Option<&str>, result: &Value) -> Response<ProxyBody> {
     let id = id.unwrap_or("null");
     jsonrpc::json_response(
         StatusCode::OK,

@@ -35,8 +35,38 @@ use crate::tls::ListenerTls;
 /// Longest a client may take to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Longest a client may take to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// What a client connection may hold: the size and number of its request headers, and how
+/// long it may stay idle.
+///
+/// ```
+/// let limits = mrtr_gateway::ClientLimits::default();
+/// assert_eq!(limits.idle_timeout.as_secs(), 30);
+/// assert_eq!((limits.max_header_bytes, limits.max_headers), (64 * 1024, 100));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientLimits {
+    /// An HTTP/1.1 connection must send a complete request head within this time of opening,
+    /// and of its previous answer: it bounds both idle keep-alive connections and slow request
+    /// heads. (Keep a load balancer's upstream keep-alive timeout below it.)
+    pub idle_timeout: Duration,
+    /// Largest request head (HTTP/1.1: the read buffer, at least 8 KiB; HTTP/2: the header
+    /// list). Over it, HTTP/1.1 answers 431 and closes.
+    pub max_header_bytes: usize,
+    /// Most request header fields (HTTP/1.1); over it, 431.
+    pub max_headers: usize,
+}
+
+impl Default for ClientLimits {
+    /// 30 s idle, 64 KiB and 100 header fields.
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+        }
+    }
+}
 
 /// What the accept loop serves and how it stops.
 pub(crate) struct Server<S> {
@@ -49,6 +79,8 @@ pub(crate) struct Server<S> {
     pub(crate) stop: watch::Receiver<bool>,
     /// True while the listener accepts connections.
     pub(crate) accepting: Arc<AtomicBool>,
+    /// What each connection may hold.
+    pub(crate) limits: ClientLimits,
 }
 
 impl<S, B> Server<S>
@@ -69,13 +101,20 @@ where
             drain,
             stop,
             accepting,
+            limits,
         } = self;
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
-        builder.http2().timer(TokioTimer::new());
+            .header_read_timeout(limits.idle_timeout)
+            // hyper's floor for its read buffer is 8 KiB.
+            .max_buf_size(limits.max_header_bytes.max(8192))
+            .max_headers(limits.max_headers);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
         let builder = Arc::new(builder);
         let graceful = GracefulShutdown::new();
 
@@ -112,7 +151,11 @@ where
                 deadline = &mut stop_accepting => break deadline,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _peer)) => {
-                        let _ = stream.set_nodelay(true);
+                        // Answers go out as soon as they are ready (SSE events one by one);
+                        // Nagle's algorithm would hold small writes back until the client's ACK.
+                        if let Err(error) = stream.set_nodelay(true) {
+                            tracing::debug!(%error, "cannot set TCP_NODELAY");
+                        }
                         let lifecycle = drain.as_ref().map(|(l, _)| l.clone());
                         let connection = Connection {
                             builder: builder.clone(),
@@ -122,7 +165,17 @@ where
                         };
                         match &tls {
                             None => {
-                                tokio::spawn(connection.serve(stream));
+                                // hyper's header read timeout starts only once the HTTP/1-or-2
+                                // detection has read a first byte: a connection that never sends
+                                // one is closed here instead.
+                                let idle = limits.idle_timeout;
+                                tokio::spawn(async move {
+                                    let mut first = [0u8; 1];
+                                    match tokio::time::timeout(idle, stream.peek(&mut first)).await {
+                                        Ok(Ok(1..)) => connection.serve(stream).await,
+                                        _ => tracing::debug!("a client connection sent nothing; closed"),
+                                    }
+                                });
                             }
                             Some(tls) => {
                                 let acceptor = tls.acceptor();
@@ -136,11 +189,7 @@ where
                             }
                         }
                     }
-                    // Out of file descriptors and the like: pause instead of spinning.
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
+                    Err(error) => accept_failed(error).await,
                 },
             }
         };
@@ -163,6 +212,20 @@ where
         }
         Ok(())
     }
+}
+
+/// A failed `accept`: a connection that died in the backlog is skipped quietly; anything else
+/// (such as running out of file descriptors) is logged and retried after a pause instead of
+/// spinning.
+async fn accept_failed(error: io::Error) {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!(%error, "accept failed; retrying in 50 ms");
+    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 /// One accepted connection.

@@ -16,6 +16,7 @@
 //! assert_eq!(method_label(Some("tools/call")), "tools/call");
 //! assert_eq!(method_label(Some("x/made-up")), "other");
 //! assert_eq!(method_label(None), "none");
+//! assert_eq!(mrtr_gateway::telemetry::status_label(http::StatusCode::BAD_GATEWAY), "502");
 //! ```
 
 use std::future::Future;
@@ -55,6 +56,8 @@ pub const KEYRING_KEYS: &str = "mrtr_gateway_keyring_keys";
 pub const TLS_RELOADS_TOTAL: &str = "mrtr_gateway_tls_reloads_total";
 /// Gauge: 1 from SIGTERM until exit.
 pub const DRAINING: &str = "mrtr_gateway_draining";
+/// Counter: requests answered 503 because `--max-in-flight` requests were in flight.
+pub const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 /// Gauge: client connections open on the MCP listener.
 pub const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
 
@@ -68,36 +71,42 @@ pub const BYTES_BUCKETS: &[f64] = &[
     64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 65536.0,
 ];
 
-/// MCP methods counted under their own name; any other is `other`.
-const METHODS: &[&str] = &[
-    "tools/call",
-    "tools/list",
-    "prompts/get",
-    "prompts/list",
-    "resources/read",
-    "resources/list",
-    "resources/templates/list",
-    "server/discover",
-    "completion/complete",
-    "subscriptions/listen",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "tasks/list",
-    "ping",
-    "logging/setLevel",
-];
-
 /// The `method` label for an `Mcp-Method` header value: the method if it is an MCP method,
-/// `other` if not, `none` without the header.
+/// `other` if not, `none` without the header. A `match` rather than a table search: it runs for
+/// every request, and compiles to a comparison by length first.
 pub fn method_label(method: Option<&str>) -> &'static str {
+    let Some(method) = method else { return "none" };
     match method {
-        None => "none",
-        Some(method) => METHODS.iter().find(|m| **m == method).copied().unwrap_or("other"),
+        "tools/call" => "tools/call",
+        "tools/list" => "tools/list",
+        "prompts/get" => "prompts/get",
+        "prompts/list" => "prompts/list",
+        "resources/read" => "resources/read",
+        "resources/list" => "resources/list",
+        "resources/templates/list" => "resources/templates/list",
+        "server/discover" => "server/discover",
+        "completion/complete" => "completion/complete",
+        "subscriptions/listen" => "subscriptions/listen",
+        "tasks/get" => "tasks/get",
+        "tasks/update" => "tasks/update",
+        "tasks/cancel" => "tasks/cancel",
+        "tasks/list" => "tasks/list",
+        "ping" => "ping",
+        "logging/setLevel" => "logging/setLevel",
+        _ => "other",
     }
 }
 
-fn header_method(headers: &HeaderMap) -> &'static str {
+/// The `status` label: the three digits of `status`, without allocating.
+pub fn status_label(status: http::StatusCode) -> &'static str {
+    // Every code from 100 to 999, three digits each; `StatusCode` guarantees the range.
+    static DIGITS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| (100..1000).map(|code: u16| code.to_string()).collect());
+    let at = usize::from(status.as_u16() - 100) * 3;
+    &DIGITS[at..at + 3]
+}
+
+pub(crate) fn header_method(headers: &HeaderMap) -> &'static str {
     method_label(headers.get(MCP_METHOD).and_then(|v| v.to_str().ok()))
 }
 
@@ -139,17 +148,19 @@ pub fn describe() {
     describe_counter!(TLS_RELOADS_TOTAL, "Listener certificate reloads, by result");
     describe_gauge!(DRAINING, "1 while the gateway drains before exiting");
     describe_gauge!(OPEN_CONNECTIONS, "Client connections open on the MCP listener");
+    describe_counter!(
+        SHED_TOTAL,
+        "Requests answered 503 at once because the in-flight limit was reached"
+    );
 }
 
 /// Records one request to `backend`: its count, its time to the response head, and a failure.
 pub(crate) fn backend_request(
-    backend: &str,
-    request_headers: &HeaderMap,
+    backend: &metrics::SharedString,
+    method: &'static str,
     outcome: &Result<Response<hyper::body::Incoming>, ForwardError>,
     elapsed: Duration,
 ) {
-    let method = header_method(request_headers);
-    let backend = backend.to_owned();
     metrics::counter!(BACKEND_REQUESTS_TOTAL, "backend" => backend.clone(), "method" => method).increment(1);
     metrics::histogram!(BACKEND_REQUEST_DURATION_SECONDS, "backend" => backend.clone(), "method" => method)
         .record(elapsed.as_secs_f64());
@@ -160,7 +171,7 @@ pub(crate) fn backend_request(
         Err(ForwardError::Timeout) => "timeout",
         Err(ForwardError::Unreachable(_)) => "unreachable",
     };
-    metrics::counter!(BACKEND_ERRORS_TOTAL, "backend" => backend, "method" => method, "reason" => reason)
+    metrics::counter!(BACKEND_ERRORS_TOTAL, "backend" => backend.clone(), "method" => method, "reason" => reason)
         .increment(1);
 }
 
@@ -198,6 +209,11 @@ pub(crate) fn tls_reloaded(ok: bool) {
 /// Records whether `backend` answered its last catalog or discovery request.
 pub(crate) fn backend_up(backend: &str, up: bool) {
     metrics::gauge!(BACKEND_UP, "backend" => backend.to_owned()).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Records a request shed over the in-flight limit.
+pub(crate) fn shed() {
+    metrics::counter!(SHED_TOTAL).increment(1);
 }
 
 /// Records that draining started.
@@ -277,7 +293,7 @@ where
                 Some(_) => "backend",
                 None => "mrtr_layer",
             };
-            let status = response.status().as_str().to_owned();
+            let status = status_label(response.status());
             metrics::counter!(REQUESTS_TOTAL, "method" => *this.method, "status" => status, "answered_by" => answered_by)
                 .increment(1);
             metrics::histogram!(REQUEST_DURATION_SECONDS, "method" => *this.method)

@@ -96,26 +96,32 @@
 //!  client
 //!    │
 //!    ▼
+//!  SetSensitiveRequestHeadersLayer   marks Authorization sensitive BEFORE anything logs it
+//!    │   (tower-http)
 //!  TraceLayer (tower-http)           sees every request and every answer, refusals included;
-//!    │                               spans can record the MCP method and name later, from
+//!    │                               the span is made before the body is read, so the MCP
+//!    │                               method and name are recorded into it later, from
 //!    │                               McpRequestHead, by a small layer inside MrtrLayer
 //!  CompressionLayer (answers)        must be OUTSIDE: MrtrLayer reads answers in clear and
 //!    │                               fails closed on an encoded one
 //!  RequestDecompressionLayer         must be OUTSIDE: MrtrLayer refuses a compressed body
 //!    │                               (415); decompressed first, it is read and checked, and
 //!    │                               max_request_body bounds the *decompressed* size
-//!  RequestBodyTimeoutLayer           bounds how long a slow client holds the inner service's
-//!    │                               readiness while MrtrLayer reads its body
 //!  authentication                    must be OUTSIDE: it puts the subject into the request's
 //!    │                               extensions, where bind_principal reads it; inside, the
 //!    │                               principal is missing and the request is refused (403)
-//!  rate limit / load shed            per principal, so after authentication; refused requests
-//!    │                               are never buffered or parsed
+//!  rate limit / load shed            per principal, so after authentication (keyed on a
+//!    │                               verified subject, not on anything the client picks);
+//!    │                               refused requests are never buffered or parsed
+//!  RequestBodyTimeoutLayer           bounds how long a slow client holds the inner service's
+//!    │                               readiness while MrtrLayer reads its body
 //!  MrtrLayer                         opens retries (PinnedRoute, McpRequestHead), seals answers
 //!    │
+//!  (span recorder)                   reads McpRequestHead, and Route on the way back
+//!    │
 //!  your proxy                        routes on McpRequestHead, honours PinnedRoute, reports Route,
-//!    │                               drops Accept-Encoding toward backends
-//!    ▼
+//!    │                               drops Accept-Encoding and the client's credentials
+//!    ▼                               toward backends
 //!  backends
 //! ```
 //!
@@ -123,8 +129,28 @@
 //! the layer's body type, [`ResponseBody<ResBody>`]: [`ResponseBody::new`] wraps a body of the
 //! inner type, and `From<&'static str | String | Vec<u8> | Bytes>` and `Default` build one from
 //! bytes, so tower-http's `AsyncRequireAuthorizationLayer` and `ValidateRequestHeaderLayer` stack
-//! in front with no adapter (`tests/composition.rs` does exactly that). Under axum, layers added
-//! with `Router::layer` see axum's own body type and need nothing at all.
+//! in front with no adapter (`tests/composition.rs` does exactly that).
+//!
+//! Under axum, put the layers that answer early on the `Router` (`Router::layer`), where every
+//! response has axum's body, and `MrtrLayer` with the proxy as the route's service
+//! (`route_service`). Some layers only compose there: `tower_governor` answers through
+//! `From<GovernorError>`, which it implements for axum's response type only. Layers that change
+//! the *request* body type (`RequestBodyTimeoutLayer`) cannot go on the `Router`, whose routes
+//! take axum's body; put them on the route's service, right outside `MrtrLayer` (authentication
+//! and rate limits read no body, so the order between them does not matter).
+//!
+//! Request decompression: tower-http's `RequestDecompressionLayer` decodes lazily, so the
+//! layer's length limit stops decoding at `max_request_body` (a compression bomb costs the limit
+//! plus one 4 KiB chunk; `mrtr-gateway`'s `tests/http_layers.rs` sends one). Give it
+//! `pass_through_unaccepted(true)`: encodings it cannot decode then reach `MrtrLayer`, which
+//! refuses them with 415 and a JSON-RPC error. It boxes every answer and wraps every request
+//! body, so a gateway that counts its per-request cost calls it only for requests that carry
+//! `Content-Encoding` (`mrtr-gateway`'s `middleware::DecompressRequestLayer` does).
+//!
+//! The repository's `examples/` holds this stack, runnable and tested against real backends:
+//! `axum_gateway.rs` (tracing with MCP fields, JWT authentication, a per-principal rate limit,
+//! `bind_principal`, a two-backend router), `hyper_proxy.rs` (the same without axum) and
+//! `tests/routing_with_mocks.rs` (see [`testing`]).
 //!
 //! # Behaviour
 //!
@@ -179,6 +205,7 @@ pub mod route;
 mod service;
 mod shared_str;
 mod sse;
+pub mod testing;
 
 pub use body::{RequestBody, ResponseBody};
 pub use clock::{Clock, SystemClock};

@@ -2,22 +2,29 @@
 //! an HTTPS server for any axum router, and an MCP call that reads JSON or SSE answers.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{Request, Response, Version};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use http_body_util::{BodyExt, Either, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 /// Every network step of a test is bounded by this.
@@ -451,4 +458,98 @@ pub fn sample(metrics: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f6
         }
     }
     total
+}
+
+/// How a test MCP backend ([`start_backend`]) answers every request.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// A JSON result.
+    Json,
+    /// A JSON result after this delay.
+    JsonAfter(Duration),
+    /// An SSE stream: a progress notification, then the connection is cut.
+    SseThenDie,
+    /// An SSE stream: a progress notification, then nothing.
+    SseThenStall,
+}
+
+type BackendBody =
+    Either<Full<Bytes>, StreamBody<futures_util::stream::BoxStream<'static, io::Result<Frame<Bytes>>>>>;
+
+async fn answer(request: Request<Incoming>, answer: Answer) -> Result<Response<BackendBody>, Infallible> {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let id = serde_json::from_slice::<Value>(&body)
+        .map(|m| m["id"].clone())
+        .unwrap_or_default();
+    let progress = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
+    let stream = match answer {
+        Answer::Json | Answer::JsonAfter(_) => {
+            if let Answer::JsonAfter(delay) = answer {
+                tokio::time::sleep(delay).await;
+            }
+            let result =
+                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [], "resultType": "complete"}});
+            return Ok(Response::builder()
+                .header("content-type", "application/json")
+                .body(Either::Left(Full::new(Bytes::from(result.to_string()))))
+                .unwrap());
+        }
+        Answer::SseThenDie => {
+            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
+                .chain(futures_util::stream::once(async {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Err(io::Error::other("the backend process died"))
+                }))
+                .boxed()
+        }
+        Answer::SseThenStall => {
+            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
+                .chain(futures_util::stream::pending())
+                .boxed()
+        }
+    };
+    Ok(Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Either::Right(StreamBody::new(stream)))
+        .unwrap())
+}
+
+/// Serves `answer` on 127.0.0.1; with `idle_close`, a connection that sends no request head
+/// for that long is closed (hyper's header read timeout, which runs while a connection idles).
+/// Counts accepted connections.
+pub async fn start_backend(mode: Answer, idle_close: Option<Duration>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(idle_close);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| answer(request, mode));
+                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    (url, connections)
+}
+
+/// An in-process gateway over `backends` on 127.0.0.1, with `configure` applied to the defaults.
+pub async fn gateway(backends: Vec<Backend>, configure: impl FnOnce(&mut GatewayConfig)) -> RunningGateway {
+    let mut config = GatewayConfig::new(backends);
+    configure(&mut config);
+    let keyring = tower_mrtr::Keyring::generate("k1").unwrap();
+    mrtr_gateway::start(config, keyring, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
 }

@@ -1,0 +1,396 @@
+//! The run: starts the backends and the hops, drives every cell through every hop in interleaved
+//! rounds (or counts instructions under callgrind), and collects what the report prints.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::load::{self, Target};
+use crate::procs::{self, Cpu, Proc, Spawn};
+use crate::workload::{Cell, Hop, Workload};
+
+/// What to run; see `gateway-bench --help`.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Directory holding `mock-backend`, `bare-proxy` and `mrtr-gateway`.
+    pub bin_dir: PathBuf,
+    /// Directory for the processes' logs and callgrind dumps.
+    pub work_dir: PathBuf,
+    /// Cells to run.
+    pub cells: Vec<Cell>,
+    /// Interleaved rounds.
+    pub rounds: usize,
+    /// Unmeasured start of every segment.
+    pub warmup: Duration,
+    /// Measured window of every segment.
+    pub window: Duration,
+    /// Concurrent connections of the load.
+    pub connections: usize,
+    /// `taskset -c` list for the backends and hops (`None`: not pinned).
+    pub hop_cpus: Option<String>,
+    /// Instruction counts instead of timings: requests per cell under callgrind.
+    pub callgrind_requests: Option<u64>,
+    /// Extra arguments for every `mrtr-gateway` hop (`--admin-listen 127.0.0.1:0` to measure
+    /// with the metrics recorder installed).
+    pub gateway_args: Vec<String>,
+}
+
+/// The processes of a run.
+struct Fleet {
+    backends: Vec<Proc>,
+    hops: HashMap<Hop, Proc>,
+}
+
+impl Fleet {
+    fn target(&self, hop: Hop) -> Target {
+        let url = match hop {
+            Hop::Direct => &self.backends[0].url,
+            hop => &self.hops[&hop].url,
+        };
+        Target::from_url(url).expect("the processes print http://ADDR/PATH")
+    }
+}
+
+/// One measured segment: one cell through one hop in one round.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Round number.
+    pub round: usize,
+    /// Requests per second.
+    pub rate: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+    /// CPU of the hop process per request, µs (`None` for direct).
+    pub hop_cpu_us: Option<f64>,
+    /// Kernel share of the hop's CPU time.
+    pub hop_system_share: Option<f64>,
+    /// Context switches of the hop's threads per request.
+    pub hop_switches: Option<f64>,
+    /// CPU of the backend process(es) per request, µs.
+    pub backend_cpu_us: f64,
+}
+
+/// Everything a timing run measured.
+#[derive(Debug, Default)]
+pub struct Timings {
+    /// Samples by cell and hop, in round order.
+    pub samples: HashMap<(Cell, Hop), Vec<Sample>>,
+    /// Peak RSS of each process at the end, KiB.
+    pub peak_rss_kib: Vec<(String, u64)>,
+    /// Wrong answers or failed exchanges (each a reason), all segments.
+    pub failures: Vec<String>,
+    /// Failed exchanges in total.
+    pub failure_count: u64,
+}
+
+/// Instructions per request of one cell through one hop.
+#[derive(Clone, Debug)]
+pub struct Count {
+    /// The cell.
+    pub cell: Cell,
+    /// The hop.
+    pub hop: Hop,
+    /// Instructions (callgrind `Ir`) per request.
+    pub per_request: f64,
+    /// The dump file, for `callgrind_annotate`.
+    pub dump: PathBuf,
+}
+
+/// The hops a cell is measured through.
+pub fn hops_for(cell: Cell) -> &'static [Hop] {
+    match cell {
+        Cell::List => &[Hop::Direct, Hop::Bare, Hop::Gateway, Hop::Gateway2],
+        _ => &[Hop::Direct, Hop::Bare, Hop::Gateway],
+    }
+}
+
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn binary(plan: &Plan, name: &str) -> io::Result<PathBuf> {
+    let path = plan.bin_dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{} not found: build it first (scripts/bench-gateway.sh does)",
+                path.display()
+            ),
+        ))
+    }
+}
+
+/// A fresh keyring entry from the gateway binary itself.
+fn gateway_keys(plan: &Plan) -> io::Result<String> {
+    let output = std::process::Command::new(binary(plan, "mrtr-gateway")?)
+        .args(["--generate-key", "bench"])
+        .output()?;
+    let keys = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if output.status.success() && !keys.is_empty() {
+        Ok(keys)
+    } else {
+        Err(io::Error::other("mrtr-gateway --generate-key failed"))
+    }
+}
+
+fn start_backends(plan: &Plan) -> io::Result<Vec<Proc>> {
+    let program = binary(plan, "mock-backend")?;
+    ["alpha", "beta"]
+        .into_iter()
+        .map(|name| {
+            Spawn {
+                name: &format!("backend-{name}"),
+                program: &program,
+                args: vec!["--listen".into(), "127.0.0.1:0".into()],
+                env: Vec::new(),
+                cpus: plan.hop_cpus.as_deref(),
+                callgrind_out: None,
+                log_dir: &plan.work_dir,
+            }
+            .start(START_TIMEOUT)
+        })
+        .collect()
+}
+
+fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bool) -> io::Result<Proc> {
+    let name = match hop {
+        Hop::Direct => unreachable!("no process"),
+        Hop::Bare => "bare-proxy",
+        Hop::Gateway => "gateway",
+        Hop::Gateway2 => "gateway-2",
+    };
+    let (program, args, env) = match hop {
+        Hop::Bare => (
+            binary(plan, "bare-proxy")?,
+            vec![
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--backend".into(),
+                backends[0].url.clone(),
+            ],
+            Vec::new(),
+        ),
+        _ => {
+            let count = if hop == Hop::Gateway2 { 2 } else { 1 };
+            let mut args = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
+            for (backend, name) in backends.iter().zip(["alpha", "beta"]).take(count) {
+                args.extend(["--backend".to_owned(), format!("{name}={}", backend.url)]);
+            }
+            args.extend(plan.gateway_args.iter().cloned());
+            (
+                binary(plan, "mrtr-gateway")?,
+                args,
+                vec![("MRTR_KEYS", keys.to_owned())],
+            )
+        }
+    };
+    Spawn {
+        name,
+        program: &program,
+        args,
+        env,
+        cpus: plan.hop_cpus.as_deref(),
+        callgrind_out: callgrind.then(|| plan.work_dir.join(format!("{name}.callgrind"))),
+        log_dir: &plan.work_dir,
+    }
+    .start(if callgrind {
+        START_TIMEOUT * 2
+    } else {
+        START_TIMEOUT
+    })
+}
+
+/// Round 2 replays one retry: its state (an envelope through the gateway) comes from one round 1.
+async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload> {
+    let Cell::Round2 { state } = cell else {
+        return Ok(Workload::new(cell, hop, None));
+    };
+    let round1 = Workload::new(Cell::Round1 { state }, hop, None);
+    let mut connection = load::Connection::open(target).await?;
+    let (_, answer) = connection
+        .send(&round1, Workload::retry_state_request(state, 1))
+        .await
+        .map_err(io::Error::other)?;
+    let retry_state = Workload::retry_state_from(&answer).ok_or_else(|| {
+        io::Error::other(format!(
+            "no requestState in round 1 through {}: {}",
+            hop.name(),
+            String::from_utf8_lossy(&answer)
+        ))
+    })?;
+    Ok(Workload::new(cell, hop, Some(retry_state)))
+}
+
+/// Runs the timing rounds.
+pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
+    let keys = gateway_keys(plan)?;
+    let backends = start_backends(plan)?;
+    let mut hops = HashMap::new();
+    for hop in [Hop::Bare, Hop::Gateway, Hop::Gateway2] {
+        hops.insert(hop, start_hop(plan, hop, &backends, &keys, false)?);
+    }
+    let fleet = Fleet { backends, hops };
+    let mut timings = Timings::default();
+    for round in 0..plan.rounds {
+        for (index, &cell) in plan.cells.iter().enumerate() {
+            // Rotate the order of hops from segment to segment so drift hits each alike.
+            let mut order = hops_for(cell).to_vec();
+            let turn = (round + index) % order.len();
+            order.rotate_left(turn);
+            for hop in order {
+                let sample = run_one(plan, &fleet, cell, hop, round, &mut timings).await?;
+                eprintln!(
+                    "round {} {:>8} {:<20} {:>8.0} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  hop CPU {}",
+                    round + 1,
+                    cell.name(),
+                    hop.name(),
+                    sample.rate,
+                    sample.p50_us,
+                    sample.p99_us,
+                    sample
+                        .hop_cpu_us
+                        .map_or("-".to_owned(), |c| format!("{c:.1} µs/req")),
+                );
+                timings.samples.entry((cell, hop)).or_default().push(sample);
+            }
+        }
+    }
+    for proc in fleet.backends.iter().chain(fleet.hops.values()) {
+        timings
+            .peak_rss_kib
+            .push((proc.name.clone(), proc.peak_rss_kib()?));
+    }
+    timings.peak_rss_kib.sort();
+    Ok(timings)
+}
+
+async fn run_one(
+    plan: &Plan,
+    fleet: &Fleet,
+    cell: Cell,
+    hop: Hop,
+    round: usize,
+    timings: &mut Timings,
+) -> io::Result<Sample> {
+    let target = fleet.target(hop);
+    let work = Arc::new(workload(cell, hop, &target).await?);
+    let hop_proc = fleet.hops.get(&hop);
+    let backends = &fleet.backends;
+    let read = || -> (Option<Cpu>, Cpu) {
+        let backend = backends
+            .iter()
+            .filter_map(|b| b.cpu().ok())
+            .fold(Cpu::default(), Cpu::plus);
+        (hop_proc.and_then(|p| p.cpu().ok()), backend)
+    };
+    let mut before = None;
+    let mut after = None;
+    let segment = load::run_segment(
+        &target,
+        plan.connections,
+        work,
+        plan.warmup,
+        plan.window,
+        || before = Some(read()),
+        || after = Some(read()),
+    )
+    .await?;
+    timings.failure_count += segment.failures;
+    for reason in segment.failure_samples.iter().take(3) {
+        timings
+            .failures
+            .push(format!("{} via {}: {reason}", cell.name(), hop.name()));
+    }
+    // A slow build (CI's debug smoke run) may finish no request inside a short window; it must
+    // still have answered, and correctly.
+    if segment.correct == 0 {
+        timings.failure_count += 1;
+        timings
+            .failures
+            .push(format!("{} via {}: no correct answer", cell.name(), hop.name()));
+    }
+    let ((hop_before, backend_before), (hop_after, backend_after)) =
+        (before.unwrap_or_default(), after.unwrap_or_default());
+    let per_request = |ns: u64| ns as f64 / 1000.0 / segment.completed.max(1) as f64;
+    let hop_used = hop_after.zip(hop_before).map(|(a, b)| a.since(b));
+    Ok(Sample {
+        round,
+        rate: segment.rate(),
+        p50_us: segment.latency_us(0.5),
+        p99_us: segment.latency_us(0.99),
+        hop_cpu_us: hop_used.map(|c| per_request(c.on_cpu_ns)),
+        hop_system_share: hop_used.map(Cpu::system_share),
+        hop_switches: hop_used.map(|c| c.context_switches as f64 / segment.completed.max(1) as f64),
+        backend_cpu_us: per_request(backend_after.since(backend_before).on_cpu_ns),
+    })
+}
+
+/// Counts instructions per request of the bare proxy and the gateway under callgrind: after a
+/// warm-up, counters are zeroed, `requests` requests are sent one after another, and the
+/// counters dumped.
+pub async fn run_counts(plan: &Plan) -> io::Result<Vec<Count>> {
+    const WARMUP_REQUESTS: u64 = 50;
+    let requests = plan.callgrind_requests.unwrap_or(500).max(1);
+    let keys = gateway_keys(plan)?;
+    let backends = start_backends(plan)?;
+    let mut counts = Vec::new();
+    for hop in [Hop::Bare, Hop::Gateway] {
+        let proc = start_hop(plan, hop, &backends, &keys, true)?;
+        let target = Target::from_url(&proc.url).expect("the hop prints http://ADDR/PATH");
+        let base = plan.work_dir.join(format!("{}.callgrind", proc.name));
+        for (dumps, &cell) in (1..).zip(plan.cells.iter()) {
+            let work = workload(cell, hop, &target).await?;
+            let warm = load::run_count(&target, &work, WARMUP_REQUESTS).await?;
+            procs::callgrind_control(proc.pid(), "--zero")?;
+            let measured = load::run_count(&target, &work, requests).await?;
+            procs::callgrind_control(proc.pid(), "--dump")?;
+            if warm.failures + measured.failures > 0 {
+                return Err(io::Error::other(format!(
+                    "{} via {}: wrong answers under callgrind: {:?}",
+                    cell.name(),
+                    hop.name(),
+                    warm.failure_samples
+                        .iter()
+                        .chain(&measured.failure_samples)
+                        .collect::<Vec<_>>()
+                )));
+            }
+            let dump = PathBuf::from(format!("{}.{dumps}", base.display()));
+            let named = plan
+                .work_dir
+                .join(format!("{}-{}.callgrind", proc.name, cell.name()));
+            let total = read_dump(&dump, &named).await?;
+            let count = Count {
+                cell,
+                hop,
+                per_request: total as f64 / requests as f64,
+                dump: named,
+            };
+            eprintln!(
+                "callgrind {:>8} {:<12} {:>10.0} instructions/request",
+                cell.name(),
+                hop.name(),
+                count.per_request
+            );
+            counts.push(count);
+        }
+    }
+    Ok(counts)
+}
+
+/// Waits for callgrind's dump file, moves it to `named` and reads its total.
+async fn read_dump(dump: &Path, named: &Path) -> io::Result<u64> {
+    for _ in 0..100 {
+        if let Ok(total) = procs::callgrind_total(dump) {
+            std::fs::rename(dump, named)?;
+            return Ok(total);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    procs::callgrind_total(dump)
+}

@@ -1,0 +1,36 @@
+//! Side-by-side load benchmark of `mrtr-gateway` (issue 9): the gateway as operators deploy it,
+//! against a bare hyper reverse proxy (the limit of one hop) and against the backend called
+//! directly, all in front of the same fast mock MCP backend.
+//!
+//! Three binaries:
+//!
+//! * `mock-backend`: the MCP backend ([`backend`]): JSON and SSE answers, MRTR rounds with a
+//!   state of chosen size that it checks on round 2;
+//! * `bare-proxy`: hyper server, hyper-util pooled client, bodies streamed, nothing parsed
+//!   ([`bare`]);
+//! * `gateway-bench`: starts those and `mrtr-gateway` pinned with `taskset`, drives every cell
+//!   through every hop in interleaved rounds, checks every answer ([`workload`]) and prints
+//!   req/s, latency and hop CPU ratios, peak RSS ([`report`]); with `--callgrind`, instructions
+//!   per request instead;
+//! * `overload-bench`: a slow backend behind the gateway, offered ten times the load it sustains,
+//!   to show that load shedding keeps memory bounded and that the gateway recovers
+//!   ([`overload`]).
+//!
+//! Run it with `bash scripts/bench-gateway.sh` (see `docs/benchmarks.md`).
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod bare;
+pub mod driver;
+pub mod load;
+pub mod mcp;
+pub mod overload;
+pub mod procs;
+pub mod report;
+pub mod workload;
+
+/// Prints `NAME listening on http://ADDR/mcp`, the line the driver waits for.
+pub fn announce(name: &str, addr: std::net::SocketAddr) {
+    println!("{name} listening on http://{addr}/mcp");
+}

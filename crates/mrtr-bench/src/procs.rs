@@ -1,0 +1,243 @@
+//! The processes a run starts (pinned to a core with `taskset`, optionally under callgrind) and
+//! what Linux tells about them: CPU time, peak RSS.
+//!
+//! CPU time is the sum of `/proc/PID/task/*/schedstat` (nanoseconds on a CPU, per thread), read
+//! at the edges of a measured window; user and system time come from `/proc/PID/stat` (clock
+//! ticks) for the kernel's share, and context switches (voluntary and not, per thread) from
+//! `/proc/PID/task/*/status`: each is a thread going to sleep or being woken, which is where
+//! cross-thread hand-offs show. Peak RSS is `VmHWM`.
+
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A child process, killed on drop.
+#[derive(Debug)]
+pub struct Proc {
+    /// Name in messages.
+    pub name: String,
+    /// What it printed after "listening on ".
+    pub url: String,
+    child: Child,
+}
+
+/// How to start one process.
+#[derive(Debug)]
+pub struct Spawn<'a> {
+    /// Name in messages and log file names.
+    pub name: &'a str,
+    /// The executable.
+    pub program: &'a Path,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(&'a str, String)>,
+    /// `taskset -c` list (`"0"`), or `None` not to pin.
+    pub cpus: Option<&'a str>,
+    /// Run under `valgrind --tool=callgrind`, writing its dumps to this file name pattern.
+    pub callgrind_out: Option<PathBuf>,
+    /// Where its stderr goes.
+    pub log_dir: &'a Path,
+}
+
+impl Spawn<'_> {
+    /// Starts the process and waits (at most `timeout`) for the line `... listening on URL`.
+    pub fn start(self, timeout: Duration) -> io::Result<Proc> {
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(cpus) = self.cpus {
+            argv.extend(["taskset".to_owned(), "-c".to_owned(), cpus.to_owned()]);
+        }
+        if let Some(out) = &self.callgrind_out {
+            argv.extend([
+                "valgrind".to_owned(),
+                "--tool=callgrind".to_owned(),
+                format!("--callgrind-out-file={}", out.display()),
+            ]);
+        }
+        argv.push(self.program.display().to_string());
+        argv.extend(self.args);
+        let log = std::fs::File::create(self.log_dir.join(format!("{}.log", self.name)))?;
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .envs(self.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot run {}: {e}", argv[0])))?;
+        let stdout = child.stdout.take().ok_or_else(|| io::Error::other("no stdout"))?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // The gateway also announces its admin listener; the driver wants the MCP one.
+                if line.contains("admin listening on") {
+                    continue;
+                }
+                if let Some((_, url)) = line.split_once("listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let mut proc = Proc {
+            name: self.name.to_owned(),
+            url: String::new(),
+            child,
+        };
+        proc.url = rx.recv_timeout(timeout).map_err(|_| {
+            io::Error::other(format!(
+                "{} did not print its address within {timeout:?} (see {}/{}.log)",
+                self.name,
+                self.log_dir.display(),
+                self.name
+            ))
+        })?;
+        Ok(proc)
+    }
+}
+
+impl Proc {
+    /// Its process id (that of the program itself: `taskset` and `valgrind` exec it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU time of all its threads so far.
+    pub fn cpu(&self) -> io::Result<Cpu> {
+        cpu(self.pid())
+    }
+
+    /// Peak resident set size so far, in KiB.
+    pub fn peak_rss_kib(&self) -> io::Result<u64> {
+        status_kib(self.pid(), "VmHWM:")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU time consumed by a process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu {
+    /// On-CPU time of its live threads, nanoseconds (`schedstat`).
+    pub on_cpu_ns: u64,
+    /// Kernel-mode time, clock ticks (`stat`).
+    pub system_ticks: u64,
+    /// User-mode time, clock ticks (`stat`).
+    pub user_ticks: u64,
+    /// Context switches of its live threads, voluntary and involuntary.
+    pub context_switches: u64,
+}
+
+impl Cpu {
+    /// `self - earlier`, saturating.
+    pub fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            on_cpu_ns: self.on_cpu_ns.saturating_sub(earlier.on_cpu_ns),
+            system_ticks: self.system_ticks.saturating_sub(earlier.system_ticks),
+            user_ticks: self.user_ticks.saturating_sub(earlier.user_ticks),
+            context_switches: self.context_switches.saturating_sub(earlier.context_switches),
+        }
+    }
+
+    /// The sum of two processes' figures.
+    pub fn plus(self, other: Cpu) -> Cpu {
+        Cpu {
+            on_cpu_ns: self.on_cpu_ns + other.on_cpu_ns,
+            system_ticks: self.system_ticks + other.system_ticks,
+            user_ticks: self.user_ticks + other.user_ticks,
+            context_switches: self.context_switches + other.context_switches,
+        }
+    }
+
+    /// The kernel's share of the ticks (NaN without ticks).
+    pub fn system_share(self) -> f64 {
+        self.system_ticks as f64 / (self.system_ticks + self.user_ticks) as f64
+    }
+}
+
+fn cpu(pid: u32) -> io::Result<Cpu> {
+    let mut on_cpu_ns = 0;
+    let mut context_switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let task = task?.path();
+        // A thread may exit between listing and reading.
+        if let Ok(text) = std::fs::read_to_string(task.join("schedstat")) {
+            on_cpu_ns += text
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        if let Ok(text) = std::fs::read_to_string(task.join("status")) {
+            context_switches += text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:")
+                })
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    Ok(Cpu {
+        on_cpu_ns,
+        user_ticks: field(14),
+        system_ticks: field(15),
+        context_switches,
+    })
+}
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`).
+pub fn status_kib(pid: u32, key: &str) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no {key} in /proc/{pid}/status")))
+}
+
+/// Runs `callgrind_control ARGS PID` (zero the counters, dump them).
+pub fn callgrind_control(pid: u32, arg: &str) -> io::Result<()> {
+    let status = Command::new("callgrind_control")
+        .args([arg, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("callgrind_control {arg} {pid} failed")))
+    }
+}
+
+/// The instruction count (`totals:` line) of a callgrind dump file.
+pub fn callgrind_total(dump: &Path) -> io::Result<u64> {
+    let text = std::fs::read_to_string(dump)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no totals in {}", dump.display())))
+}
+
+/// Whether `program` can be run (found on `PATH`).
+pub fn available(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}

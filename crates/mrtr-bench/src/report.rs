@@ -1,0 +1,214 @@
+//! The printed report: Markdown tables of what each hop did, the gateway/bare ratios against the
+//! targets of issue 9, peak RSS, and the instruction counts.
+
+use std::fmt::Write;
+
+use crate::driver::{Count, Sample, Timings, hops_for};
+use crate::workload::{Cell, Hop};
+
+/// The targets for the gateway with one backend against the bare proxy: (lowest req/s ratio,
+/// highest hop-CPU ratio), if the cell has any.
+pub fn target(cell: Cell) -> Option<(f64, Option<f64>)> {
+    match cell {
+        Cell::Call { .. } => Some((0.90, Some(1.15))),
+        Cell::Round1 { .. } | Cell::Round2 { .. } => Some((0.85, Some(1.25))),
+        Cell::Sse => Some((0.95, None)),
+        Cell::List => None,
+    }
+}
+
+/// Peak RSS of the gateway may be at most this many times the bare proxy's.
+pub const RSS_TARGET: f64 = 2.0;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+fn spread(values: &[f64]) -> String {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if values.len() < 2 {
+        String::new()
+    } else {
+        format!(" [{min:.2}..{max:.2}]")
+    }
+}
+
+/// Per-round ratios `a / b` of one metric between two hops (same round, same cell).
+fn ratios(a: &[Sample], b: &[Sample], metric: impl Fn(&Sample) -> Option<f64>) -> Vec<f64> {
+    a.iter()
+        .filter_map(|x| {
+            let y = b.iter().find(|y| y.round == x.round)?;
+            Some(metric(x)? / metric(y)?)
+        })
+        .filter(|r| r.is_finite())
+        .collect()
+}
+
+/// The timing report.
+pub fn timings(cells: &[Cell], timings: &Timings) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for &cell in cells {
+        for &hop in hops_for(cell) {
+            let Some(samples) = timings.samples.get(&(cell, hop)) else {
+                continue;
+            };
+            let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
+            let hop_cpu = median(samples.iter().filter_map(|s| s.hop_cpu_us).collect());
+            let system = median(samples.iter().filter_map(|s| s.hop_system_share).collect());
+            let switches = median(samples.iter().filter_map(|s| s.hop_switches).collect());
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {:.1} |",
+                cell.name(),
+                hop.name(),
+                of(|s| s.rate),
+                of(|s| s.p50_us),
+                of(|s| s.p99_us),
+                if hop_cpu.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{hop_cpu:.1}")
+                },
+                if system.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.0} %", system * 100.0)
+                },
+                if switches.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{switches:.2}")
+                },
+                of(|s| s.backend_cpu_us),
+            );
+        }
+    }
+
+    let _ = writeln!(
+        out,
+        "\n### Gateway (one backend) / bare proxy, per-round ratios: median [min..max]\n\n| cell | req/s | p50 | p99 | hop CPU per request | CPU the gateway adds | target (req/s, CPU) | met |\n|---|---|---|---|---|---:|---|---|"
+    );
+    for &cell in cells {
+        let (Some(gateway), Some(bare)) = (
+            timings.samples.get(&(cell, Hop::Gateway)),
+            timings.samples.get(&(cell, Hop::Bare)),
+        ) else {
+            continue;
+        };
+        let rate = ratios(gateway, bare, |s| Some(s.rate));
+        let p50 = ratios(gateway, bare, |s| Some(s.p50_us));
+        let p99 = ratios(gateway, bare, |s| Some(s.p99_us));
+        let cpu = ratios(gateway, bare, |s| s.hop_cpu_us);
+        let added = median(gateway.iter().filter_map(|s| s.hop_cpu_us).collect())
+            - median(bare.iter().filter_map(|s| s.hop_cpu_us).collect());
+        let (target_text, met) = match target(cell) {
+            None => ("-".to_owned(), "-"),
+            Some((min_rate, max_cpu)) => {
+                let rate_ok = median(rate.clone()) >= min_rate;
+                let cpu_ok = max_cpu.is_none_or(|m| median(cpu.clone()) <= m);
+                (
+                    match max_cpu {
+                        Some(m) => format!("≥ {min_rate:.2}, ≤ {m:.2}"),
+                        None => format!("≥ {min_rate:.2}"),
+                    },
+                    if rate_ok && cpu_ok { "yes" } else { "no" },
+                )
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.2}{} | {:.2}{} | {:.2}{} | {:.2}{} | {:+.1} µs | {} | {} |",
+            cell.describe(),
+            median(rate.clone()),
+            spread(&rate),
+            median(p50.clone()),
+            spread(&p50),
+            median(p99.clone()),
+            spread(&p99),
+            median(cpu.clone()),
+            spread(&cpu),
+            added,
+            target_text,
+            met,
+        );
+    }
+    if let (Some(two), Some(bare)) = (
+        timings.samples.get(&(Cell::List, Hop::Gateway2)),
+        timings.samples.get(&(Cell::List, Hop::Bare)),
+    ) {
+        let rate = ratios(two, bare, |s| Some(s.rate));
+        let _ = writeln!(
+            out,
+            "\n`tools/list` through the gateway with two backends (fan-out and merge) / the bare proxy to one backend: req/s {:.2}{}.",
+            median(rate.clone()),
+            spread(&rate)
+        );
+    }
+
+    let _ = writeln!(
+        out,
+        "\n### Peak RSS (VmHWM, whole run)\n\n| process | peak RSS |\n|---|---:|"
+    );
+    for (name, kib) in &timings.peak_rss_kib {
+        let _ = writeln!(out, "| {name} | {:.1} MiB |", *kib as f64 / 1024.0);
+    }
+    let rss = |name: &str| {
+        timings
+            .peak_rss_kib
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| *k as f64)
+    };
+    if let (Some(gateway), Some(bare)) = (rss("gateway"), rss("bare-proxy")) {
+        let ratio = gateway / bare;
+        let _ = writeln!(
+            out,
+            "\ngateway / bare proxy peak RSS: {ratio:.2} (target ≤ {RSS_TARGET:.1}: {})",
+            if ratio <= RSS_TARGET { "met" } else { "not met" }
+        );
+    }
+    out
+}
+
+/// The instruction-count report.
+pub fn counts(cells: &[Cell], counts: &[Count]) -> String {
+    let mut out = String::from(
+        "\n### Instructions per request of the hop process (callgrind)\n\n| cell | bare proxy | gateway | gateway / bare | gateway adds |\n|---|---:|---:|---:|---:|\n",
+    );
+    for &cell in cells {
+        let of = |hop| {
+            counts
+                .iter()
+                .find(|c| c.cell == cell && c.hop == hop)
+                .map(|c| c.per_request)
+        };
+        let (Some(bare), Some(gateway)) = (of(Hop::Bare), of(Hop::Gateway)) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {:.2} | {:+.0} |",
+            cell.describe(),
+            bare,
+            gateway,
+            gateway / bare,
+            gateway - bare
+        );
+    }
+    out
+}

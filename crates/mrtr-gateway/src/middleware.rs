@@ -1,0 +1,360 @@
+//! The tower-http layers of the gateway: request ids, tracing, sensitive headers, and request
+//! decompression in front of the MRTR layer.
+//!
+//! Two pieces, each a [`Layer`] with a nameable service type, so they wrap the gateway's
+//! services whatever serves them (the gateway's own front; an axum router would do as well):
+//!
+//! * [`HttpLayer`], outermost, around everything the gateway answers (refusals included):
+//!   1. `SetSensitiveRequestHeaders`: `Authorization`, `Proxy-Authorization` and `Cookie` are
+//!      marked sensitive before any layer can log them (`Debug` then prints `Sensitive`). The
+//!      forwarder never sends them to a backend either.
+//!   2. `SetRequestId`: a request without `x-request-id` gets a UUID v4. The forwarder passes
+//!      the header on to the backend, so one id ties the client's request, the gateway's log
+//!      lines (the span below carries it) and the backend's. A client's own id is kept.
+//!   3. `TraceLayer`: one debug-level span per request (`method`, `uri`, `request_id`), in
+//!      which every log line of the MRTR layer and the proxy is written; "started" and
+//!      "finished" events at debug level, server errors too (the proxy already warns about the
+//!      backend failures behind them). With debug logging off, a request pays a level check.
+//!   4. `PropagateRequestId`: the answer carries the same `x-request-id`.
+//! * [`DecompressRequestLayer`], inside [`HttpLayer`] and outside the gateway's front: a
+//!   request body with `Content-Encoding: gzip` or `deflate` is decoded on the fly, so the MRTR
+//!   layer reads and checks it instead of refusing it with 415. Decoded size is what counts
+//!   against the layer's `max_request_body`: the layer reads through a length limit, and the
+//!   decoder yields at most 4 KiB per read, so a gzip bomb is stopped a few KiB past the limit,
+//!   having consumed only as much compressed input as that took (413, nothing forwarded). Any
+//!   other encoding (`br`, `zstd`, a list like `gzip, gzip`) is passed through still encoded
+//!   and refused by the MRTR layer (415, JSON-RPC `-32600`), as before. A request **without**
+//!   `Content-Encoding` goes straight to the inner service: no wrapper body, no boxed answer.
+//!
+//! ```
+//! use http::{Request, Response, header};
+//! use mrtr_gateway::middleware::HttpLayer;
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let backend = service_fn(|request: Request<String>| async move {
+//!     // What a backend would be sent: a request id, and credentials no logger can print.
+//!     assert!(request.headers().contains_key("x-request-id"));
+//!     assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
+//!     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+//! });
+//! let request = Request::post("/mcp")
+//!     .header(header::AUTHORIZATION, "Bearer t")
+//!     .body(String::new())
+//!     .unwrap();
+//! let answer = HttpLayer.layer(backend).oneshot(request).await.unwrap();
+//! assert!(answer.headers().contains_key("x-request-id"));
+//! # }
+//! ```
+
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use futures_util::TryFutureExt;
+use futures_util::future::{Either as EitherFuture, MapOk};
+use http::{HeaderName, Request, Response, header};
+use http_body::Body;
+use http_body_util::Either;
+use tower::Layer;
+use tower_http::body::UnsyncBoxBody;
+use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::decompression::{DecompressionBody, RequestDecompression, RequestDecompressionLayer};
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestId, PropagateRequestIdLayer, SetRequestId, SetRequestIdLayer,
+};
+use tower_http::sensitive_headers::{SetSensitiveRequestHeaders, SetSensitiveRequestHeadersLayer};
+use tower_http::trace::{DefaultOnFailure, MakeSpan, Trace, TraceLayer};
+use tower_mrtr::BoxError;
+use tower_service::Service;
+use tracing::{Level, Span};
+
+/// The request-id header, set on requests without one and copied onto answers.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Request headers marked sensitive.
+const SENSITIVE: [HeaderName; 3] = [header::AUTHORIZATION, header::PROXY_AUTHORIZATION, header::COOKIE];
+
+/// The outermost layers; see the [module docs](self).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HttpLayer;
+
+/// The service of [`HttpLayer`] around `S`.
+pub type HttpService<S> = SetSensitiveRequestHeaders<
+    SetRequestId<
+        Trace<PropagateRequestId<S>, SharedClassifier<ServerErrorsAsFailures>, RequestSpan>,
+        MakeRequestUuid,
+    >,
+>;
+
+impl<S> Layer<S> for HttpLayer {
+    type Service = HttpService<S>;
+
+    fn layer(&self, inner: S) -> HttpService<S> {
+        let trace = TraceLayer::new_for_http()
+            .make_span_with(RequestSpan)
+            .on_failure(DefaultOnFailure::new().level(Level::DEBUG));
+        let inner = PropagateRequestIdLayer::new(REQUEST_ID).layer(inner);
+        let inner = trace.layer(inner);
+        let inner = SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid).layer(inner);
+        SetSensitiveRequestHeadersLayer::new(SENSITIVE).layer(inner)
+    }
+}
+
+/// The span of one request: method, URI and request id (never headers or bodies).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestSpan;
+
+impl<B> MakeSpan<B> for RequestSpan {
+    fn make_span(&mut self, request: &Request<B>) -> Span {
+        let request_id = request
+            .headers()
+            .get(&REQUEST_ID)
+            .and_then(|id| id.to_str().ok())
+            .unwrap_or_default();
+        tracing::debug_span!("request", method = %request.method(), uri = %request.uri(), request_id)
+    }
+}
+
+/// Decodes compressed request bodies for the service it wraps; see the [module docs](self).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DecompressRequestLayer;
+
+impl<S> Layer<S> for DecompressRequestLayer {
+    type Service = DecompressRequest<S>;
+
+    fn layer(&self, inner: S) -> DecompressRequest<S> {
+        // gzip and deflate (the features compiled in); anything else reaches the MRTR layer
+        // still encoded, which refuses it with a JSON-RPC error rather than tower-http's empty 415.
+        let decompress = RequestDecompressionLayer::new().pass_through_unaccepted(true);
+        DecompressRequest {
+            inner: decompress.layer(inner),
+        }
+    }
+}
+
+/// The service of [`DecompressRequestLayer`]. Its inner service takes both the client's body
+/// and the decoding one (the MRTR layer is generic over its request body).
+#[derive(Clone, Debug)]
+pub struct DecompressRequest<S> {
+    inner: RequestDecompression<S>,
+}
+
+/// The answer body of [`DecompressRequest`]: the inner service's own (`Left`), or, for a request
+/// that was decoded, tower-http's boxed one (`Right`).
+pub type DecompressBody<B> = Either<B, UnsyncBoxBody<Bytes, BoxError>>;
+
+type ToAnswer<B, R> = fn(Response<R>) -> Response<DecompressBody<B>>;
+
+/// The future of [`DecompressRequest`].
+pub type DecompressFuture<S, B, ResBody> = EitherFuture<
+    MapOk<<S as Service<Request<B>>>::Future, ToAnswer<ResBody, ResBody>>,
+    MapOk<
+        <RequestDecompression<S> as Service<Request<B>>>::Future,
+        ToAnswer<ResBody, UnsyncBoxBody<Bytes, BoxError>>,
+    >,
+>;
+
+impl<S, B, ResBody> Service<Request<B>> for DecompressRequest<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>
+        + Service<
+            Request<DecompressionBody<B>>,
+            Response = Response<ResBody>,
+            Error = <S as Service<Request<B>>>::Error,
+        >,
+    B: Body,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<DecompressBody<ResBody>>;
+    type Error = <S as Service<Request<B>>>::Error;
+    type Future = DecompressFuture<S, B, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Either request type may come next; both are the same inner service.
+        ready!(Service::<Request<B>>::poll_ready(self.inner.get_mut(), cx))?;
+        Service::<Request<DecompressionBody<B>>>::poll_ready(self.inner.get_mut(), cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if request.headers().contains_key(header::CONTENT_ENCODING) {
+            let decoded: ToAnswer<ResBody, _> = |answer| answer.map(Either::Right);
+            EitherFuture::Right(self.inner.call(request).map_ok(decoded))
+        } else {
+            let plain: ToAnswer<ResBody, ResBody> = |answer| answer.map(Either::Left);
+            EitherFuture::Left(self.inner.get_mut().call(request).map_ok(plain))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::io::Write;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use http::StatusCode;
+    use http_body::Frame;
+    use http_body_util::{BodyExt, Full};
+    use tower::ServiceExt;
+    use tower_mrtr::{Keyring, MrtrLayer};
+
+    use super::*;
+
+    /// A request body of compressed chunks that counts how many bytes were pulled from it.
+    struct Counted {
+        chunks: std::vec::IntoIter<Bytes>,
+        pulled: Arc<AtomicUsize>,
+    }
+
+    impl Body for Counted {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.chunks.next().map(|chunk| {
+                self.pulled.fetch_add(chunk.len(), Ordering::SeqCst);
+                Ok(Frame::data(chunk))
+            }))
+        }
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// A backend that records the bodies it receives, whatever their type (the decoded path
+    /// and the plain one hand it different ones), and answers an empty tool list.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<std::sync::Mutex<Vec<Bytes>>>);
+
+    impl<B> Service<Request<B>> for Recorder
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Debug,
+    {
+        type Response = Response<Full<Bytes>>;
+        type Error = Infallible;
+        type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<B>) -> Self::Future {
+            let seen = self.0.clone();
+            Box::pin(async move {
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                seen.lock().unwrap().push(body);
+                let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
+                Ok(Response::new(Full::new(Bytes::from_static(answer.as_bytes()))))
+            })
+        }
+    }
+
+    /// `MrtrLayer` (1 MiB limit) over `backend`, behind request decompression.
+    fn relay(backend: Recorder) -> DecompressRequest<tower_mrtr::Mrtr<Recorder>> {
+        let mrtr = MrtrLayer::new(Keyring::generate("k1").unwrap()).max_request_body(1 << 20);
+        DecompressRequestLayer.layer(mrtr.layer(backend))
+    }
+
+    fn post(body: Counted, encoding: Option<&str>) -> Request<Counted> {
+        let mut request = Request::post("/mcp").header(header::CONTENT_TYPE, "application/json");
+        if let Some(encoding) = encoding {
+            request = request.header(header::CONTENT_ENCODING, encoding);
+        }
+        request.body(body).unwrap()
+    }
+
+    fn chunks(data: &[u8], size: usize) -> (Counted, Arc<AtomicUsize>) {
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let chunks: Vec<Bytes> = data.chunks(size).map(Bytes::copy_from_slice).collect();
+        let body = Counted {
+            chunks: chunks.into_iter(),
+            pulled: pulled.clone(),
+        };
+        (body, pulled)
+    }
+
+    #[tokio::test]
+    async fn a_gzip_body_reaches_the_layer_decoded() {
+        let seen = Recorder::default();
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+        let (body, _) = chunks(&gzip(call), 7);
+        let answer = relay(seen.clone())
+            .oneshot(post(body, Some("gzip")))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert!(matches!(answer.body(), Either::Right(_)));
+        assert_eq!(seen.0.lock().unwrap().as_slice(), [Bytes::from_static(call)]);
+    }
+
+    #[tokio::test]
+    async fn a_plain_body_is_not_wrapped() {
+        let seen = Recorder::default();
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+        let (body, _) = chunks(call, 1024);
+        let answer = relay(seen.clone()).oneshot(post(body, None)).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert!(
+            matches!(answer.body(), Either::Left(_)),
+            "no decoder, no boxed answer"
+        );
+        assert_eq!(seen.0.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_encoding_is_refused_by_the_layer() {
+        let seen = Recorder::default();
+        let (body, _) = chunks(b"\x28\xb5\x2f\xfd", 4);
+        let answer = relay(seen.clone())
+            .oneshot(post(body, Some("zstd")))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let text = answer.into_body().collect().await.unwrap().to_bytes();
+        assert!(std::str::from_utf8(&text).unwrap().contains("-32600"), "{text:?}");
+        assert!(seen.0.lock().unwrap().is_empty());
+    }
+
+    /// A gzip bomb: 32 MiB of JSON whitespace in ~32 KiB. The layer's limit (1 MiB) applies to
+    /// the decoded bytes, and decoding stops there: only a sliver of the compressed input is read.
+    #[tokio::test]
+    async fn a_gzip_bomb_stops_at_the_body_limit() {
+        let seen = Recorder::default();
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
+        encoder
+            .write_all(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}"#)
+            .unwrap();
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..32 {
+            encoder.write_all(&spaces).unwrap();
+        }
+        encoder.write_all(b"}").unwrap();
+        let compressed = encoder.finish().unwrap();
+        let total = compressed.len();
+        let (body, pulled) = chunks(&compressed, 4096);
+
+        let answer = relay(seen.clone())
+            .oneshot(post(body, Some("gzip")))
+            .await
+            .unwrap();
+
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(seen.0.lock().unwrap().is_empty(), "nothing forwarded");
+        let pulled = pulled.load(Ordering::SeqCst);
+        // 1 MiB decoded needs ~1 KiB of this input; allow a few chunks of read-ahead.
+        assert!(pulled <= 4 * 4096, "read {pulled} of {total} compressed bytes");
+    }
+}

@@ -1,0 +1,163 @@
+//! Overload and slow peers (issue 11, item 3), against an in-process gateway on 127.0.0.1:
+//! requests over the in-flight limit get a fast 503 with a JSON-RPC error and the gateway
+//! recovers; a request body sent a byte at a time, an idle keep-alive connection, and too
+//! many or too large headers are cut off. Memory under ten times the sustainable load is
+//! measured by `overload-bench` (docs/reliability.md), not asserted here.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Answer, TIMEOUT, gateway, mcp_post, start_backend};
+use mrtr_gateway::Backend;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Reads what the gateway sends until it closes the connection.
+async fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let outcome = tokio::time::timeout(TIMEOUT, stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let read =
+        outcome.unwrap_or_else(|_| panic!("the gateway closes the connection in time; got {answer:?}"));
+    read.expect("a clean close");
+    answer
+}
+
+/// A request head toward the gateway at `addr`, with `extra` header lines.
+fn head(addr: std::net::SocketAddr, content_length: usize, extra: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n\
+         mcp-method: ping\r\ncontent-length: {content_length}\r\n{extra}\r\n"
+    )
+}
+
+#[tokio::test]
+async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
+    let (url, _) = start_backend(Answer::JsonAfter(Duration::from_millis(500)), None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.max_in_flight = 2;
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let call = |id: u64| mcp_post(&client, &gateway.url(), id, "tools/call", json!({"name": "echo"})).send();
+    // Two calls the backend holds for 500 ms take both places.
+    let (first, second) = (tokio::spawn(call(1)), tokio::spawn(call(2)));
+    let held = tokio::spawn(async move {
+        let first = first.await.unwrap().unwrap().status();
+        (first, second.await.unwrap().unwrap().status())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+
+    let shed = call(3).await.unwrap();
+    // Shed without waiting for a place: the held calls are still running.
+    assert!(!held.is_finished());
+    assert_eq!(shed.status(), 503);
+    assert_eq!(shed.headers()["retry-after"], "1");
+    let error: Value = shed.json().await.unwrap();
+    assert_eq!(error["error"]["code"], -32000, "{error}");
+    assert!(error["id"].is_null(), "{error}");
+
+    let (a, b) = held.await.unwrap();
+    assert_eq!((a.as_u16(), b.as_u16()), (200, 200));
+    let after = call(4).await.unwrap();
+    assert_eq!(after.status(), 200);
+    assert_eq!(common::message(&after.text().await.unwrap())["id"], 4);
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_request_body_sent_a_byte_at_a_time_is_cut_off() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.request_body_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}).to_string();
+    let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
+    stream
+        .write_all(head(gateway.addr(), body.len(), "").as_bytes())
+        .await
+        .unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // A byte every 100 ms: steady progress, but the whole body would take seconds.
+    let trickle = tokio::spawn(async move {
+        for byte in body.into_bytes() {
+            if writer.write_all(&[byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(TIMEOUT, reader.read_to_end(&mut answer))
+        .await
+        .expect("the gateway closes the connection in time")
+        .expect("a clean close");
+    let answer = String::from_utf8_lossy(&answer);
+    // Cut off before the body was complete.
+    assert!(!trickle.is_finished());
+    trickle.abort();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("Request body could not be read"), "{answer}");
+    gateway.shutdown().await.unwrap();
+}
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.client_limits.idle_timeout = Duration::from_millis(300);
+    })
+    .await;
+    // One answer on a keep-alive connection, then the gateway closes it: the connection's
+    // task ends without an error.
+    let stream = TcpStream::connect(gateway.addr()).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = common::mcp_request(&gateway.url(), "ping", None, common::rpc(1, "ping", json!({})));
+    let answer = sender.send_request(request).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(common::message(&common::text(answer).await)["id"], 1);
+    tokio::time::timeout(TIMEOUT, connection)
+        .await
+        .expect("the gateway closes the idle connection in time")
+        .unwrap()
+        .expect("a clean close");
+    // A connection that never sends a byte is closed too.
+    let mut silent = TcpStream::connect(gateway.addr()).await.unwrap();
+    assert_eq!(read_until_closed(&mut silent).await, "");
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn too_many_or_too_large_headers_get_431() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.client_limits.max_headers = 20;
+        config.client_limits.max_header_bytes = 8192;
+    })
+    .await;
+    let many: String = (0..30).map(|i| format!("x-filler-{i}: {i}\r\n")).collect();
+    let large = format!("x-large: {}\r\n", "a".repeat(10_000));
+    for extra in [many, large] {
+        let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
+        stream
+            .write_all(head(gateway.addr(), 0, &extra).as_bytes())
+            .await
+            .unwrap();
+        let answer = read_until_closed(&mut stream).await;
+        assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    }
+    // Within the limits, the same request is served.
+    let answer = mcp_post(&reqwest::Client::new(), &gateway.url(), 1, "ping", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    gateway.shutdown().await.unwrap();
+}
