@@ -6,7 +6,7 @@
 //! |---|---|
 //! | backend `alpha` | `fixture-server --demo alpha --sse --state-key-file …` (stateless, killed and restarted) |
 //! | backend `beta` | `tasks-fixture-server --identity beta` (JSON; holds the tasks, never killed) |
-//! | replica `gateway-a`, `gateway-b` | `mrtr-gateway --keys-file KEYS --backend alpha=… --backend beta=… --admin-listen …` |
+//! | replica `gateway-a`, `gateway-b` | `mrtr-gateway --keys-file KEYS --backend alpha=… --backend beta=… --admin-listen … --client-idle-timeout 30` |
 //! | `nginx` | `nginx -p DIR -c DIR/nginx.conf -e DIR/nginx-error.log -g 'daemon off;'` |
 //!
 //! `alpha` reads its own `requestState` key from a file, so a restarted `alpha` still opens the
@@ -22,6 +22,8 @@
 //! );
 //! assert!(conf.contains("server 127.0.0.1:8001 max_fails=1 fail_timeout=2s;"));
 //! assert!(!conf.contains("hash") && !conf.contains("sticky"));
+//! assert!(conf.contains("keepalive_timeout 20s;"));
+//! assert!(mrtr_soak::fleet::NGINX_UPSTREAM_IDLE < mrtr_soak::fleet::REPLICA_CLIENT_IDLE);
 //! ```
 
 use std::collections::BTreeMap;
@@ -279,6 +281,8 @@ impl Replica {
             secs(settings.drain_timeout),
             "--reload-interval".into(),
             secs(settings.reload_interval),
+            "--client-idle-timeout".into(),
+            secs(REPLICA_CLIENT_IDLE),
         ];
         for backend in backends {
             args.extend([
@@ -414,13 +418,15 @@ impl Drop for Nginx {
 }
 
 /// The nginx configuration: round-robin over the replicas with no stickiness, keep-alive
-/// connections to them (closed by nginx after 20 s idle, before a replica's own 30 s idle
-/// timeout can close one under a request), response buffering off (SSE events pass at once),
+/// connections to them (closed by nginx after [`NGINX_UPSTREAM_IDLE`] idle, below the replicas'
+/// `--client-idle-timeout` of [`REPLICA_CLIENT_IDLE`], so a replica never closes one under a
+/// request, as `docs/operations.md` asks of a load balancer), response buffering off (SSE events pass at once),
 /// nginx's default retry of a request that could not be sent to a replica (`error timeout`,
 /// never for a POST already sent), and the answering replica named in a response header. Only
 /// answers that are not 2xx/3xx are logged, with the replica and its status.
 pub fn nginx_config(dir: &Path, listen: SocketAddr, replicas: &[SocketAddr]) -> String {
     let dir = dir.display();
+    let upstream_idle = NGINX_UPSTREAM_IDLE.as_secs();
     let servers: String = replicas
         .iter()
         .map(|r| format!("        server {r} max_fails=1 fail_timeout=2s;\n"))
@@ -450,7 +456,7 @@ http {{
     keepalive_requests 1000000;
     upstream mrtr_gateways {{
 {servers}        keepalive 256;
-        keepalive_timeout 20s;
+        keepalive_timeout {upstream_idle}s;
         keepalive_requests 1000000;
     }}
     server {{
@@ -469,6 +475,12 @@ http {{
 "
     )
 }
+
+/// How long nginx keeps an idle connection to a replica.
+pub const NGINX_UPSTREAM_IDLE: Duration = Duration::from_secs(20);
+
+/// The replicas' `--client-idle-timeout`: above [`NGINX_UPSTREAM_IDLE`].
+pub const REPLICA_CLIENT_IDLE: Duration = Duration::from_secs(30);
 
 /// The shared keys file and the keys it has held.
 #[derive(Debug)]
