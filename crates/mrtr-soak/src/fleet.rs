@@ -434,7 +434,6 @@ pub fn nginx_config(dir: &Path, listen: SocketAddr, replicas: &[SocketAddr]) -> 
     format!(
         "# Written by mrtr-soak.
 worker_processes 2;
-worker_rlimit_nofile 40000;
 pid {dir}/nginx.pid;
 events {{
     worker_connections 16384;
