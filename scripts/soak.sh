@@ -6,7 +6,8 @@
 #
 #   bash scripts/soak.sh                                     # 100 users, 60 s, release build
 #   bash scripts/soak.sh --debug --clients 100 --duration 60 # CI's version, on the debug build
-#   bash scripts/soak.sh --clients 10000 --duration 600 --cycle 150 --think-ms 5000
+#   nice -n 10 bash scripts/soak.sh --clients 10000 --duration 660 --warmup 60 --cycle 300 \
+#       --think-ms 120000 --pause-ms 1000 --envelope-ttl 170     # the long run of docs/reliability.md
 #
 # Every option but --debug goes to the driver (`mrtr-soak --help` lists them). nginx is Debian's
 # package, installed when missing; it runs as a child of the driver with its own config on
