@@ -37,6 +37,15 @@ install_tools() {
 
 # --- binaries ---------------------------------------------------------------------------------
 # build_binaries: builds the gateway and the backends, and sets GATEWAY, FIXTURE and TASKS_FIXTURE.
+#
+# Cargo resolves dependency features for the packages a command names, and every distinct set is
+# compiled separately. `-p mrtr-gateway -p mrtr-backends` resolves exactly as `-p mrtr-gateway`
+# alone and as bench-gateway.sh's `-p mrtr-gateway -p mrtr-bench` (the gateway depends on
+# mrtr-backends; compared with `cargo tree -e normal,build -f '{p} {f}'`), so these scripts,
+# check-docs.sh and the bench smoke run share one build. Do not build the fixtures with
+# `-p mrtr-backends` alone: it resolves 8 packages differently, and after a workspace build it
+# recompiled 18 crates (issue 14 item 7). `cargo build --workspace --bins`, the README's build,
+# is one set of its own, and `cargo test --workspace` (dev-dependencies' features) another.
 build_binaries() {
     echo "==> cargo build -p mrtr-gateway -p mrtr-backends"
     cargo build --quiet -p mrtr-gateway -p mrtr-backends --bins

@@ -346,18 +346,26 @@ pub async fn raw(
     headers: &[(&str, &str)],
     body: &str,
 ) -> anyhow::Result<(u16, reqwest::header::HeaderMap, String)> {
-    let mut request = reqwest::Client::new().request(method, url).body(body.to_owned());
+    let (status, headers, body) = raw_bytes(method, url, headers, body.to_owned()).await?;
+    Ok((status, headers, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// [`raw`] with any body (bytes that are not UTF-8, a stream) and the answer's bytes.
+pub async fn raw_bytes(
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> anyhow::Result<(u16, reqwest::header::HeaderMap, Vec<u8>)> {
+    let mut request = reqwest::Client::new().request(method, url).body(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
     let response = tokio::time::timeout(TIMEOUT, request.send()).await??;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    Ok((
-        status,
-        headers,
-        tokio::time::timeout(TIMEOUT, response.text()).await??,
-    ))
+    let body = tokio::time::timeout(TIMEOUT, response.bytes()).await??;
+    Ok((status, headers, body.to_vec()))
 }
 
 /// The headers a conformant 2026-07-28 client sends for `method`.

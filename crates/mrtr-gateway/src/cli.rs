@@ -68,7 +68,8 @@ SIGNALS:
 
 EXAMPLES:
   mrtr-gateway --demo
-  MRTR_KEYS=\"$(mrtr-gateway --generate-key k1)\" mrtr-gateway --listen 127.0.0.1:8080 \\
+  (umask 077 && mrtr-gateway --generate-key k1 > keys)   # once; every replica reads this file
+  mrtr-gateway --keys-file keys --listen 127.0.0.1:8080 \\
       --backend github=http://127.0.0.1:9001/mcp --backend jira=https://jira.internal/mcp
   mrtr-gateway --config /etc/mrtr/gateway.toml --admin-listen 0.0.0.0:9090";
 
@@ -267,6 +268,14 @@ fn command() -> Clap {
                 .help("Most request header fields (HTTP 431 above)"),
         )
         .arg(
+            Arg::new("max-connections")
+                .long("max-connections")
+                .value_name("N")
+                .default_value("4096")
+                .value_parser(value_parser!(u64).range(1..))
+                .help("Most client connections open at once; more wait in the kernel's backlog"),
+        )
+        .arg(
             Arg::new("log-format")
                 .long("log-format")
                 .value_name("text|json")
@@ -396,6 +405,11 @@ fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Sett
     config.client_limits.max_header_bytes =
         merged(m, "max-header-bytes", file.max_header_bytes).expect("has a default");
     config.client_limits.max_headers = merged(m, "max-headers", file.max_headers).expect("has a default");
+    let max_connections = merged(m, "max-connections", file.max_connections.map(|n| n as u64));
+    config.client_limits.max_connections = max_connections
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .ok_or("max-connections must be at least 1")?;
     if config.drain.delay > config.drain.timeout {
         return Err("--drain-delay must not exceed --drain-timeout".to_owned());
     }

@@ -71,6 +71,7 @@ struct Raw {
     client_idle_timeout: Option<Spanned<f64>>,
     max_header_bytes: Option<usize>,
     max_headers: Option<usize>,
+    max_connections: Option<usize>,
     log_format: Option<LogFormat>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -165,6 +166,8 @@ pub struct FileSettings {
     pub max_header_bytes: Option<usize>,
     /// `max-headers`
     pub max_headers: Option<usize>,
+    /// `max-connections`
+    pub max_connections: Option<usize>,
     /// `log-format`
     pub log_format: Option<LogFormat>,
     /// `tls-cert`
@@ -247,6 +250,7 @@ pub fn parse(text: &str, origin: &str, env: impl Fn(&str) -> Option<String>) -> 
         client_idle_timeout: located.seconds(raw.client_idle_timeout)?,
         max_header_bytes: raw.max_header_bytes,
         max_headers: raw.max_headers,
+        max_connections: raw.max_connections,
         log_format: raw.log_format,
         tls_cert: raw.tls_cert,
         tls_key: raw.tls_key,
@@ -403,6 +407,7 @@ request-body-timeout = 10
 client-idle-timeout = 20
 max-header-bytes = 16384
 max-headers = 50
+max-connections = 2000
 log-format = "json"
 tls-cert = "/etc/mrtr/tls.crt"
 tls-key = "/etc/mrtr/tls.key"
@@ -440,6 +445,7 @@ headers.x-tenant = { value = "acme" }
             (file.max_in_flight, file.max_header_bytes, file.max_headers),
             (Some(64), Some(16384), Some(50))
         );
+        assert_eq!(file.max_connections, Some(2000));
         assert_eq!(file.request_body_timeout, Some(Duration::from_secs(10)));
         assert_eq!(file.client_idle_timeout, Some(Duration::from_secs(20)));
         assert_eq!(file.log_format, Some(LogFormat::Json));

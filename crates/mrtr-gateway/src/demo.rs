@@ -65,7 +65,7 @@ Try it with any MCP 2026-07-28 client, or with curl and jq (any POSIX shell):
     -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},"inputResponses":{{"confirm_delete":{{"action":"accept","content":{{"confirm":true}}}}}},"requestState":"'"$STATE"'",'"$META"'}}}}' \
     | jq -c .result
 
-More in docs/gateway.md ("Walkthrough"). Stop with Ctrl-C.
+Each step explained: the README's "Walkthrough". Stop with Ctrl-C.
 "#
     )
 }

@@ -46,10 +46,11 @@ fn names_target(method: &str) -> bool {
 
 /// Checks the mirrored headers of a request against its parsed head.
 pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(), HeaderError> {
-    let version = headers.get(MCP_PROTOCOL_VERSION).ok_or_else(|| HeaderError {
-        data: Some(serde_json::json!({ "supported": SUPPORTED_VERSIONS })),
-        ..HeaderError::mismatch("Missing MCP-Protocol-Version header")
-    })?;
+    let version =
+        single(headers, &MCP_PROTOCOL_VERSION, "MCP-Protocol-Version")?.ok_or_else(|| HeaderError {
+            data: Some(serde_json::json!({ "supported": SUPPORTED_VERSIONS })),
+            ..HeaderError::mismatch("Missing MCP-Protocol-Version header")
+        })?;
     let version = version
         .to_str()
         .map_err(|_| HeaderError::mismatch("Invalid MCP-Protocol-Version header"))?;
@@ -61,8 +62,7 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         });
     }
 
-    let method = headers
-        .get(MCP_METHOD)
+    let method = single(headers, &MCP_METHOD, "Mcp-Method")?
         .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Method header"))?;
     if !mirrors(method, head.method()) {
         return Err(HeaderError::mismatch(
@@ -71,8 +71,7 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
     }
 
     if names_target(head.method()) {
-        let name = headers
-            .get(MCP_NAME)
+        let name = single(headers, &MCP_NAME, "Mcp-Name")?
             .ok_or_else(|| HeaderError::mismatch("Missing Mcp-Name header"))?;
         let matches = match head.target() {
             Some(target) if mirrors(name, target) => true,
@@ -88,6 +87,21 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The one value of header `name`, if present. A repeated header is refused: the gateway would
+/// check one value while a backend may read another (and the request is forwarded with both).
+fn single<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+    shown: &str,
+) -> Result<Option<&'h HeaderValue>, HeaderError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(HeaderError::mismatch(format!("{shown} header repeated")));
+    }
+    Ok(first)
 }
 
 /// Whether a mirrored header carries `expected`: the plain (ASCII) form compared in place, no

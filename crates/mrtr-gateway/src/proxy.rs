@@ -209,13 +209,14 @@ impl Inner {
         let id = head.id_json();
         if let Err(e) = headers::validate(&parts.headers, head) {
             tracing::debug!(method = head.method(), error = %e.message, "header validation failed");
-            return self.own(error_response(
-                StatusCode::BAD_REQUEST,
-                id,
-                e.code,
-                &e.message,
-                e.data,
-            ));
+            let refusal = error_response(StatusCode::BAD_REQUEST, id, e.code, &e.message, e.data);
+            // On a retry the layer accepts an answer from the pinned route only. This refusal
+            // carries nothing to seal, and the client must learn what to fix (not the layer's
+            // generic "could not be relayed"), so it is reported under that route.
+            return match pinned {
+                Some(route) => (route.clone(), refusal),
+                None => self.own(refusal),
+            };
         }
 
         if let Some(route) = pinned {

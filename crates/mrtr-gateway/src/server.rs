@@ -24,7 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tower_mrtr::BoxError;
 use tower_service::Service;
@@ -42,6 +42,7 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// let limits = mrtr_gateway::ClientLimits::default();
 /// assert_eq!(limits.idle_timeout.as_secs(), 30);
 /// assert_eq!((limits.max_header_bytes, limits.max_headers), (64 * 1024, 100));
+/// assert_eq!(limits.max_connections, 4096);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -55,15 +56,21 @@ pub struct ClientLimits {
     pub max_header_bytes: usize,
     /// Most request header fields (HTTP/1.1); over it, 431.
     pub max_headers: usize,
+    /// Most client connections open at once. At the limit the listener stops accepting, so
+    /// further connections wait in the kernel's backlog: what the gateway holds per connection
+    /// (buffers, a task) stays bounded however many clients come, which the in-flight limit
+    /// alone does not ensure when the gateway falls behind.
+    pub max_connections: usize,
 }
 
 impl Default for ClientLimits {
-    /// 30 s idle, 64 KiB and 100 header fields.
+    /// 30 s idle, 64 KiB and 100 header fields, 4096 connections.
     fn default() -> Self {
         Self {
             idle_timeout: Duration::from_secs(30),
             max_header_bytes: 64 * 1024,
             max_headers: 100,
+            max_connections: 4096,
         }
     }
 }
@@ -146,10 +153,16 @@ where
             }
         };
         tokio::pin!(stop_accepting);
+        let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         let deadline = loop {
+            // A place first, then a connection: at the limit, new ones wait in the backlog.
+            let next = async {
+                let place = places.clone().acquire_owned().await.expect("never closed");
+                (place, listener.accept().await)
+            };
             tokio::select! {
                 deadline = &mut stop_accepting => break deadline,
-                accepted = listener.accept() => match accepted {
+                (place, accepted) = next => match accepted {
                     Ok((stream, _peer)) => {
                         // Answers go out as soon as they are ready (SSE events one by one);
                         // Nagle's algorithm would hold small writes back until the client's ACK.
@@ -170,6 +183,7 @@ where
                                 // one is closed here instead.
                                 let idle = limits.idle_timeout;
                                 tokio::spawn(async move {
+                                    let _place = place;
                                     let mut first = [0u8; 1];
                                     match tokio::time::timeout(idle, stream.peek(&mut first)).await {
                                         Ok(Ok(1..)) => connection.serve(stream).await,
@@ -180,6 +194,7 @@ where
                             Some(tls) => {
                                 let acceptor = tls.acceptor();
                                 tokio::spawn(async move {
+                                    let _place = place;
                                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                         Ok(Ok(stream)) => connection.serve(stream).await,
                                         Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),

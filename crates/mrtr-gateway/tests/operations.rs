@@ -236,8 +236,11 @@ async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
     );
     // One character changed in the envelope: refused before any backend sees it.
     let mut tampered = state.into_bytes();
-    let last = tampered.len() - 1;
-    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    // A character in the middle: every base64url character there carries six whole bits, so the
+    // edit always decodes and fails authentication. (The last one may carry unused bits, and
+    // an edit there can fail as a non-canonical encoding instead, depending on the length.)
+    let middle = tampered.len() / 2;
+    tampered[middle] = if tampered[middle] == b'A' { b'B' } else { b'A' };
     let tampered = String::from_utf8(tampered).unwrap();
     let before = beta.requests();
     let refused = call_tool(

@@ -1,7 +1,7 @@
 //! Overload and slow peers (issue 11, item 3), against an in-process gateway on 127.0.0.1:
 //! requests over the in-flight limit get a fast 503 with a JSON-RPC error and the gateway
 //! recovers; a request body sent a byte at a time, an idle keep-alive connection, and too
-//! many or too large headers are cut off. Memory under ten times the sustainable load is
+//! many or too large headers are cut off; connections over the limit wait. Memory under ten times the sustainable load is
 //! measured by `overload-bench` (docs/reliability.md), not asserted here.
 
 mod common;
@@ -159,5 +159,43 @@ async fn too_many_or_too_large_headers_get_431() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 200);
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_wait_until_one_closes() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.client_limits.max_connections = 1;
+    })
+    .await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let request = format!("{}{body}", head(gateway.addr(), body.len(), ""));
+    // The first connection is served and kept open (keep-alive).
+    let mut first = TcpStream::connect(gateway.addr()).await.unwrap();
+    first.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 12];
+    first.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+
+    // The second completes its TCP handshake in the kernel's backlog but is not accepted while
+    // the first is open: its request gets no answer.
+    let mut second = TcpStream::connect(gateway.addr()).await.unwrap();
+    second.write_all(request.as_bytes()).await.unwrap();
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(300), second.read(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "answered while the only place was taken: {early:?}"
+    );
+
+    // Once the first closes, the second is accepted and answered.
+    drop(first);
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(TIMEOUT, second.read_exact(&mut answer))
+        .await
+        .expect("the waiting connection is served once a place frees")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
     gateway.shutdown().await.unwrap();
 }

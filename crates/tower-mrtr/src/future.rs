@@ -260,12 +260,15 @@ where
     }
 }
 
-/// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state.
+/// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state, and
+/// conflicting content types could make the layer and a client frame the body differently.
 fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
-    if is_identity_encoded(&parts.headers) {
-        Ok(())
-    } else {
+    if !is_identity_encoded(&parts.headers) {
         Err(Unrelayable::ContentEncoding)
+    } else if !sse::has_one_media_type(&parts.headers) {
+        Err(Unrelayable::ContentTypeConflict)
+    } else {
+        Ok(())
     }
 }
 

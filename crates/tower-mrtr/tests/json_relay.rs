@@ -1125,6 +1125,67 @@ async fn every_content_encoding_value_must_be_identity() {
     assert_eq!(answer.error_code(), Some(-32603));
 }
 
+/// Found by fuzzing (`fuzz/`, target `json_response`): an answer with two `Content-Type` headers,
+/// `text/event-stream` first and `application/json` second, and a JSON body. The layer read it as
+/// a stream (the first value); a JSON line without `data:` is no event, so it passed untouched,
+/// and a client reading the other value took the raw state. An answer whose `Content-Type`
+/// headers name different media types cannot be read unambiguously: it fails closed.
+#[tokio::test]
+async fn answers_with_conflicting_content_types_fail_closed() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    let json =
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"raw-secret"}}"#;
+    let stream = format!("data: {json}\n\n");
+    for (types, body) in [
+        (["text/event-stream", "application/json"], json.to_owned()),
+        (["application/json", "text/event-stream"], stream.clone()),
+        (
+            ["text/event-stream; charset=utf-8", "Application/JSON"],
+            stream.clone(),
+        ),
+    ] {
+        let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
+            let body = body.clone();
+            async move {
+                let mut r = http::Response::new(Full::new(Bytes::from(body)));
+                for value in types {
+                    r.headers_mut().append("content-type", value.parse().unwrap());
+                }
+                r.extensions_mut().insert(Route::new("a"));
+                Ok::<_, std::convert::Infallible>(r)
+            }
+        });
+        let answer = send(layer.layer(inner), post(&tool_call(1, "t", None))).await;
+        assert!(
+            !answer.text().contains("raw-secret"),
+            "{types:?}: {}",
+            answer.text()
+        );
+        assert_eq!(answer.error_code(), Some(-32603), "{types:?}");
+    }
+    // The same media type twice (parameters and case aside) is no conflict: sealed as usual.
+    let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
+        let stream = stream.clone();
+        async move {
+            let mut r = http::Response::new(Full::new(Bytes::from(stream)));
+            r.headers_mut()
+                .append("content-type", "text/event-stream".parse().unwrap());
+            r.headers_mut().append(
+                "content-type",
+                "Text/Event-Stream; charset=utf-8".parse().unwrap(),
+            );
+            r.extensions_mut().insert(Route::new("a"));
+            Ok::<_, std::convert::Infallible>(r)
+        }
+    });
+    let answer = send(layer.layer(inner), post(&tool_call(2, "t", None))).await;
+    assert!(
+        answer.text().contains("mrtr2.") && !answer.text().contains("raw-secret"),
+        "{}",
+        answer.text()
+    );
+}
+
 /// `ttl(Duration::MAX)` used to panic on the first answer (`SystemTime + Duration` overflow).
 #[tokio::test]
 async fn an_unbounded_ttl_saturates_instead_of_panicking() {

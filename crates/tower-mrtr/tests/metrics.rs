@@ -50,7 +50,15 @@ fn seals_opens_refusals_and_fail_closed_answers_are_counted() {
             layer.layer(backend.service(Some("a"), |r: &Value| complete(r, "a"))),
             post(&tool_call(2, "t", Some(&envelope))),
         ));
-        let tampered = format!("{}x", &envelope[..envelope.len() - 1]);
+        // An edit in the middle always decodes (the last character may carry unused bits, where
+        // an edit can fail as an encoding error instead): it fails authentication.
+        let middle = envelope.len() / 2;
+        let swapped = if &envelope[middle..=middle] == "x" {
+            "y"
+        } else {
+            "x"
+        };
+        let tampered = format!("{}{swapped}{}", &envelope[..middle], &envelope[middle + 1..]);
         run(send(
             layer.layer(must_not_be_called()),
             post(&tool_call(3, "t", Some(&tampered))),

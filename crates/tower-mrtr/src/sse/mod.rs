@@ -42,6 +42,19 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
+/// Whether every `Content-Type` header of an answer names the same media type (parameters and
+/// case aside). With two different ones the layer could read the answer as a stream and a client
+/// as JSON, or the reverse: such an answer cannot be read unambiguously.
+pub(crate) fn has_one_media_type(headers: &HeaderMap) -> bool {
+    let media_type = |value: &http::HeaderValue| {
+        let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or_default();
+        essence.trim_ascii().to_ascii_lowercase()
+    };
+    let mut types = headers.get_all(http::header::CONTENT_TYPE).iter().map(media_type);
+    let first = types.next();
+    types.all(|other| Some(other) == first)
+}
+
 /// The rewritten form of one event's data, `None` if it needs no change.
 fn rewrite_event_data(rewriter: &Rewriter, data: &[u8]) -> Result<Option<Bytes>, Unrelayable> {
     let data = Bytes::copy_from_slice(data);

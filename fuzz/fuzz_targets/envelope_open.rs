@@ -1,0 +1,79 @@
+//! Envelope opening (`tower_mrtr::envelope::Sealer::open`) on arbitrary strings, against the
+//! relay's keyring in the middle of a rotation.
+//!
+//! Input: a byte choosing the purpose and time, a byte choosing the binding to open with (that of
+//! mint `n`, or one of no mint), then the envelope text,
+//! in which `@E<n>@` stands for minted envelope `n` (seeds also hold minted envelopes written
+//! out, so that mutations reach inside them).
+//!
+//! Invariant, exact: `open` succeeds if and only if the text is an envelope this keyring minted,
+//! under a key the ring still holds, opened with the purpose and binding it was minted for,
+//! before its expiry; it then returns exactly what was sealed. Anything else (a mutation of any
+//! byte, another binding, a retired key, an expired envelope) is refused, with a text that does
+//! not start with the prefix refused as not an envelope.
+#![no_main]
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use libfuzzer_sys::fuzz_target;
+use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer};
+use tower_mrtr_fuzz::mint::{Mint, mints, now, relay_keyring, substitute};
+
+fuzz_target!(|data: &[u8]| {
+    let [choice, binding_choice, rest @ ..] = data else {
+        return;
+    };
+    let choice = *choice;
+    let text = String::from_utf8_lossy(&substitute(rest)).into_owned();
+    let purpose =
+        [Purpose::RequestState, Purpose::TaskHandle, Purpose::LegacySession][usize::from(choice & 3) % 3];
+    let at = match (choice >> 2) & 7 {
+        0..=2 => now(),
+        3 => now() + Duration::from_secs(599),
+        4 => now() + Duration::from_secs(600),
+        5 => UNIX_EPOCH,
+        6 => now() + Duration::from_secs(86_400 * 365),
+        _ => now() - Duration::from_secs(86_400),
+    };
+    // The binding of one of the mints (with or without its arguments), or one of no mint.
+    let bindings: Vec<Binding<'static>> = mints()
+        .iter()
+        .map(Mint::binding)
+        .chain([
+            Binding::new("tools/call", Some("deploy"), None),
+            Binding::new("tools/call", Some("deploy"), Some("alice"))
+                .with_arguments(ArgumentsDigest::of(Some(r#"{"env":"dev"}"#)).expect("canonical")),
+        ])
+        .collect();
+    let binding = &bindings[usize::from(*binding_choice) % bindings.len()];
+
+    let sealer = Sealer::new(relay_keyring());
+    let opened = sealer.open(purpose, binding, &text, at);
+    let minted = mints().iter().find(|m| m.envelope == text);
+    let should_open = minted
+        .filter(|m| m.kid != "k0" && m.purpose == purpose && *binding == m.binding() && at < m.expires_at);
+    match (opened, should_open) {
+        (Ok(sealed), Some(mint)) => {
+            assert_eq!(sealed.route.as_str(), mint.route);
+            assert_eq!(sealed.state.as_deref(), mint.state);
+            assert_eq!(sealed.expires_at, mint.expires_at);
+        }
+        (Ok(sealed), None) => panic!("opened what it must refuse: {text:?} -> {sealed:?}"),
+        (Err(error), Some(mint)) => panic!("refused a valid envelope ({error}): mint {mint:?}"),
+        (Err(error), None) => {
+            if !text.starts_with(PREFIX) {
+                assert_eq!(error, OpenError::NotAnEnvelope);
+            }
+            if let Some(mint) = minted
+                && mint.kid == "k0"
+            {
+                assert_eq!(
+                    error,
+                    OpenError::UnknownKey,
+                    "a retired key must be reported as such"
+                );
+            }
+            assert!(!error.reason().is_empty());
+        }
+    }
+});

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in fuzz/ (cargo-fuzz, libFuzzer) for SECONDS each, one after another.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 60 seconds, every target
+#
+# Installs cargo-fuzz if it is missing. Targets run without a sanitizer (`-s none`): the crates
+# forbid unsafe code, and the exec rate is several times higher; this works on the stable
+# toolchain. Each target starts from its committed seeds (fuzz/seeds/TARGET, read only) and grows
+# fuzz/corpus/TARGET (git-ignored; kept between runs). A crash leaves its input in
+# fuzz/artifacts/TARGET/ and makes the script exit non-zero after the remaining targets ran;
+# reproduce one with `cargo fuzz run -s none TARGET fuzz/artifacts/TARGET/crash-...` in fuzz/.
+#
+# Per target it prints one summary line: executions, executions per second, libFuzzer's coverage
+# (`cov`: code edges reached, `ft`: features), corpus size, crashes. Full logs: fuzz/logs/.
+#
+# FUZZ_CODEGEN_UNITS=16 builds faster (cargo-fuzz's default is 1, for the fastest runs): CI sets
+# it, since its runs are short.
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+
+seconds=${1:-60}
+shift || true
+
+started=$SECONDS
+if ! command -v cargo-fuzz >/dev/null; then
+    echo "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+    echo "cargo-fuzz installed in $((SECONDS - started)) s"
+fi
+
+# The instrumented build lives in fuzz/target, apart from the workspace's builds (other flags).
+export CARGO_TARGET_DIR="$PWD/target"
+# The same options for build and run, or `cargo fuzz run` would build again.
+options=(-s none)
+if [ -n "${FUZZ_CODEGEN_UNITS:-}" ]; then
+    options+=(--codegen-units "$FUZZ_CODEGEN_UNITS")
+fi
+built=$SECONDS
+cargo fuzz build "${options[@]}"
+echo "fuzz targets built in $((SECONDS - built)) s"
+
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo fuzz list)
+fi
+
+mkdir -p logs
+failed=()
+printf '%-16s %12s %8s %7s %7s %7s %8s\n' target execs exec/s cov ft corpus crashes
+for target in "${targets[@]}"; do
+    mkdir -p "corpus/$target"
+    log="logs/$target.log"
+    status=0
+    cargo fuzz run "${options[@]}" "$target" "corpus/$target" "seeds/$target" -- \
+        -max_total_time="$seconds" -dict=dicts/mcp.dict -max_len=16384 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1 || status=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
+    cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+    ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+    corpus=$(find "corpus/$target" -type f | wc -l)
+    crashes=0
+    if [ "$status" -ne 0 ]; then
+        crashes=$(find "artifacts/$target" -type f 2>/dev/null | wc -l)
+        failed+=("$target")
+    fi
+    printf '%-16s %12s %8s %7s %7s %7s %8s\n' "$target" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
+        "$corpus" "$crashes"
+done
+echo "fuzzing took $((SECONDS - started)) s in all"
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "failed: ${failed[*]} (crash inputs in fuzz/artifacts/; logs in fuzz/logs/)" >&2
+    for target in "${failed[@]}"; do
+        grep -m 5 -A 2 -E 'panicked at|ERROR: libFuzzer|^Error' "logs/$target.log" >&2 || true
+    done
+    exit 1
+fi
