@@ -1,25 +1,30 @@
 //! Runs the MRTR conformance fixture (or the server-suite fixture, or a demo backend) standalone.
 //!
 //! ```text
-//! fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta]
+//! fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta [--state-key-file FILE]]
 //! ```
 //!
-//! `ADDR` defaults to `127.0.0.1:0`. Once bound, the endpoint URL is printed
+//! `ADDR` defaults to `127.0.0.1:0`. A demo backend seals its own `requestState` with a random
+//! key unless `--state-key-file` names a file whose bytes (at least 32) are the key: then a
+//! restarted backend still opens the states it handed out before (the soak restarts one). Once bound, the endpoint URL is printed
 //! to stdout as `listening on http://ADDR/mcp`. The server stops on Ctrl-C
 //! or SIGTERM.
 
-use std::{net::SocketAddr, process::ExitCode};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
-use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, ServeOptions, SuiteFixture, cli};
+use mrtr_backends::{
+    ConformanceFixture, DemoBackend, DemoCatalog, ResponseMode, ServeOptions, StateSealer, SuiteFixture, cli,
+};
 
 const PROGRAM: &str = "fixture-server";
 
-const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta]\n\
+const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta [--state-key-file FILE]]\n\
     \n\
-    --listen ADDR        socket address to bind (default 127.0.0.1:0)\n\
-    --sse                answer requests with text/event-stream instead of application/json\n\
-    --suite              serve what the suite's server scenarios call (SuiteFixture) instead\n\
-    --demo alpha|beta    serve that demo backend instead of the conformance fixture\n";
+    --listen ADDR           socket address to bind (default 127.0.0.1:0)\n\
+    --sse                   answer requests with text/event-stream instead of application/json\n\
+    --suite                 serve what the suite's server scenarios call (SuiteFixture) instead\n\
+    --demo alpha|beta       serve that demo backend instead of the conformance fixture\n\
+    --state-key-file FILE   the demo backend's requestState key: the file's bytes, at least 32 (default random)\n";
 
 #[derive(Debug)]
 struct Args {
@@ -27,6 +32,7 @@ struct Args {
     mode: ResponseMode,
     demo: Option<String>,
     suite: bool,
+    state_key_file: Option<PathBuf>,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
@@ -35,6 +41,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         mode: ResponseMode::Json,
         demo: None,
         suite: false,
+        state_key_file: None,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -52,6 +59,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
                 }
                 parsed.demo = Some(value);
             }
+            "--state-key-file" => {
+                let value = args.next().ok_or("--state-key-file needs a file")?;
+                parsed.state_key_file = Some(PathBuf::from(value));
+            }
             "-h" | "--help" => return Ok(None),
             other => {
                 if let Some(value) = other.strip_prefix("--listen=") {
@@ -64,6 +75,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     }
     if parsed.suite && parsed.demo.is_some() {
         return Err("--suite and --demo exclude each other".into());
+    }
+    if parsed.state_key_file.is_some() && parsed.demo.is_none() {
+        return Err("--state-key-file applies to --demo backends only".into());
     }
     Ok(Some(parsed))
 }
@@ -79,14 +93,30 @@ async fn main() -> ExitCode {
         None if args.suite => cli::serve_until_signal(PROGRAM, SuiteFixture::new(), options).await,
         None => cli::serve_until_signal(PROGRAM, ConformanceFixture::new(), options).await,
         Some(identity) => {
-            let backend = if identity == "alpha" {
-                DemoBackend::alpha(identity)
+            let catalog = if identity == "alpha" {
+                DemoCatalog::Alpha
             } else {
-                DemoBackend::beta(identity)
+                DemoCatalog::Beta
+            };
+            let backend = match &args.state_key_file {
+                None => DemoBackend::new(identity, catalog).map_err(|error| error.to_string()),
+                Some(file) => demo_with_key_file(identity, catalog, file),
             };
             cli::serve_until_signal(PROGRAM, backend, options).await
         }
     }
+}
+
+/// A demo backend whose `requestState` key is the content of `file`.
+fn demo_with_key_file(
+    identity: &str,
+    catalog: DemoCatalog,
+    file: &std::path::Path,
+) -> Result<DemoBackend, String> {
+    let key = std::fs::read(file).map_err(|error| format!("cannot read {}: {error}", file.display()))?;
+    let sealer = StateSealer::with_key(identity, key)
+        .map_err(|error| format!("{}: not a usable key: {error}", file.display()))?;
+    Ok(DemoBackend::with_sealer(identity, catalog, sealer))
 }
 
 #[cfg(test)]
@@ -110,5 +140,25 @@ mod tests {
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--suite"]).unwrap().unwrap().suite);
         assert!(parse(&["--suite", "--demo", "beta"]).is_err());
+        let keyed = parse(&["--demo", "alpha", "--state-key-file", "/k"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(keyed.state_key_file, Some(PathBuf::from("/k")));
+        assert!(parse(&["--state-key-file", "/k"]).is_err());
+    }
+
+    #[test]
+    fn a_state_key_file_is_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("fixture-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let short = dir.join("short");
+        std::fs::write(&short, b"too short").unwrap();
+        assert!(demo_with_key_file("alpha", DemoCatalog::Alpha, &short).is_err());
+        assert!(demo_with_key_file("alpha", DemoCatalog::Alpha, &dir.join("missing")).is_err());
+        let good = dir.join("good");
+        std::fs::write(&good, [7u8; 32]).unwrap();
+        let backend = demo_with_key_file("alpha", DemoCatalog::Alpha, &good).unwrap();
+        assert_eq!(backend.identity(), "alpha");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
