@@ -23,8 +23,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 use tower_mrtr::BoxError;
 use tower_service::Service;
@@ -153,6 +153,46 @@ where
             }
         };
         tokio::pin!(stop_accepting);
+        // What serving one accepted connection takes; `place` is its share of
+        // `--max-connections` (none for the backlog taken as the listener closes).
+        let open = |stream: TcpStream, place: Option<OwnedSemaphorePermit>, watcher| {
+            // Answers go out as soon as they are ready (SSE events one by one); Nagle's
+            // algorithm would hold small writes back until the client's ACK.
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+            let connection = Connection {
+                builder: builder.clone(),
+                service: service.clone(),
+                lifecycle: drain.as_ref().map(|(l, _)| l.clone()),
+                watcher,
+            };
+            let idle = limits.idle_timeout;
+            let tls = tls.clone();
+            async move {
+                let _place = place;
+                match tls {
+                    None => {
+                        // hyper's header read timeout starts only once the HTTP/1-or-2
+                        // detection has read a first byte: a connection that never sends one
+                        // is closed here instead.
+                        let mut first = [0u8; 1];
+                        match tokio::time::timeout(idle, stream.peek(&mut first)).await {
+                            Ok(Ok(1..)) => connection.serve(stream).await,
+                            _ => tracing::debug!("a client connection sent nothing; closed"),
+                        }
+                    }
+                    Some(tls) => {
+                        let acceptor = tls.acceptor();
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => connection.serve(stream).await,
+                            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    }
+                }
+            }
+        };
         let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         let deadline = loop {
             // A place first, then a connection: at the limit, new ones wait in the backlog.
@@ -164,69 +204,72 @@ where
                 deadline = &mut stop_accepting => break deadline,
                 (place, accepted) = next => match accepted {
                     Ok((stream, _peer)) => {
-                        // Answers go out as soon as they are ready (SSE events one by one);
-                        // Nagle's algorithm would hold small writes back until the client's ACK.
-                        if let Err(error) = stream.set_nodelay(true) {
-                            tracing::debug!(%error, "cannot set TCP_NODELAY");
-                        }
-                        let lifecycle = drain.as_ref().map(|(l, _)| l.clone());
-                        let connection = Connection {
-                            builder: builder.clone(),
-                            service: service.clone(),
-                            lifecycle,
-                            watcher: graceful.watcher(),
-                        };
-                        match &tls {
-                            None => {
-                                // hyper's header read timeout starts only once the HTTP/1-or-2
-                                // detection has read a first byte: a connection that never sends
-                                // one is closed here instead.
-                                let idle = limits.idle_timeout;
-                                tokio::spawn(async move {
-                                    let _place = place;
-                                    let mut first = [0u8; 1];
-                                    match tokio::time::timeout(idle, stream.peek(&mut first)).await {
-                                        Ok(Ok(1..)) => connection.serve(stream).await,
-                                        _ => tracing::debug!("a client connection sent nothing; closed"),
-                                    }
-                                });
-                            }
-                            Some(tls) => {
-                                let acceptor = tls.acceptor();
-                                tokio::spawn(async move {
-                                    let _place = place;
-                                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                                        Ok(Ok(stream)) => connection.serve(stream).await,
-                                        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-                                        Err(_) => tracing::debug!("TLS handshake timed out"),
-                                    }
-                                });
-                            }
-                        }
+                        let watcher = Some(graceful.watcher());
+                        tokio::spawn(open(stream, Some(place), watcher));
                     }
                     Err(error) => accept_failed(error).await,
                 },
             }
         };
         accepting.store(false, Ordering::SeqCst);
-        drop(listener);
+        // Connections the kernel has completed but this loop has not accepted may already hold
+        // a request; closing the listener would reset them, and a load balancer does not resend
+        // a POST it has written (the nginx soak saw these as 502s at the end of the drain
+        // delay). So the backlog is taken, to its end, before the listener closes; those
+        // connections are answered (with `Connection: close`) outside the graceful shutdown,
+        // which would close them before their request is read.
+        let mut backlog = tokio::task::JoinSet::new();
+        for stream in take_backlog(listener) {
+            backlog.spawn(open(stream, None, None));
+        }
         let open = graceful.count();
         if open > 0 && drain.is_some() {
             tracing::info!(open, "listener closed; waiting for open connections");
         }
+        let finished = async move {
+            graceful.shutdown().await;
+            while backlog.join_next().await.is_some() {}
+        };
         match deadline {
-            None => graceful.shutdown().await,
+            None => finished.await,
             Some(deadline) => {
-                if tokio::time::timeout_at(deadline, graceful.shutdown())
-                    .await
-                    .is_err()
-                {
+                if tokio::time::timeout_at(deadline, finished).await.is_err() {
                     tracing::warn!("drain timeout reached; dropping the connections still open");
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Accepts every connection already queued on `listener`, without waiting, and closes it.
+/// Done on the underlying socket: tokio's readiness may not yet know of the last arrivals.
+fn take_backlog(listener: TcpListener) -> Vec<TcpStream> {
+    let listener = match listener.into_std() {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::debug!(%error, "cannot take the listener's backlog");
+            return Vec::new();
+        }
+    };
+    let mut streams = Vec::new();
+    // Non-blocking (tokio's `into_std` keeps it so): `WouldBlock` ends the backlog.
+    while let Ok((stream, _)) = listener.accept() {
+        match stream
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(stream))
+        {
+            Ok(stream) => streams.push(stream),
+            Err(error) => tracing::debug!(%error, "a connection from the backlog is dropped"),
+        }
+    }
+    if !streams.is_empty() {
+        tracing::info!(
+            connections = streams.len(),
+            "answering connections queued as the listener closed"
+        );
+    }
+    streams
 }
 
 /// A failed `accept`: a connection that died in the backlog is skipped quietly; anything else
@@ -248,7 +291,9 @@ struct Connection<S> {
     builder: Arc<auto::Builder<TokioExecutor>>,
     service: S,
     lifecycle: Option<Lifecycle>,
-    watcher: hyper_util::server::graceful::Watcher,
+    /// `None` for a connection taken from the backlog as the listener closes: the graceful
+    /// shutdown has begun by then, and watching would close it before its request is read.
+    watcher: Option<hyper_util::server::graceful::Watcher>,
 }
 
 impl<S, B> Connection<S>
@@ -278,7 +323,11 @@ where
             crate::telemetry::connection(1.0);
         }
         let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
-        if let Err(error) = watcher.watch(connection).await {
+        let served = match watcher {
+            Some(watcher) => watcher.watch(connection).await,
+            None => connection.await,
+        };
+        if let Err(error) = served {
             tracing::debug!(%error, "connection ended with an error");
         }
         if counted {

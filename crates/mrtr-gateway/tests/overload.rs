@@ -199,3 +199,43 @@ async fn connections_over_the_limit_wait_until_one_closes() {
     assert_eq!(&answer, b"HTTP/1.1 200");
     gateway.shutdown().await.unwrap();
 }
+
+/// A connection still in the kernel's backlog when the drain delay ends has already sent its
+/// request: it is answered, not reset (a load balancer does not resend a POST it has written;
+/// the nginx soak saw these as 502s). The connection limit of 1 keeps it in the backlog.
+#[tokio::test]
+async fn a_request_queued_in_the_backlog_when_the_listener_closes_is_answered() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
+        config.client_limits.max_connections = 1;
+        config.drain.delay = Duration::from_millis(200);
+        config.drain.timeout = Duration::from_secs(5);
+    })
+    .await;
+    let addr = gateway.addr();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let request = format!("{}{body}", head(addr, body.len(), ""));
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    first.write_all(request.as_bytes()).await.unwrap();
+    let mut status = [0u8; 12];
+    first.read_exact(&mut status).await.unwrap();
+    assert_eq!(&status, b"HTTP/1.1 200");
+    // Queued behind the only place, its request written.
+    let mut queued = TcpStream::connect(addr).await.unwrap();
+    queued.write_all(request.as_bytes()).await.unwrap();
+
+    let drained = tokio::spawn(gateway.drain());
+    let answer = read_until_closed(&mut queued).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(answer.contains(r#""id":1"#), "{answer}");
+    drop(first);
+    tokio::time::timeout(TIMEOUT, drained)
+        .await
+        .expect("the drain ends in time")
+        .unwrap()
+        .unwrap();
+}
