@@ -226,13 +226,31 @@ where
         if open > 0 && drain.is_some() {
             tracing::info!(open, "listener closed; waiting for open connections");
         }
-        let finished = async move {
-            graceful.shutdown().await;
-            while backlog.join_next().await.is_some() {}
-        };
         match deadline {
-            None => finished.await,
+            // A stop without drain: hyper's graceful shutdown closes idle connections at once.
+            None => {
+                graceful.shutdown().await;
+                while backlog.join_next().await.is_some() {}
+            }
+            // A drain first leaves connections to end on their own for a moment: every answer
+            // now closes its connection, and a connection accepted just before the listener
+            // closed gets its request read. Signalling hyper's graceful shutdown at once would
+            // close every connection not inside a request, including one whose request is still
+            // unread in its socket, and that close resets it: the 502s the nginx soak saw at the
+            // end of the drain delay. After the moment, idle connections are closed as before
+            // (a load balancer reuses its most recent connections, which by then have closed).
             Some(deadline) => {
+                let settled = async {
+                    while graceful.count() > 0 {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                let settle_until = deadline.min(Instant::now() + LISTENER_SETTLE);
+                let _ = tokio::time::timeout_at(settle_until, settled).await;
+                let finished = async move {
+                    graceful.shutdown().await;
+                    while backlog.join_next().await.is_some() {}
+                };
                 if tokio::time::timeout_at(deadline, finished).await.is_err() {
                     tracing::warn!("drain timeout reached; dropping the connections still open");
                 }
@@ -241,6 +259,10 @@ where
         Ok(())
     }
 }
+
+/// How long a drain lets connections end on their own after the listener closes, before idle
+/// ones are closed.
+const LISTENER_SETTLE: Duration = Duration::from_secs(1);
 
 /// Accepts every connection already queued on `listener`, without waiting, and closes it.
 /// Done on the underlying socket: tokio's readiness may not yet know of the last arrivals.
