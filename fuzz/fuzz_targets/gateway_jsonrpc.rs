@@ -91,15 +91,18 @@ fn rename(body: &[u8], member: &str, value: &str) {
         Some(&out[..]),
         "not a fixpoint"
     );
-    let original: String = serde_json::from_str(
-        params_before
-            .iter()
-            .find(|(n, _)| n == member)
-            .expect("renamed member")
-            .1
-            .get(),
-    )
-    .expect("a string");
+    let original = params_before
+        .iter()
+        .find(|(n, _)| n == member)
+        .expect("renamed member")
+        .1
+        .get();
+    // A name with a lone surrogate escape is JSON text but no string: there is nothing to
+    // rename back to (the MRTR layer refuses such a request before the gateway renames; found
+    // by the long run, the input is a seed now).
+    let Ok(original) = serde_json::from_str::<String>(original) else {
+        return;
+    };
     let back = rename_target(&out, member, &original).expect("renames back");
     assert_eq!(
         node(&back),

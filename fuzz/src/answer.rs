@@ -581,17 +581,20 @@ fn count(haystack: &[u8], needle: &[u8]) -> usize {
 /// For each way a client may read the answer (as JSON, as an event stream, per its content
 /// types), the strings it would take for a backend state or task id.
 fn sensitive_strings(answer: &[u8], headers: &HeaderMap, kind: &Kind) -> Vec<Vec<String>> {
-    let types: Vec<bool> = headers
+    // (exactly `text/event-stream`, mentions `event-stream`) per `Content-Type`: the layer reads
+    // an answer as a stream only for the exact media type, and as JSON otherwise; a lenient
+    // client may take anything mentioning it for a stream. Both readings are judged.
+    let types: Vec<(bool, bool)> = headers
         .get_all(header::CONTENT_TYPE)
         .iter()
         .map(|v| {
-            String::from_utf8_lossy(v.as_bytes())
-                .to_ascii_lowercase()
-                .contains("event-stream")
+            let text = String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase();
+            let essence = text.split(';').next().unwrap_or_default().trim().to_owned();
+            (essence == "text/event-stream", text.contains("event-stream"))
         })
         .collect();
     let mut interpretations = Vec::new();
-    if types.is_empty() || types.iter().any(|sse| !sse) {
+    if types.is_empty() || types.iter().any(|(exact, _)| !exact) {
         let mut best: Vec<String> = Vec::new();
         for reading in json_readings(answer) {
             let found = sensitive_in(&reading, kind);
@@ -601,7 +604,7 @@ fn sensitive_strings(answer: &[u8], headers: &HeaderMap, kind: &Kind) -> Vec<Vec
         }
         interpretations.push(best);
     }
-    if types.iter().any(|sse| *sse) {
+    if types.iter().any(|(_, mentions)| *mentions) {
         let mut all = Vec::new();
         for event in sse_events(answer) {
             let Some(data) = event.data else {
