@@ -15,6 +15,11 @@
 #
 # FUZZ_CODEGEN_UNITS=16 builds faster (cargo-fuzz's default is 1, for the fastest runs): CI sets
 # it, since its runs are short.
+#
+# FUZZ_RUNS=N (CI) makes the run reproducible instead of timed: each target executes N inputs
+# from libFuzzer seed FUZZ_SEED (default 1), starting from the committed seeds alone (a fresh,
+# discarded corpus). The same commit then fuzzes the same inputs on every machine, so CI fails on
+# a finding in the code, never on the luck of a draw; the open-ended search is the timed mode.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -49,25 +54,35 @@ mkdir -p logs
 failed=()
 printf '%-16s %12s %8s %7s %7s %7s %8s\n' target execs exec/s cov ft corpus crashes
 for target in "${targets[@]}"; do
-    mkdir -p "corpus/$target"
     log="logs/$target.log"
+    if [ -n "${FUZZ_RUNS:-}" ]; then
+        corpus=$(mktemp -d)
+        budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}")
+    else
+        corpus="corpus/$target"
+        mkdir -p "$corpus"
+        budget=(-max_total_time="$seconds")
+    fi
     status=0
-    cargo fuzz run "${options[@]}" "$target" "corpus/$target" "seeds/$target" -- \
-        -max_total_time="$seconds" -dict=dicts/mcp.dict -max_len=16384 -timeout=10 \
+    cargo fuzz run "${options[@]}" "$target" "$corpus" "seeds/$target" -- \
+        "${budget[@]}" -dict=dicts/mcp.dict -max_len=16384 -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1 || status=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     last=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
-    corpus=$(find "corpus/$target" -type f | wc -l)
+    corpus_size=$(find "$corpus" -type f | wc -l)
+    if [ -n "${FUZZ_RUNS:-}" ]; then
+        rm -rf "$corpus"
+    fi
     crashes=0
     if [ "$status" -ne 0 ]; then
         crashes=$(find "artifacts/$target" -type f 2>/dev/null | wc -l)
         failed+=("$target")
     fi
     printf '%-16s %12s %8s %7s %7s %7s %8s\n' "$target" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
-        "$corpus" "$crashes"
+        "$corpus_size" "$crashes"
 done
 echo "fuzzing took $((SECONDS - started)) s in all"
 
