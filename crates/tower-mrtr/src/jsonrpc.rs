@@ -617,10 +617,14 @@ pub(crate) fn parse_listen_task_ids(raw: &RawValue) -> Result<Option<&RawValue>,
 
 /// Whether one response message holds something the layer would have to seal (an
 /// `input_required` or task result), or cannot be read well enough to tell.
+///
+/// Callers ask only about messages the needle pre-filter flagged. A message that is not a
+/// readable object is judged unsafe too: a client may read the same bytes another way, as an
+/// event stream (the TypeScript SDK takes any `Content-Type` containing `text/event-stream` for
+/// one, `application/json; x=text/event-stream` included) whose `data:` lines hold the result.
 pub(crate) fn needs_sealing(message: &[u8]) -> bool {
     let Ok(answer) = parse_answer(message) else {
-        // Not a readable object: only an object can carry a result.
-        return json::first_significant(message) == Some(b'{');
+        return true;
     };
     match answer.result {
         ResultField::Object(Ok(head)) => {
@@ -791,7 +795,10 @@ mod tests {
         assert!(!needs_sealing(
             br#"{"id":1,"error":{"code":1,"message":"input_required"}}"#
         ));
-        assert!(!needs_sealing(b"not json input_required"));
+        // Unreadable as JSON, readable as an event stream: unsafe.
+        assert!(needs_sealing(
+            b"data: {\"id\":1,\"result\":{\"resultType\":\"input_required\"}}\n\n"
+        ));
     }
 
     #[test]

@@ -1247,3 +1247,31 @@ async fn answers_to_requests_the_layer_did_not_read_are_still_checked() {
         .layer(Backend::new().service(None, |_| "Method Not Allowed".to_owned()));
     assert_eq!(send(svc, get()).await.text(), "Method Not Allowed");
 }
+
+/// Found by fuzzing (`sse_response`, long run): the answer to a batch, under a `Content-Type`
+/// whose media type is JSON but which mentions `text/event-stream`, framed as an event stream
+/// holding an `input_required` result. The layer reads it as JSON and cannot parse it; a client
+/// that matches the media type by substring (the TypeScript SDK does) reads the stream and
+/// would take the raw state. It fails closed.
+#[tokio::test]
+async fn an_unreadable_batch_answer_a_client_could_read_as_a_stream_fails_closed() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    let stream = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"resultType\":\"input_required\",\n\
+                  data: \"requestState\":\"raw-backend-state\"}}\n\n";
+    let inner = tower::service_fn(move |_request: Request<RequestBody<Full<Bytes>>>| async move {
+        let mut answer = http::Response::new(Full::new(Bytes::from_static(stream.as_bytes())));
+        answer.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json; profile=text/event-stream"),
+        );
+        answer.extensions_mut().insert(Route::new("alpha"));
+        Ok::<_, std::convert::Infallible>(answer)
+    });
+    let batch = format!(
+        r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{}]"#,
+        tool_call(2, "t", None)
+    );
+    let answer = send(layer.layer(inner), post(&batch)).await;
+    assert!(!answer.text().contains("raw-backend-state"), "{}", answer.text());
+    assert_eq!(answer.error_code(), Some(-32603), "{}", answer.text());
+}
