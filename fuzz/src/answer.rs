@@ -643,13 +643,19 @@ fn sensitive_in(reading: &Node, kind: &Kind) -> Vec<String> {
                     }
                     // Task results are sealed on tools/call only; elsewhere (the extension allows
                     // them on tools/call alone) they pass, and a client must reject them.
+                    // `taskId` by its exact name: a task id under a member named like it but for
+                    // case passes as is, the documented limit (docs/security.md, "Parsing") that
+                    // also covers task follow-ups; it does not open as a handle.
                     if types.contains(&"task") && (kind.method == "tools/call" || kind.plan != Plan::Seal) {
-                        found.extend(
-                            result
-                                .members("taskid")
-                                .filter_map(Node::as_str)
-                                .map(str::to_owned),
-                        );
+                        if let Node::Object(members) = result {
+                            found.extend(
+                                members
+                                    .iter()
+                                    .filter(|(name, _)| name == "taskId")
+                                    .filter_map(|(_, value)| value.as_str())
+                                    .map(str::to_owned),
+                            );
+                        }
                     }
                 }
             }
