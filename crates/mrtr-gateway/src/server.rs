@@ -275,8 +275,21 @@ fn take_backlog(listener: TcpListener) -> Vec<TcpStream> {
         }
     };
     let mut streams = Vec::new();
-    // Non-blocking (tokio's `into_std` keeps it so): `WouldBlock` ends the backlog.
-    while let Ok((stream, _)) = listener.accept() {
+    // Non-blocking (tokio's `into_std` keeps it so): `WouldBlock` ends the backlog. A
+    // connection that died in the backlog is skipped, not taken for its end.
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => break,
+        };
         match stream
             .set_nonblocking(true)
             .and_then(|()| TcpStream::from_std(stream))
