@@ -54,12 +54,7 @@ async fn gateway(config: GatewayConfig) -> RunningGateway {
 
 #[tokio::test]
 async fn gzip_requests_are_inspected_and_relayed() {
-    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
-        .await
-        .unwrap();
-    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
-        .await
-        .unwrap();
+    let (alpha, beta) = common::demo_pair().await;
     let config = GatewayConfig::new(vec![
         Backend::new("alpha", &alpha.url()).unwrap(),
         Backend::new("beta", &beta.url()).unwrap(),

@@ -53,12 +53,7 @@ async fn both_on(replicas: &[&Process], active: &str, keys: u64) {
 
 #[tokio::test]
 async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
-    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
-        .await
-        .unwrap();
-    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
-        .await
-        .unwrap();
+    let (alpha, beta) = common::demo_pair().await;
     let dir = TempDir::new("rotation");
     let keys = dir.path("keys");
     let entry = |kid: &str| tower_mrtr::keyring::generate_entry(kid).unwrap().to_string();

@@ -6,18 +6,12 @@ mod common;
 use std::process::Command;
 
 use common::{Process, call_tool, delete_branch, delete_branch_retry};
-use mrtr_backends::{DemoBackend, ResponseMode, serve};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 #[tokio::test]
 async fn two_gateway_processes_share_one_keyring() {
-    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
-        .await
-        .unwrap();
-    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
-        .await
-        .unwrap();
+    let (alpha, beta) = common::demo_pair().await;
     let backends = [format!("alpha={}", alpha.url()), format!("beta={}", beta.url())];
     let keys = tower_mrtr::keyring::generate_entry("k1").unwrap().to_string();
     let args = ["--backend", &backends[0], "--backend", &backends[1]];

@@ -553,3 +553,15 @@ pub async fn gateway(backends: Vec<Backend>, configure: impl FnOnce(&mut Gateway
         .await
         .unwrap()
 }
+
+/// The two demo backends on 127.0.0.1: `alpha` answering in JSON, `beta` in SSE.
+pub async fn demo_pair() -> (mrtr_backends::ServedBackend, mrtr_backends::ServedBackend) {
+    use mrtr_backends::{DemoBackend, ResponseMode, serve};
+    let alpha = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
+        .await
+        .unwrap();
+    let beta = serve(DemoBackend::beta("beta").unwrap(), ResponseMode::Sse)
+        .await
+        .unwrap();
+    (alpha, beta)
+}
