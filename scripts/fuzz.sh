@@ -16,10 +16,12 @@
 # FUZZ_CODEGEN_UNITS=16 builds faster (cargo-fuzz's default is 1, for the fastest runs): CI sets
 # it, since its runs are short.
 #
-# FUZZ_RUNS=N (CI) makes the run reproducible instead of timed: each target executes N inputs
-# from libFuzzer seed FUZZ_SEED (default 1), starting from the committed seeds alone (a fresh,
-# discarded corpus). The same commit then fuzzes the same inputs on every machine, so CI fails on
-# a finding in the code, never on the luck of a draw; the open-ended search is the timed mode.
+# FUZZ_RUNS=N (CI) makes the run bounded instead of timed: each target executes N inputs from
+# libFuzzer seed FUZZ_SEED (default 1), starting from the committed seeds alone (a fresh,
+# discarded corpus). It is repeatable only up to a point: the mutations follow the seed, but the
+# coverage that steers them also depends on the envelopes' random nonces (and hash seeds), so two
+# machines drift apart after some hundreds of inputs. A failure is always a real finding,
+# though: the script prints the failing input in base64 (`base64 -d > crash` reproduces it).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -90,6 +92,9 @@ if [ ${#failed[@]} -gt 0 ]; then
     echo "failed: ${failed[*]} (crash inputs in fuzz/artifacts/; logs in fuzz/logs/)" >&2
     for target in "${failed[@]}"; do
         grep -m 5 -A 2 -E 'panicked at|ERROR: libFuzzer|^Error' "logs/$target.log" >&2 || true
+        for crash in "artifacts/$target"/*; do
+            [ -f "$crash" ] && echo "input $crash, base64: $(base64 -w0 "$crash")" >&2
+        done
     done
     exit 1
 fi

@@ -133,7 +133,8 @@ pub fn fold(name: &str) -> String {
 /// Every tree a lenient reader could make of `bytes`: strict JSON, without a UTF-8 BOM, with
 /// invalid UTF-8 replaced, with unpaired surrogate escapes (`\ud800`, which JSON's grammar
 /// allows and many parsers accept) replaced, and in each case only the first value (trailing
-/// bytes ignored).
+/// bytes ignored), and with numbers and deep nesting a strict parser refuses made plain
+/// ([`with_plain_scalars`]).
 pub fn json_readings(bytes: &[u8]) -> Vec<Node> {
     let mut texts: Vec<Vec<u8>> = vec![bytes.to_vec()];
     if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
@@ -148,6 +149,11 @@ pub fn json_readings(bytes: &[u8]) -> Vec<Node> {
     for i in 0..texts.len() {
         if let Some(replaced) = without_lone_surrogates(&texts[i]) {
             texts.push(replaced);
+        }
+    }
+    for i in 0..texts.len() {
+        if let Some(tamed) = with_plain_scalars(&texts[i]) {
+            texts.push(tamed);
         }
     }
     let mut readings: Vec<Node> = Vec::new();
@@ -328,4 +334,117 @@ pub fn without_lone_surrogates(text: &[u8]) -> Option<Vec<u8>> {
         }
     }
     replaced.then_some(out)
+}
+
+/// How deep [`with_plain_scalars`] keeps containers: well below serde_json's limit of 128 that
+/// [`Node`] is read under, and far deeper than any state or task id the relay seals (an
+/// `input_required`'s `requestState` sits at depth 3 in a batch).
+const PLAIN_DEPTH: usize = 64;
+
+/// `text` with what serde_json refuses to build a tree of, but a lenient peer (and the relay,
+/// which skips what it does not read without building it) accepts, made plain: every number
+/// outside strings becomes `0` (`1e999` overflows a float: JavaScript reads `Infinity`, Python
+/// `inf`), and every container nested deeper than [`PLAIN_DEPTH`] becomes `0`. `None` when
+/// nothing changed.
+///
+/// ```
+/// use tower_mrtr_fuzz::lenient::with_plain_scalars;
+///
+/// let tamed = with_plain_scalars(br#"{"x":-1e999,"s":"1e999","r":{}}"#).unwrap();
+/// assert_eq!(tamed, br#"{"x":0,"s":"1e999","r":{}}"#);
+/// ```
+pub fn with_plain_scalars(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < text.len() {
+        let byte = text[at];
+        match byte {
+            b'"' => {
+                let end = string_end(text, at);
+                out.extend_from_slice(&text[at..end]);
+                at = end;
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = text[at..]
+                    .iter()
+                    .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                    .unwrap_or(text.len() - at);
+                if skips_as_json(&text[at..at + len]) {
+                    out.push(b'0');
+                } else {
+                    out.extend_from_slice(&text[at..at + len]);
+                }
+                at += len;
+            }
+            b'[' | b'{' if depth >= PLAIN_DEPTH => {
+                let end = container_end(text, at);
+                if skips_as_json(&text[at..end]) {
+                    out.push(b'0');
+                } else {
+                    out.extend_from_slice(&text[at..end]);
+                }
+                at = end;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                out.push(byte);
+                at += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                out.push(byte);
+                at += 1;
+            }
+            _ => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    (out != text).then_some(out)
+}
+
+/// Whether `value` is one JSON value as serde_json skips it without building it (as the relay
+/// skips what it does not read): no float range, no depth limit. Only such values are made
+/// plain, so no text the relay refuses becomes readable.
+fn skips_as_json(value: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok()
+}
+
+/// The index just past the string that opens at `start` (or the end of `text`).
+fn string_end(text: &[u8], start: usize) -> usize {
+    let mut at = start + 1;
+    while at < text.len() {
+        match text[at] {
+            b'\\' => at += 2,
+            b'"' => return at + 1,
+            _ => at += 1,
+        }
+    }
+    text.len()
+}
+
+/// The index just past the container that opens at `start` (or the end of `text`).
+fn container_end(text: &[u8], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut at = start;
+    while at < text.len() {
+        match text[at] {
+            b'"' => {
+                at = string_end(text, at);
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    text.len()
 }
