@@ -37,7 +37,8 @@ async fn main() -> ExitCode {
         }
         Command::Run(settings) => *settings,
     };
-    mrtr_gateway::logging::init(settings.log_format);
+    // Kept to the end: dropping it writes the access lines still gathered.
+    let _log = mrtr_gateway::logging::init(settings.log_format);
 
     let mut config = settings.config;
     let mut demo_servers = Vec::new();
