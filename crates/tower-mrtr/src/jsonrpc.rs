@@ -74,12 +74,13 @@ pub(crate) const RESULT_MEMBERS: &[&str] = &[
 ];
 
 /// Byte strings that make an answer to `tools/call`, `prompts/get` or `resources/read` worth
-/// parsing: the `input_required` result type, and `taskId`, which every task result carries
-/// (searching for `"task"` would make the quote, the commonest byte of JSON, the search's
-/// anchor). `\u` is there because any key or value may be written with escapes
+/// parsing: the two result types the layer acts on, `input_required` and `"task"` (quoted: a
+/// value, which no client folds, unlike a member name: a task id under `TaskId` is read as
+/// `taskId` by Go's `encoding/json`, so the name cannot be the needle; the parse then refuses such
+/// a name). `\u` is there because any key or value may be written with escapes
 /// (`"input\u005frequired"` means `input_required` to every client), so a message using escapes
 /// is parsed rather than trusted to the plain-text filter.
-pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"taskId", b"\\u"];
+pub(crate) const RESPONSE_NEEDLES: [&[u8]; 3] = [b"input_required", b"\"task\"", b"\\u"];
 
 /// Byte strings without which an answer to a task follow-up holds no task id to map: ids sit in
 /// `taskId` members and `taskIds` arrays (the first needle finds both), and a message with a

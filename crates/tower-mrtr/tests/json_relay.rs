@@ -1275,3 +1275,36 @@ async fn an_unreadable_batch_answer_a_client_could_read_as_a_stream_fails_closed
     assert!(!answer.text().contains("raw-backend-state"), "{}", answer.text());
     assert_eq!(answer.error_code(), Some(-32603), "{}", answer.text());
 }
+
+/// A task result whose id sits under a member named like `taskId` but for case (Go's
+/// `encoding/json` reads `TaskId` as `taskId`) is read and fails closed, as JSON and as a
+/// stream: the answer pre-filter looks for the result type's value, `"task"`, which no client
+/// folds, not for the member name.
+#[tokio::test]
+async fn a_task_id_under_a_case_variant_name_fails_closed() {
+    let layer = MrtrLayer::with_shared_keyring(keyring());
+    for name in ["TaskId", "TASKID", "taskid", "taſkId"] {
+        let json = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"task","{name}":"raw-task-secret","status":"working"}}}}"#
+        );
+        for (content_type, body) in [
+            ("application/json", json.clone()),
+            ("text/event-stream", format!("data: {json}\n\n")),
+        ] {
+            let inner = tower::service_fn(move |_req: Request<RequestBody<Full<Bytes>>>| {
+                let body = body.clone();
+                async move {
+                    let mut r = http::Response::new(Full::new(Bytes::from(body)));
+                    r.headers_mut()
+                        .insert("content-type", content_type.parse().unwrap());
+                    r.extensions_mut().insert(Route::new("a"));
+                    Ok::<_, std::convert::Infallible>(r)
+                }
+            });
+            let answer = send(layer.layer(inner), post(&tool_call(1, "t", None))).await;
+            let text = answer.text();
+            assert!(!text.contains("raw-task-secret"), "{name} {content_type}: {text}");
+            assert!(text.contains("-32603"), "{name} {content_type}: {text}");
+        }
+    }
+}
