@@ -642,20 +642,17 @@ fn sensitive_in(reading: &Node, kind: &Kind) -> Vec<String> {
                         );
                     }
                     // Task results are sealed on tools/call only; elsewhere (the extension allows
-                    // them on tools/call alone) they pass, and a client must reject them.
-                    // `taskId` by its exact name: a task id under a member named like it but for
-                    // case passes as is, the documented limit (docs/security.md, "Parsing") that
-                    // also covers task follow-ups; it does not open as a handle.
+                    // them on tools/call alone) they pass, and a client must reject them. The id
+                    // under any member a client folds to `taskId` (`TaskId`, `taſkId`): the layer
+                    // reads every task result (its pre-filter looks for the value `"task"`) and
+                    // refuses such names.
                     if types.contains(&"task") && (kind.method == "tools/call" || kind.plan != Plan::Seal) {
-                        if let Node::Object(members) = result {
-                            found.extend(
-                                members
-                                    .iter()
-                                    .filter(|(name, _)| name == "taskId")
-                                    .filter_map(|(_, value)| value.as_str())
-                                    .map(str::to_owned),
-                            );
-                        }
+                        found.extend(
+                            result
+                                .members("taskid")
+                                .filter_map(Node::as_str)
+                                .map(str::to_owned),
+                        );
                     }
                 }
             }
@@ -670,10 +667,10 @@ fn sensitive_in(reading: &Node, kind: &Kind) -> Vec<String> {
 
 /// Task ids among `ids` where task ids sit: `taskId` members and `taskIds` arrays, at any depth.
 ///
-/// Exact member names only: a task id under a member named like `taskId` but for case (`TaskId`)
-/// from a broken backend is passed on as is, a documented limit (docs/security.md, "Parsing"):
-/// such a raw id does not open as a handle, so it is useless to a client. States are different:
-/// an `input_required` with a case-variant member fails closed, and is checked folded.
+/// Exact member names only: in the answer to a task follow-up, a task id under a member named
+/// like `taskId` but for case (`TaskId`) from a broken backend is passed on as is, a documented
+/// limit (docs/security.md, "Parsing"): such a raw id does not open as a handle, so it is useless
+/// to a client. Task results and states are different: they fail closed, and are checked folded.
 fn task_ids_in(node: &Node, ids: &[String], found: &mut Vec<String>) {
     match node {
         Node::Object(members) => {
@@ -751,9 +748,11 @@ fn check_identity(
         oracle::check_refusal(out.status, &out.headers, &received.bytes());
         return;
     }
+    // The layer's pre-filters (`jsonrpc::TASK_NEEDLES`, `jsonrpc::RESPONSE_NEEDLES`): an answer
+    // with none of them is not read at all, so it must pass byte for byte.
     let needles: &[&[u8]] = match kind.plan {
         Plan::Tasks => &[b"taskId", b"\\"],
-        _ => &[b"input_required", b"taskId", b"\\u"],
+        _ => &[b"input_required", b"\"task\"", b"\\u"],
     };
     let sent = answer.sent();
     if needles.iter().any(|n| find(sent, n).is_some()) {
