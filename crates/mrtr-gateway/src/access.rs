@@ -10,9 +10,9 @@
 //! It is on the hot path, so it costs nothing when the target is filtered out (one cached
 //! check, no clock read) and, when on, allocates nothing of its own: the two header values are
 //! kept by reference count. Its lines are written by [`AccessLineFormat`], which writes what
-//! tracing-subscriber's formatters would (text or JSON) in a quarter of their instructions, and
-//! reach stderr gathered, a write per tenth of a second instead of one per request
-//! ([`crate::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
+//! tracing-subscriber's formatters would (text or JSON) in about a third of their
+//! instructions, and reach stderr gathered, a write per tenth of a second instead of one per
+//! request ([`crate::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
 //!
 //! ```
 //! use mrtr_gateway::access::TARGET;

@@ -145,8 +145,8 @@ impl MakeRequestId for RequestIds {
         });
         let serial = scramble(COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_add(offset));
         let mut text = [0u8; 32];
-        hex(prefix, &mut text[..16]);
-        hex(serial, &mut text[16..]);
+        text[..16].copy_from_slice(&hex(prefix));
+        text[16..].copy_from_slice(&hex(serial));
         HeaderValue::from_bytes(&text).ok().map(RequestId::new)
     }
 }
@@ -159,12 +159,10 @@ fn scramble(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// `value` as 16 lowercase hex digits into `out`.
-fn hex(value: u64, out: &mut [u8]) {
+/// `value` as 16 lowercase hex digits.
+fn hex(value: u64) -> [u8; 16] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = DIGITS[((value >> (60 - 4 * i)) & 0xf) as usize];
-    }
+    std::array::from_fn(|i| DIGITS[((value >> (60 - 4 * i)) & 0xf) as usize])
 }
 
 /// The span of one request: method, URI and request id (never headers or bodies).
