@@ -133,8 +133,8 @@ pub fn fold(name: &str) -> String {
 /// Every tree a lenient reader could make of `bytes`: strict JSON, without a UTF-8 BOM, with
 /// invalid UTF-8 replaced, with unpaired surrogate escapes (`\ud800`, which JSON's grammar
 /// allows and many parsers accept) replaced, and in each case only the first value (trailing
-/// bytes ignored), and with numbers and deep nesting a strict parser refuses made plain
-/// ([`with_plain_scalars`]).
+/// bytes ignored), and, for a text serde_json cannot build a tree of, with the numbers and deep
+/// nesting it refuses made plain ([`with_plain_scalars`]).
 pub fn json_readings(bytes: &[u8]) -> Vec<Node> {
     let mut texts: Vec<Vec<u8>> = vec![bytes.to_vec()];
     if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
@@ -151,19 +151,12 @@ pub fn json_readings(bytes: &[u8]) -> Vec<Node> {
             texts.push(replaced);
         }
     }
-    for i in 0..texts.len() {
-        if let Some(tamed) = with_plain_scalars(&texts[i]) {
-            texts.push(tamed);
-        }
-    }
     let mut readings: Vec<Node> = Vec::new();
     for text in &texts {
-        let reading = serde_json::from_slice::<Node>(text).ok().or_else(|| {
-            serde_json::Deserializer::from_slice(text)
-                .into_iter::<Node>()
-                .next()
-                .and_then(Result::ok)
-        });
+        // The plain-scalars text only where serde_json cannot build a tree of this one: where it
+        // can, the plain tree holds the same strings or fewer, so it would add nothing.
+        let reading =
+            first_value(text).or_else(|| with_plain_scalars(text).and_then(|plain| first_value(&plain)));
         if let Some(node) = reading
             && !readings.contains(&node)
         {
@@ -171,6 +164,16 @@ pub fn json_readings(bytes: &[u8]) -> Vec<Node> {
         }
     }
     readings
+}
+
+/// The tree of `text`, or of its first value when bytes follow it.
+fn first_value(text: &[u8]) -> Option<Node> {
+    serde_json::from_slice::<Node>(text).ok().or_else(|| {
+        serde_json::Deserializer::from_slice(text)
+            .into_iter::<Node>()
+            .next()
+            .and_then(Result::ok)
+    })
 }
 
 /// One SSE event as a client assembles it.
