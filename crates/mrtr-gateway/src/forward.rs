@@ -29,7 +29,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use metrics::SharedString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -38,7 +37,7 @@ use tower_mrtr::Route;
 use crate::backend::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::body::ProxyBody;
 use crate::relay::BackendBody;
-use crate::telemetry;
+use crate::telemetry::{BackendMetrics, MethodLabel};
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
@@ -85,8 +84,8 @@ pub(crate) struct Forwarder {
 #[derive(Clone, Debug)]
 struct Pools {
     route: Route,
-    /// The `backend` label of its metrics, shared rather than copied per request.
-    label: SharedString,
+    /// Its request metrics' handles.
+    metrics: Arc<BackendMetrics>,
     pooled: BackendClient,
     fresh: BackendClient,
 }
@@ -95,7 +94,7 @@ impl Pools {
     fn new(backend: &Backend) -> Self {
         Self {
             route: backend.route().clone(),
-            label: SharedString::from(Arc::<str>::from(backend.name())),
+            metrics: Arc::new(BackendMetrics::new(backend.name())),
             pooled: client_for(
                 backend,
                 Some(backend.idle_timeout().unwrap_or(DEFAULT_IDLE_TIMEOUT)),
@@ -171,7 +170,7 @@ impl Forwarder {
                 headers.append(name, value.clone());
             }
         }
-        let method = telemetry::header_method(&headers);
+        let method = MethodLabel::of_headers(&headers);
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = backend.url().clone();
@@ -197,7 +196,14 @@ impl Forwarder {
             Err(_) => Err(ForwardError::Timeout),
             Ok(result) => result.map_err(|e| ForwardError::Unreachable(error_chain(&e))),
         };
-        telemetry::backend_request(&pools.label, method, &outcome, started.elapsed());
+        let failure = match &outcome {
+            Ok(response) if response.status().is_server_error() => Some("http_5xx"),
+            Ok(response) if response.status().is_client_error() => Some("http_4xx"),
+            Ok(_) => None,
+            Err(ForwardError::Timeout) => Some("timeout"),
+            Err(ForwardError::Unreachable(_)) => Some("unreachable"),
+        };
+        pools.metrics.request(method, failure, started.elapsed());
         let (mut parts, body) = outcome?.into_parts();
         drop_headers(&mut parts.headers, response_drops);
         Ok(Response::from_parts(parts, body))

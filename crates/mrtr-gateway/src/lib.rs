@@ -214,7 +214,7 @@ fn service_with(
         });
     }
     // The request metrics sit outside the layer, so that they see the layer's own refusals.
-    let mcp = telemetry::RequestMetricsLayer.layer(layer.layer(proxy));
+    let mcp = telemetry::RequestMetricsLayer::new().layer(layer.layer(proxy));
     // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
     // the `initialize` era served here. It also answers the 405s on `/mcp`.
     let mut front = legacy::Front::new(config.legacy.clone(), keys)
