@@ -27,7 +27,7 @@
 //! ```
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -60,6 +60,10 @@ pin_project! {
 struct Stall {
     timeout: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
+    /// The waker the timer last registered: while the body is polled with the same one and the
+    /// timer has not fired, polling the timer again would only register it again (the body
+    /// waits once per event of a stream, so this is per event).
+    registered: Option<Waker>,
     frames: u64,
     frames_when_armed: u64,
 }
@@ -92,6 +96,7 @@ impl BackendBody {
             stall: Stall {
                 timeout: stall_timeout,
                 sleep: None,
+                registered: None,
                 frames: 0,
                 frames_when_armed: 0,
             },
@@ -117,9 +122,19 @@ impl Stall {
                 self.frames_when_armed = self.frames;
                 Box::pin(tokio::time::sleep(self.timeout))
             });
-            if sleep.as_mut().poll(cx).is_pending() {
+            let known = self.registered.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+            if known && !sleep.is_elapsed() {
                 return false;
             }
+            if sleep.as_mut().poll(cx).is_pending() {
+                if !known {
+                    self.registered = Some(cx.waker().clone());
+                }
+                return false;
+            }
+            // Whether a timer that fired still holds a waker once re-armed is tokio's detail
+            // (today it does): poll the re-armed timer once more rather than rely on it.
+            self.registered = None;
             if self.frames == self.frames_when_armed {
                 return true;
             }
@@ -292,6 +307,49 @@ mod tests {
             passing: false,
             last: Bytes::new(),
         }
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_stall_timer_wakes_the_body_after_rearming() {
+        let wakes = std::sync::Arc::new(Wakes(Default::default()));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let woken = || wakes.0.load(std::sync::atomic::Ordering::SeqCst);
+        let mut stall = Stall {
+            timeout: Duration::from_secs(1),
+            sleep: None,
+            registered: None,
+            frames: 0,
+            frames_when_armed: 0,
+        };
+        assert!(!stall.expired(&mut cx));
+        // Polled again and again while waiting, with the same waker: no wake-up of its own.
+        for _ in 0..3 {
+            assert!(!stall.expired(&mut cx));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(woken(), 0);
+
+        // Data arrives; the timer fires, finds it, and is armed again.
+        stall.frames += 1;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(woken(), 1);
+        assert!(!stall.expired(&mut cx));
+        assert!(!stall.expired(&mut cx));
+
+        // Then nothing: the re-armed timer must wake the body, which then sees the stall.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert_eq!(woken(), 2);
+        assert!(stall.expired(&mut cx));
     }
 
     #[test]
