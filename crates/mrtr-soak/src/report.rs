@@ -105,6 +105,8 @@ pub struct Report {
     pub text: String,
     /// The figures, for `report.json`.
     pub json: Value,
+    /// Every memory and descriptor sample, for `samples.csv`.
+    pub samples_csv: String,
     /// Flows lost (an explained partial list is not lost), unfinished flows included.
     pub lost: u64,
     /// Failed attempts no fault explains.
@@ -366,8 +368,22 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
     );
     let _ = writeln!(
         out,
-        "{:<11} {:>8} {:>8} {:>11} {:>11} {:>8} {:>10} {:>6} {:>6} {:>8}",
-        "process", "pid", "samples", "RSS first", "RSS last", "growth", "RSS max", "fds", "fds", "fds max"
+        "{:<11} {:>8} {:>8} {:>11} {:>11} {:>8} {:>10} {:>11} {:>11} {:>8} {:>11} {:>11} {:>6} {:>6} {:>8}",
+        "process",
+        "pid",
+        "samples",
+        "RSS first",
+        "RSS last",
+        "growth",
+        "RSS max",
+        "anon first",
+        "anon last",
+        "growth",
+        "file first",
+        "file last",
+        "fds",
+        "fds",
+        "fds max"
     );
     let mut process_json = Vec::new();
     for (name, series) in &samples.processes {
@@ -388,12 +404,17 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
             };
             let _ = writeln!(
                 out,
-                "{name:<11} {pid:>8} {:>8} {:>8.1}MiB {:>8.1}MiB {:>+7.1}% {:>7.1}MiB {:>6.0} {:>6.0} {:>8}",
+                "{name:<11} {pid:>8} {:>8} {:>8.1}MiB {:>8.1}MiB {:>+7.1}% {:>7.1}MiB {:>8.1}MiB {:>8.1}MiB {:>+7.1}% {:>8.1}MiB {:>8.1}MiB {:>6.0} {:>6.0} {:>8}",
                 g.samples,
                 g.rss_first_kib / 1024.0,
                 g.rss_last_kib / 1024.0,
                 100.0 * g.rss,
                 g.rss_max_kib as f64 / 1024.0,
+                g.anon_first_kib / 1024.0,
+                g.anon_last_kib / 1024.0,
+                100.0 * g.anon,
+                g.file_first_kib / 1024.0,
+                g.file_last_kib / 1024.0,
                 g.fds_first,
                 g.fds_last,
                 g.fds_max
@@ -402,6 +423,9 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
                 "process": name, "pid": pid, "samples": g.samples,
                 "rss_first_mib": g.rss_first_kib / 1024.0, "rss_last_mib": g.rss_last_kib / 1024.0,
                 "rss_growth": g.rss, "rss_max_mib": g.rss_max_kib as f64 / 1024.0,
+                "anon_first_mib": g.anon_first_kib / 1024.0, "anon_last_mib": g.anon_last_kib / 1024.0,
+                "anon_growth": g.anon,
+                "file_first_mib": g.file_first_kib / 1024.0, "file_last_mib": g.file_last_kib / 1024.0,
                 "fds_first": g.fds_first, "fds_last": g.fds_last, "fds_max": g.fds_max,
             }));
         }
@@ -460,6 +484,7 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
     Report {
         text: out,
         json,
+        samples_csv: crate::sampler::csv(samples),
         lost,
         unexplained,
         schedule_failures: timeline.failures.len(),

@@ -1,16 +1,22 @@
-//! Samples, once a second, the resident memory (`VmRSS` in `/proc/PID/status`) and the open file
-//! descriptors (entries of `/proc/PID/fd`) of every process under test, and the flows in
-//! progress. A replica restarted during the run shows up under a new pid: its samples are a new
-//! series, and growth is computed per series.
+//! Samples, once a second, the resident memory (`VmRSS` in `/proc/PID/status`, and its two
+//! parts: `RssAnon`, the heap and stacks, and `RssFile` + `RssShmem`, pages of the executable and
+//! other files) and the open file descriptors (entries of `/proc/PID/fd`) of every process under
+//! test, and the flows in progress. A replica restarted during the run shows up under a new pid:
+//! its samples are a new series, and growth is computed per series.
+//!
+//! The two parts are apart because they grow for different reasons: anonymous memory is what a
+//! leak grows, while file pages grow as code that had not run yet runs for the first time (the
+//! paths of a key rotation, a restart, a backend failure), and stop when every path has run.
 //!
 //! ```
 //! use mrtr_soak::sampler::{Sample, growth};
 //!
 //! let series: Vec<Sample> = (0..20)
-//!     .map(|i| Sample { at: i as f64, pid: 1, rss_kib: 1000 + 10 * i, fds: 20 })
+//!     .map(|i| Sample { at: i as f64, pid: 1, rss_kib: 1000 + 10 * i, anon_kib: 600, file_kib: 400 + 10 * i, fds: 20 })
 //!     .collect();
 //! let growth = growth(&series, 0.0, 100.0).unwrap();
 //! assert!((growth.rss - 0.1791).abs() < 0.001); // mean of the last 2 (1185) over the first 2 (1005)
+//! assert_eq!(growth.anon, 0.0); // all of it in file pages
 //! assert_eq!(growth.fds, 0.0);
 //! ```
 
@@ -31,6 +37,10 @@ pub struct Sample {
     pub pid: u32,
     /// Resident memory, KiB.
     pub rss_kib: u64,
+    /// Of which anonymous (`RssAnon`: heap, stacks), KiB.
+    pub anon_kib: u64,
+    /// Of which file-backed and shared (`RssFile` + `RssShmem`), KiB.
+    pub file_kib: u64,
     /// Open file descriptors.
     pub fds: u64,
 }
@@ -65,16 +75,8 @@ pub fn start(
                 .collect();
             let mut taken = Vec::new();
             for (name, pid) in current {
-                if let Some((rss_kib, fds)) = read(pid) {
-                    taken.push((
-                        name,
-                        Sample {
-                            at,
-                            pid,
-                            rss_kib,
-                            fds,
-                        },
-                    ));
+                if let Some(sample) = read(at, pid) {
+                    taken.push((name, sample));
                 }
             }
             let mut samples = shared.lock().expect("not poisoned");
@@ -89,22 +91,38 @@ pub fn start(
     (samples, task)
 }
 
-/// RSS (KiB) and open descriptors of `pid`, with its children (nginx's workers) added.
-fn read(pid: u32) -> Option<(u64, u64)> {
-    let mut rss = rss_kib(pid)?;
-    let mut fds = fd_count(pid)?;
+/// Memory (KiB) and open descriptors of `pid`, with its children (nginx's workers) added.
+fn read(at: f64, pid: u32) -> Option<Sample> {
+    let mut sample = Sample {
+        at,
+        pid,
+        rss_kib: 0,
+        anon_kib: 0,
+        file_kib: 0,
+        fds: 0,
+    };
+    add(&mut sample, pid)?;
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
     for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
-        rss += rss_kib(child).unwrap_or(0);
-        fds += fd_count(child).unwrap_or(0);
+        // A worker that exits between the two reads counts as nothing.
+        let _ = add(&mut sample, child);
     }
-    Some((rss, fds))
+    Some(sample)
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
+fn add(sample: &mut Sample, pid: u32) -> Option<()> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let kib = |field: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let rss = kib("VmRSS:")?;
+    let fds = fd_count(pid)?;
+    sample.rss_kib += rss;
+    sample.anon_kib += kib("RssAnon:").unwrap_or(0);
+    sample.file_kib += kib("RssFile:").unwrap_or(0) + kib("RssShmem:").unwrap_or(0);
+    sample.fds += fds;
+    Some(())
 }
 
 fn fd_count(pid: u32) -> Option<u64> {
@@ -122,6 +140,16 @@ pub struct Growth {
     pub rss_last_kib: f64,
     /// `last / first - 1` for RSS.
     pub rss: f64,
+    /// Mean anonymous RSS of the first tenth, KiB.
+    pub anon_first_kib: f64,
+    /// Mean anonymous RSS of the last tenth, KiB.
+    pub anon_last_kib: f64,
+    /// `last / first - 1` for anonymous RSS.
+    pub anon: f64,
+    /// Mean file-backed RSS of the first tenth, KiB.
+    pub file_first_kib: f64,
+    /// Mean file-backed RSS of the last tenth, KiB.
+    pub file_last_kib: f64,
     /// Mean open descriptors of the first tenth.
     pub fds_first: f64,
     /// Mean open descriptors of the last tenth.
@@ -149,6 +177,8 @@ pub fn growth(series: &[Sample], from: f64, to: f64) -> Option<Growth> {
     let ratio = |a: f64, b: f64| if a > 0.0 { b / a - 1.0 } else { 0.0 };
     let rss_first_kib = mean(first, |s| s.rss_kib);
     let rss_last_kib = mean(last, |s| s.rss_kib);
+    let anon_first_kib = mean(first, |s| s.anon_kib);
+    let anon_last_kib = mean(last, |s| s.anon_kib);
     let fds_first = mean(first, |s| s.fds);
     let fds_last = mean(last, |s| s.fds);
     Some(Growth {
@@ -156,6 +186,11 @@ pub fn growth(series: &[Sample], from: f64, to: f64) -> Option<Growth> {
         rss_first_kib,
         rss_last_kib,
         rss: ratio(rss_first_kib, rss_last_kib),
+        anon_first_kib,
+        anon_last_kib,
+        anon: ratio(anon_first_kib, anon_last_kib),
+        file_first_kib: mean(first, |s| s.file_kib),
+        file_last_kib: mean(last, |s| s.file_kib),
         fds_first,
         fds_last,
         fds: ratio(fds_first, fds_last),
@@ -164,15 +199,33 @@ pub fn growth(series: &[Sample], from: f64, to: f64) -> Option<Growth> {
     })
 }
 
+/// Every sample as CSV (`samples.csv` beside `report.json`): one line per process and second.
+pub fn csv(samples: &Samples) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("at_s,process,pid,rss_kib,anon_kib,file_kib,fds\n");
+    for (name, series) in &samples.processes {
+        for s in series {
+            let _ = writeln!(
+                out,
+                "{:.1},{name},{},{},{},{},{}",
+                s.at, s.pid, s.rss_kib, s.anon_kib, s.file_kib, s.fds
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn reads_this_process() {
-        let (rss, fds) = read(std::process::id()).unwrap();
-        assert!(rss > 0 && fds > 0);
-        assert!(read(u32::MAX).is_none());
+        let sample = read(1.0, std::process::id()).unwrap();
+        assert!(sample.rss_kib > 0 && sample.fds > 0);
+        assert!(sample.anon_kib > 0 && sample.file_kib > 0);
+        assert!(sample.anon_kib + sample.file_kib <= sample.rss_kib + 4);
+        assert!(read(1.0, u32::MAX).is_none());
     }
 
     #[test]
@@ -182,6 +235,8 @@ mod tests {
                 at: i as f64,
                 pid: 1,
                 rss_kib: 100,
+                anon_kib: 60,
+                file_kib: 40,
                 fds: 10,
             })
             .collect();

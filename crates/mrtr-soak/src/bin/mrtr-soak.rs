@@ -177,7 +177,14 @@ async fn main() -> ExitCode {
         }
         Err(error) => eprintln!("mrtr-soak: {error}"),
     }
-    println!("logs, nginx config and report.json in {}", dir.display());
+    let csv_path = dir.join("samples.csv");
+    if let Err(error) = std::fs::write(&csv_path, &report.samples_csv) {
+        eprintln!("mrtr-soak: cannot write {}: {error}", csv_path.display());
+    }
+    println!(
+        "logs, nginx config, report.json and samples.csv in {}",
+        dir.display()
+    );
     let strict = matches.get_flag("fail-on-unexplained");
     if report.lost > 0 || report.schedule_failures > 0 || (strict && report.unexplained > 0) {
         ExitCode::FAILURE
