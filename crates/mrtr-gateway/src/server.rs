@@ -35,6 +35,11 @@ use crate::tls::ListenerTls;
 /// Longest a client may take to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most request header fields hyper's HTTP/1.1 server accepts when no limit is set (its
+/// `DEFAULT_MAX_HEADERS`, private to hyper; `tests/overload.rs` checks that 101 fields are
+/// refused with the default limits).
+const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
 /// What a client connection may hold: the size and number of its request headers, and how
 /// long it may stay idle.
 ///
@@ -111,13 +116,18 @@ where
             limits,
         } = self;
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
+        let mut http1 = builder.http1();
+        http1
             .timer(TokioTimer::new())
             .header_read_timeout(limits.idle_timeout)
             // hyper's floor for its read buffer is 8 KiB.
-            .max_buf_size(limits.max_header_bytes.max(8192))
-            .max_headers(limits.max_headers);
+            .max_buf_size(limits.max_header_bytes.max(8192));
+        // hyper enforces its default of 100 with arrays on the stack, left uninitialised; a limit
+        // set explicitly, even 100, costs two filled arrays per request (about 0.5k
+        // instructions), so it is set only when it differs.
+        if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+            http1.max_headers(limits.max_headers);
+        }
         builder
             .http2()
             .timer(TokioTimer::new())

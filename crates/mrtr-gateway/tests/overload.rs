@@ -162,6 +162,37 @@ async fn too_many_or_too_large_headers_get_431() {
     gateway.shutdown().await.unwrap();
 }
 
+/// The default limit of 100 header fields is hyper's own, which the gateway leaves unset (setting
+/// it costs per request): it must still hold.
+#[tokio::test]
+async fn the_default_limit_refuses_the_101st_header_field() {
+    let (url, backend_connections) = start_backend(Answer::Json, None).await;
+    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |_| {}).await;
+    assert_eq!(mrtr_gateway::ClientLimits::default().max_headers, 100);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let addr = gateway.addr();
+    let send = |fields: usize| {
+        // `head` writes 6 fields of its own.
+        let extra: String = (6..fields).map(|i| format!("x-filler-{i}: {i}\r\n")).collect();
+        let request = format!("{}{body}", head(addr, body.len(), &extra));
+        async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut status = [0u8; 12];
+            stream.read_exact(&mut status).await.unwrap();
+            status
+        }
+    };
+    // The 101st field: refused by the gateway, nothing forwarded.
+    assert_eq!(&send(101).await, b"HTTP/1.1 431");
+    assert_eq!(backend_connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // 100 fields: accepted and forwarded. (The backend, with the same limit, then sees the
+    // gateway's own request-id field too and may refuse; what it answers is not the point.)
+    send(100).await;
+    assert_eq!(backend_connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    gateway.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn connections_over_the_limit_wait_until_one_closes() {
     let (url, _) = start_backend(Answer::Json, None).await;
