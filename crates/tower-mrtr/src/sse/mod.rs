@@ -46,13 +46,14 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
 /// case aside). With two different ones the layer could read the answer as a stream and a client
 /// as JSON, or the reverse: such an answer cannot be read unambiguously.
 pub(crate) fn has_one_media_type(headers: &HeaderMap) -> bool {
-    let media_type = |value: &http::HeaderValue| {
+    // Compared in place: this runs for every answer the layer reads.
+    fn media_type(value: &http::HeaderValue) -> &[u8] {
         let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or_default();
-        essence.trim_ascii().to_ascii_lowercase()
-    };
+        essence.trim_ascii()
+    }
     let mut types = headers.get_all(http::header::CONTENT_TYPE).iter().map(media_type);
-    let first = types.next();
-    types.all(|other| Some(other) == first)
+    let Some(first) = types.next() else { return true };
+    types.all(|other| other.eq_ignore_ascii_case(first))
 }
 
 /// The rewritten form of one event's data, `None` if it needs no change.
@@ -233,5 +234,36 @@ where
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content_types(values: &[&'static str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(http::header::CONTENT_TYPE, http::HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn one_media_type_ignores_parameters_case_and_spaces() {
+        assert!(has_one_media_type(&content_types(&[])));
+        assert!(has_one_media_type(&content_types(&["application/json"])));
+        assert!(has_one_media_type(&content_types(&[
+            "text/event-stream",
+            " Text/Event-Stream ; charset=utf-8"
+        ])));
+        assert!(!has_one_media_type(&content_types(&[
+            "text/event-stream",
+            "application/json"
+        ])));
+        assert!(!has_one_media_type(&content_types(&[
+            "application/json",
+            "application/jsonx"
+        ])));
     }
 }
