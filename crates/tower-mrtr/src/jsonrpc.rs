@@ -308,6 +308,10 @@ pub(crate) enum ParamsField<'a> {
     Absent,
     /// An object, read; `Err` if it is ambiguous or mistyped.
     Object(Result<Params<'a>, ReadError>),
+    /// An object with a mistyped member (as `Object(Err(ReadError::WrongType(_)))`) that also
+    /// holds a member named `requestState` in some letter case: a method that takes no state may
+    /// leave mistyped params unread, but not with a state in them.
+    MistypedWithState,
     /// Some other JSON value.
     NotAnObject,
 }
@@ -390,8 +394,11 @@ impl<'de> Deserialize<'de> for ParamsSlot<'de> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut names = Names::default();
                 let mut params = Params::default();
+                // Tracked apart from `names`, which stops looking at the first problem.
+                let mut state_named = false;
                 while let Some(Name(name)) = map.next_key()? {
                     names.see(&name, REQUEST_MEMBERS);
+                    state_named |= folds_to(&name, "requestState");
                     let slot = match &*name {
                         "name" | "uri" => {
                             let value = json::as_string(map.next_value()?);
@@ -417,10 +424,11 @@ impl<'de> Deserialize<'de> for ParamsSlot<'de> {
                     };
                     *slot = Some(map.next_value()?);
                 }
-                Ok(ParamsSlot(ParamsField::Object(match names.problem {
-                    Some(problem) => Err(problem),
-                    None => Ok(params),
-                })))
+                Ok(ParamsSlot(match names.problem {
+                    Some(ReadError::WrongType(_)) if state_named => ParamsField::MistypedWithState,
+                    Some(problem) => ParamsField::Object(Err(problem)),
+                    None => ParamsField::Object(Ok(params)),
+                }))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -684,8 +692,32 @@ mod tests {
         match parse_request(body.as_bytes())?.params {
             ParamsField::Object(params) => params,
             ParamsField::NotAnObject => Err(ReadError::NotAnObject),
+            ParamsField::MistypedWithState => Err(ReadError::WrongType("beside requestState")),
             ParamsField::Absent => unreachable!("params are present"),
         }
+    }
+
+    #[test]
+    fn a_mistyped_member_beside_a_state_is_told_apart() {
+        let read = |params: &str| {
+            let raw: &RawValue = serde_json::from_str(params).unwrap();
+            parse_params(raw).err()
+        };
+        assert_eq!(read(r#"{"name":7}"#), Some(ReadError::WrongType("name")));
+        assert_eq!(read(r#"{"uri":"\ud800","x":1}"#), Some(ReadError::WrongType("uri")));
+        for params in [
+            r#"{"name":7,"requestState":"s"}"#,
+            r#"{"requestState":"s","uri":[]}"#,
+            r#"{"name":7,"REQUESTSTATE":"s"}"#,
+            r#"{"uri":"\ud800","request\u0053tate":"s"}"#,
+        ] {
+            assert_eq!(read(params), Some(ReadError::WrongType("beside requestState")), "{params}");
+        }
+        // Other problems keep their own refusals.
+        assert_eq!(
+            read(r#"{"requestState":"s","requestState":"t","name":7}"#),
+            Some(ReadError::Duplicate("requestState".into()))
+        );
     }
 
     #[test]

@@ -130,6 +130,12 @@ pub(crate) fn process(
         ParamsField::NotAnObject | ParamsField::Object(Err(ReadError::WrongType(_))) => {
             return Err(Rejection::InvalidParams { id: owned(id) });
         }
+        // A state must not pass unread, whatever the method.
+        ParamsField::MistypedWithState if !may_carry_envelopes(method) => {
+            tracing::debug!(method, "requestState beside a mistyped member");
+            return Err(Rejection::StateNotAccepted { id: owned(id) });
+        }
+        ParamsField::MistypedWithState => return Err(Rejection::InvalidParams { id: owned(id) }),
         ParamsField::Object(Err(e)) => return Err(unreadable(e, owned(id))),
     };
 
@@ -554,7 +560,7 @@ fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
         let params = match message.params {
             ParamsField::Absent | ParamsField::NotAnObject => None,
             ParamsField::Object(Ok(params)) => Some(params),
-            ParamsField::Object(Err(_)) => return Err(refuse(unreadable)),
+            ParamsField::Object(Err(_)) | ParamsField::MistypedWithState => return Err(refuse(unreadable)),
         };
         let carries = "JSON-RPC batches cannot carry requestState or task handles";
         if params.as_ref().is_some_and(|p| p.request_state.is_some())
