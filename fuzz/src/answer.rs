@@ -448,7 +448,8 @@ pub fn run(input: &[u8], mode: Mode) {
     if let Some(limit) = limit {
         layer = layer.max_response_body(limit).max_sse_event(limit);
     }
-    if let Some(limit) = script.number("envlimit") {
+    let envelope_limit = script.number("envlimit");
+    if let Some(limit) = envelope_limit {
         layer = layer.max_envelope_len(limit);
     }
     let answer = scripted_answer(&script, kind, mode);
@@ -459,6 +460,18 @@ pub fn run(input: &[u8], mode: Mode) {
         })
     };
     let out = send(&answer);
+    // The limit holds for the handle the request presents too: a longer one is refused before
+    // the backend, and there is no answer to judge.
+    let presented = kind.handle.map(|mint| mints()[mint].envelope.len());
+    if let (Some(limit), Some(len)) = (envelope_limit, presented)
+        && len > limit
+    {
+        assert!(out.seen.is_empty(), "a handle longer than the envelope limit reached the backend");
+        assert_eq!(out.status, StatusCode::OK, "the refusal of a too-long handle");
+        let refusal = out.received.bytes();
+        assert!(find(&refusal, b"-32602").is_some(), "the refusal of a too-long handle: {refusal:?}");
+        return;
+    }
     assert_eq!(
         out.seen.len(),
         1,
