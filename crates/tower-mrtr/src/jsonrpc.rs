@@ -704,14 +704,21 @@ mod tests {
             parse_params(raw).err()
         };
         assert_eq!(read(r#"{"name":7}"#), Some(ReadError::WrongType("name")));
-        assert_eq!(read(r#"{"uri":"\ud800","x":1}"#), Some(ReadError::WrongType("uri")));
+        assert_eq!(
+            read(r#"{"uri":"\ud800","x":1}"#),
+            Some(ReadError::WrongType("uri"))
+        );
         for params in [
             r#"{"name":7,"requestState":"s"}"#,
             r#"{"requestState":"s","uri":[]}"#,
             r#"{"name":7,"REQUESTSTATE":"s"}"#,
             r#"{"uri":"\ud800","request\u0053tate":"s"}"#,
         ] {
-            assert_eq!(read(params), Some(ReadError::WrongType("beside requestState")), "{params}");
+            assert_eq!(
+                read(params),
+                Some(ReadError::WrongType("beside requestState")),
+                "{params}"
+            );
         }
         // Other problems keep their own refusals.
         assert_eq!(
