@@ -23,7 +23,7 @@ use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose};
 
 use crate::exec::Received;
 use crate::lenient::{Node, json_readings, sse_events};
-use crate::mint::{DEPLOY_ARGUMENTS, mints};
+use crate::mint::{DEPLOY_ARGUMENTS, mints, placeholders};
 use crate::oracle::{self, markers_in};
 use crate::relay::{Exchange, Step, StepBody, exchange, relay_layer, with_principal};
 use crate::script::{Script, chunks, find};
@@ -460,16 +460,26 @@ pub fn run(input: &[u8], mode: Mode) {
         })
     };
     let out = send(&answer);
-    // The limit holds for the handle the request presents too: a longer one is refused before
-    // the backend, and there is no answer to judge.
-    let presented = kind.handle.map(|mint| mints()[mint].envelope.len());
+    // The limit holds for the envelopes the request presents too (a retry's state, a task
+    // handle): a longer one is refused before the backend, and there is no answer to judge.
+    let presented = placeholders(kind.body.as_bytes())
+        .into_iter()
+        .chain(kind.handle)
+        .map(|mint| mints()[mint].envelope.len())
+        .max();
     if let (Some(limit), Some(len)) = (envelope_limit, presented)
         && len > limit
     {
-        assert!(out.seen.is_empty(), "a handle longer than the envelope limit reached the backend");
-        assert_eq!(out.status, StatusCode::OK, "the refusal of a too-long handle");
+        assert!(
+            out.seen.is_empty(),
+            "an envelope longer than the limit reached the backend"
+        );
+        assert_eq!(out.status, StatusCode::OK, "the refusal of a too-long envelope");
         let refusal = out.received.bytes();
-        assert!(find(&refusal, b"-32602").is_some(), "the refusal of a too-long handle: {refusal:?}");
+        assert!(
+            find(&refusal, b"-32602").is_some(),
+            "the refusal of a too-long envelope: {refusal:?}"
+        );
         return;
     }
     assert_eq!(

@@ -294,6 +294,23 @@ pub fn substitute(input: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The mints whose envelopes `input` names with `@E<n>@` placeholders, in order.
+pub fn placeholders(input: &[u8]) -> Vec<usize> {
+    let mut found = Vec::new();
+    let mut rest = input;
+    while let Some(at) = rest.iter().position(|&b| b == b'@') {
+        rest = &rest[at..];
+        match placeholder(rest) {
+            Some((index, len)) => {
+                found.push(index);
+                rest = &rest[len..];
+            }
+            None => rest = &rest[1..],
+        }
+    }
+    found
+}
+
 /// `@E<n>@` at the start of `text`: the mint index and the placeholder's length.
 fn placeholder(text: &[u8]) -> Option<(usize, usize)> {
     let digits = text.strip_prefix(b"@E")?;
