@@ -275,40 +275,48 @@ pub fn mint_of_state(purpose: Purpose, state: &str) -> Option<&'static Mint> {
 /// Replaces every `@E<n>@` placeholder by the envelope of mint `n`; other bytes are kept.
 pub fn substitute(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len() + 64);
-    let mut rest = input;
-    while let Some(at) = rest.iter().position(|&b| b == b'@') {
-        out.extend_from_slice(&rest[..at]);
-        rest = &rest[at..];
-        match placeholder(rest) {
-            Some((index, len)) => {
-                out.extend_from_slice(mints()[index].envelope.as_bytes());
-                rest = &rest[len..];
-            }
-            None => {
-                out.push(b'@');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.extend_from_slice(rest);
+    pieces(input, |piece| match piece {
+        Piece::Text(text) => out.extend_from_slice(text),
+        Piece::Mint(index) => out.extend_from_slice(mints()[index].envelope.as_bytes()),
+    });
     out
 }
 
 /// The mints whose envelopes `input` names with `@E<n>@` placeholders, in order.
 pub fn placeholders(input: &[u8]) -> Vec<usize> {
     let mut found = Vec::new();
+    pieces(input, |piece| {
+        if let Piece::Mint(index) = piece {
+            found.push(index);
+        }
+    });
+    found
+}
+
+/// A part of a text with placeholders: bytes kept as they are, or the mint a placeholder names.
+enum Piece<'a> {
+    Text(&'a [u8]),
+    Mint(usize),
+}
+
+/// Hands `each` the pieces of `input`, in order.
+fn pieces<'a>(input: &'a [u8], mut each: impl FnMut(Piece<'a>)) {
     let mut rest = input;
     while let Some(at) = rest.iter().position(|&b| b == b'@') {
+        each(Piece::Text(&rest[..at]));
         rest = &rest[at..];
         match placeholder(rest) {
             Some((index, len)) => {
-                found.push(index);
+                each(Piece::Mint(index));
                 rest = &rest[len..];
             }
-            None => rest = &rest[1..],
+            None => {
+                each(Piece::Text(&rest[..1]));
+                rest = &rest[1..];
+            }
         }
     }
-    found
+    each(Piece::Text(rest));
 }
 
 /// `@E<n>@` at the start of `text`: the mint index and the placeholder's length.

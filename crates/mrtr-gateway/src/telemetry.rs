@@ -109,29 +109,18 @@ const METHOD_LABELS: [&str; 18] = [
 pub(crate) struct MethodLabel(u8);
 
 impl MethodLabel {
-    /// A `match` rather than a table search: it runs for every request, and compiles to a
-    /// comparison by length first.
+    /// `other`: a method outside the MCP method set.
+    const OTHER: Self = Self(16);
+    /// `none`: no `Mcp-Method` header.
+    const NONE: Self = Self(17);
+
     fn of(method: Option<&str>) -> Self {
-        let Some(method) = method else { return Self(17) };
-        Self(match method {
-            "tools/call" => 0,
-            "tools/list" => 1,
-            "prompts/get" => 2,
-            "prompts/list" => 3,
-            "resources/read" => 4,
-            "resources/list" => 5,
-            "resources/templates/list" => 6,
-            "server/discover" => 7,
-            "completion/complete" => 8,
-            "subscriptions/listen" => 9,
-            "tasks/get" => 10,
-            "tasks/update" => 11,
-            "tasks/cancel" => 12,
-            "tasks/list" => 13,
-            "ping" => 14,
-            "logging/setLevel" => 15,
-            _ => 16,
-        })
+        let Some(method) = method else { return Self::NONE };
+        // Sixteen comparisons, each by length first: as cheap as a `match` here.
+        METHOD_LABELS[..usize::from(Self::OTHER.0)]
+            .iter()
+            .position(|label| *label == method)
+            .map_or(Self::OTHER, |at| Self(at as u8))
     }
 
     /// The label of a request's `Mcp-Method` header.
