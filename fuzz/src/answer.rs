@@ -461,10 +461,10 @@ pub fn run(input: &[u8], mode: Mode) {
     };
     let out = send(&answer);
     // The limit holds for the envelopes the request presents too (a retry's state, a task
-    // handle): a longer one is refused before the backend, and there is no answer to judge.
+    // handle: each is a placeholder in the body): a longer one is refused before the backend,
+    // and there is no answer to judge.
     let presented = placeholders(kind.body.as_bytes())
         .into_iter()
-        .chain(kind.handle)
         .map(|mint| mints()[mint].envelope.len())
         .max();
     if let (Some(limit), Some(len)) = (envelope_limit, presented)
