@@ -25,8 +25,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-seconds=${1:-60}
-shift || true
+# SECONDS is optional: a first argument that is not a number is the first target, not a time
+# (read as a time, a target name would be dropped without a word).
+seconds=60
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+    seconds=$1
+    shift
+fi
 
 started=$SECONDS
 if ! command -v cargo-fuzz >/dev/null; then
