@@ -134,11 +134,17 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
             .is_some_and(|n| n >= 1.0)
         })
         .await;
-        let log = replica.stderr.lock().unwrap().clone();
-        assert!(
-            log.contains("keyring reload failed") && log.contains(keys.to_str().unwrap()),
-            "{log}"
-        );
+        // The log line is read from the process's stderr by another thread, and may arrive
+        // after the counter: wait for the line itself.
+        let logged = || {
+            let log = replica.stderr.lock().unwrap();
+            log.lines()
+                .any(|line| line.contains("keyring reload failed") && line.contains(keys.to_str().unwrap()))
+        };
+        eventually(STEP, "the failed reload is logged naming the file", || {
+            std::future::ready(logged())
+        })
+        .await;
         assert_eq!(keyring_state(replica).await, ("k2".to_owned(), 2));
     }
     more_rounds(2).await;
