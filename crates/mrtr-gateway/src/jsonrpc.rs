@@ -1,4 +1,6 @@
-//! The gateway's own JSON-RPC answers, and the one body rewrite it performs (a tool or prompt name).
+//! The gateway's own JSON-RPC: the error codes and bodies it answers with, and the one body
+//! rewrite it performs (a tool or prompt name). The ground floor: it imports no other module of
+//! the gateway.
 //!
 //! Bodies are never re-serialised through [`serde_json::Value`]: that would reorder members and
 //! could change numbers. [`RawObject`] keeps every member's raw text and its position, so a
@@ -18,12 +20,9 @@
 use std::fmt;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
-
-use crate::body::ProxyBody;
 
 /// JSON-RPC: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -137,27 +136,6 @@ pub fn error_body(id: Option<&str>, code: i64, message: &str, data: Option<serde
         error["data"] = data;
     }
     Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#))
-}
-
-/// An `application/json` response.
-pub fn json_response(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
-    let mut response = Response::new(crate::body::full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// A JSON-RPC error as an HTTP response with the given status.
-pub fn error_response(
-    status: StatusCode,
-    id: Option<&str>,
-    code: i64,
-    message: &str,
-    data: Option<serde_json::Value>,
-) -> Response<ProxyBody> {
-    json_response(status, error_body(id, code, message, data))
 }
 
 #[cfg(test)]

@@ -5,8 +5,11 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use mrtr_gateway::cli::demo;
 use mrtr_gateway::cli::{self, Command, Keys};
-use mrtr_gateway::{admin, demo, reload, start_with_keys, telemetry};
+use mrtr_gateway::observe::metrics as telemetry;
+use mrtr_gateway::ops::{admin, reload};
+use mrtr_gateway::start_with_keys;
 use tower_mrtr::Keyring;
 
 #[tokio::main]
@@ -38,7 +41,7 @@ async fn main() -> ExitCode {
         Command::Run(settings) => *settings,
     };
     // Kept to the end: dropping it writes the access lines still gathered.
-    let _log = mrtr_gateway::logging::init(settings.log_format);
+    let _log = mrtr_gateway::observe::logging::init(settings.log_format);
 
     let mut config = settings.config;
     let mut demo_servers = Vec::new();
@@ -109,7 +112,8 @@ async fn main() -> ExitCode {
     let watcher = tokio::spawn(reload::watch(keys_file, certs, settings.reload_interval));
     let admin = match settings.admin_listen {
         None => None,
-        Some(addr) => match admin::start(admin::AdminState::new(&gateway, prometheus), addr).await {
+        Some(addr) => match admin::start(admin::AdminState::new(gateway.readiness(), prometheus), addr).await
+        {
             Ok(admin) => Some(admin),
             Err(error) => {
                 eprintln!("mrtr-gateway: cannot listen on {addr} (admin): {error}");

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use common::TempDir;
-use mrtr_gateway::config_file;
+use mrtr_gateway::cli::file as config_file;
 use mrtr_gateway::{GatewayConfig, start};
 use serde_json::json;
 use tower_mrtr::Keyring;

@@ -206,7 +206,7 @@ impl LegacyRequest {
             headers.remove(name);
         }
         headers.insert(
-            crate::headers::MCP_PROTOCOL_VERSION,
+            crate::route::headers::MCP_PROTOCOL_VERSION,
             HeaderValue::from_static(MODERN_VERSION),
         );
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

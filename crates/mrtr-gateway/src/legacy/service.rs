@@ -47,10 +47,10 @@ use super::registry::{Delivery, Registry};
 use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
 use super::session::{OpenedSession, Session, SessionSealer};
 use super::stream::Messages;
-use crate::headers::MCP_PROTOCOL_VERSION;
 use crate::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, error_body,
 };
+use crate::route::headers::MCP_PROTOCOL_VERSION;
 
 /// The session header of the legacy Streamable HTTP transport.
 pub const MCP_SESSION_ID: &str = "mcp-session-id";

@@ -13,7 +13,7 @@
 //! ([`tower_mrtr::KeyringHandle`]).
 //!
 //! ```
-//! use mrtr_gateway::reload::{KeysFile, Reloaded};
+//! use mrtr_gateway::ops::reload::{KeysFile, Reloaded};
 //!
 //! let dir = std::env::temp_dir().join(format!("mrtr-reload-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
@@ -33,10 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tower_mrtr::KeyringHandle;
+use tower_mrtr::{Keyring, KeyringHandle};
 
-use crate::cli::parse_keys;
-use crate::telemetry;
+use crate::observe::metrics as telemetry;
 use crate::tls::ListenerTls;
 
 /// What a reload did.
@@ -126,6 +125,19 @@ impl KeysFile {
         tracing::error!(%error, "keyring reload failed; the previous keyring stays in use");
         Reloaded::Failed(error)
     }
+}
+
+/// Parses a keyring written with commas and/or newlines between entries, ignoring `#` lines.
+pub fn parse_keys(text: &str) -> Result<Keyring, tower_mrtr::KeyringError> {
+    let entries: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    entries.join(",").parse()
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -290,5 +302,14 @@ mod tests {
         assert_eq!(keys.reload(), Reloaded::Applied);
         assert_eq!(keys.handle().load().active_key_id().as_str(), "k2");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn keys_files_accept_newlines_and_comments() {
+        let a = Keyring::generate("new").unwrap().to_config_string();
+        let b = Keyring::generate("old").unwrap().to_config_string();
+        let ring = parse_keys(&format!("# active first\n{}\n{}\n", *a, *b)).unwrap();
+        assert_eq!(ring.active_key_id().as_str(), "new");
+        assert_eq!(ring.len(), 2);
     }
 }

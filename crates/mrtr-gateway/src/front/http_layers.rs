@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use http::{Request, Response, header};
-//! use mrtr_gateway::middleware::HttpLayer;
+//! use mrtr_gateway::front::http_layers::HttpLayer;
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -116,7 +116,7 @@ impl<S> Layer<S> for HttpLayer {
 ///
 /// ```
 /// use http::Request;
-/// use mrtr_gateway::middleware::RequestIds;
+/// use mrtr_gateway::front::http_layers::RequestIds;
 /// use tower_http::request_id::MakeRequestId;
 ///
 /// let request = Request::new(());

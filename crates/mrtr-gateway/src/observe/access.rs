@@ -1,4 +1,4 @@
-//! The access log: one event per request at `info` level, target `mrtr_gateway::access`,
+//! The access log: one event per request at `info` level, target `mrtr_gateway::observe::access`,
 //! written when the response head is ready.
 //!
 //! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`, `-` without
@@ -12,10 +12,10 @@
 //! kept by reference count. Its lines are written by [`AccessLineFormat`], which writes what
 //! tracing-subscriber's formatters would (text or JSON) in about a third of their
 //! instructions, and reach stderr gathered, a write per tenth of a second instead of one per
-//! request ([`crate::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
+//! request ([`crate::observe::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
 //!
 //! ```
-//! use mrtr_gateway::access::TARGET;
+//! use mrtr_gateway::observe::access::TARGET;
 //!
 //! assert_eq!(TARGET, "mrtr_gateway::access");
 //! ```
@@ -88,7 +88,7 @@ impl Entry {
 /// (tracing-subscriber's text or JSON format).
 ///
 /// An access line comes out as `inner` would write it (`2026-07-28T09:00:00.123456Z  INFO
-/// mrtr_gateway::access: http="POST" ... duration_ms=0.412`, or the JSON object with
+/// mrtr_gateway::observe::access: http="POST" ... duration_ms=0.412`, or the JSON object with
 /// `timestamp`, `level`, `fields` and `target`), except that `duration_ms` has three decimals
 /// (a microsecond) instead of a float's seventeen digits. The generic formatters write every
 /// field through `Debug` and format the date anew each time, about 11k instructions per line,
@@ -97,7 +97,7 @@ impl Entry {
 /// line on a terminal (colors), goes to `inner`, so nothing is lost when debugging.
 ///
 /// ```
-/// use mrtr_gateway::access::AccessLineFormat;
+/// use mrtr_gateway::observe::access::AccessLineFormat;
 /// use tracing_subscriber::fmt::format::Format;
 ///
 /// let subscriber = tracing_subscriber::fmt()
@@ -105,7 +105,7 @@ impl Entry {
 ///     .with_writer(std::io::sink)
 ///     .finish();
 /// tracing::subscriber::with_default(subscriber, || {
-///     tracing::info!(target: mrtr_gateway::access::TARGET, status = 200u16, duration_ms = 0.5);
+///     tracing::info!(target: mrtr_gateway::observe::access::TARGET, status = 200u16, duration_ms = 0.5);
 /// });
 /// ```
 #[derive(Debug, Clone)]

@@ -1,5 +1,10 @@
-//! [`BackendBody`]: a backend's answer body on its way to the client, so that a backend that
-//! dies or stalls mid-answer never leaves the client with a cut stream.
+//! The body of every answer the proxy gives ([`ProxyBody`]): a backend's body streamed through as
+//! a [`BackendBody`], or one the gateway wrote itself (errors, merged lists). A concrete type rather
+//! than a boxed one, so that no answer pays an allocation and a virtual call per frame for the
+//! choice.
+//!
+//! [`BackendBody`] is a backend's answer body on its way to the client, so that a backend that
+//! dies or stalls mid-answer never leaves the client with a cut stream:
 //!
 //! * **Stall**: when the backend sends nothing for the stall timeout, the answer is ended as if
 //!   the backend had failed. The timer is armed only once the body has to wait for the backend
@@ -19,7 +24,7 @@
 //! way (the error event is an ordinary event to it).
 //!
 //! ```
-//! use mrtr_gateway::relay::end_event;
+//! use mrtr_gateway::upstream::body::end_event;
 //!
 //! let event = end_event(Some("7"), "alpha", "the connection failed");
 //! assert!(event.starts_with(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,"));
@@ -37,7 +42,17 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tower_mrtr::BoxError;
 
+use http_body_util::{Either, Full};
+
 use crate::jsonrpc::{self, INTERNAL_ERROR};
+
+/// A backend's streamed body (`Left`) or the gateway's own (`Right`).
+pub type ProxyBody = Either<BackendBody, Full<Bytes>>;
+
+/// The gateway's own body of `bytes`.
+pub(crate) fn full(bytes: Bytes) -> ProxyBody {
+    Either::Right(Full::new(bytes))
+}
 
 /// Most bytes of an unfinished SSE event held back; a longer event is passed on as it comes
 /// (and a failure inside it then cuts the stream, as without this module).
@@ -172,7 +187,7 @@ impl SseEnd {
             data
         } else {
             self.held.extend_from_slice(&data);
-            let complete = crate::forward::complete_events(&self.held);
+            let complete = super::sse::complete_events(&self.held);
             if complete == 0 {
                 if self.held.len() <= MAX_HELD {
                     return None;
@@ -194,7 +209,7 @@ impl SseEnd {
             return None;
         }
         self.held.clear();
-        if self.id.is_none() || crate::forward::last_sse_response(&self.last).is_some() {
+        if self.id.is_none() || super::sse::last_sse_response(&self.last).is_some() {
             return Some(Bytes::new());
         }
         tracing::warn!(backend = %self.backend, reason, "backend failed mid-stream; ending the client's stream with an error");

@@ -8,14 +8,14 @@
 //! bounded by the layer's event limit).
 //!
 //! ```
-//! use mrtr_gateway::shed::LoadShed;
+//! use mrtr_gateway::front::shed::LoadShed;
 //!
 //! let shed = LoadShed::new(1);
 //! let first = shed.admit().expect("one fits");
 //! assert!(shed.admit().is_none());
 //! drop(first);
 //! assert!(shed.admit().is_some());
-//! assert_eq!(mrtr_gateway::shed::overloaded().status(), 503);
+//! assert_eq!(mrtr_gateway::front::shed::overloaded().status(), 503);
 //! ```
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! `text/event-stream`).
 //!
 //! ```
-//! use mrtr_gateway::origin::OriginPolicy;
+//! use mrtr_gateway::front::origin::OriginPolicy;
 //!
 //! let policy = OriginPolicy::new(["https://app.example.com".to_owned()], true);
 //! assert!(policy.allows(None));                                   // not a browser

@@ -1,6 +1,6 @@
 //! The accept loop: serves a tower HTTP service over HTTP/1.1 and HTTP/2 (plain, or TLS with a
 //! [`ListenerTls`] whose certificate can be replaced while running), and drains as
-//! [`crate::drain`] describes.
+//! [`crate::front::drain`] describes.
 //!
 //! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
 //! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tower_mrtr::BoxError;
 use tower_service::Service;
 
-use crate::drain::{DrainConfig, Lifecycle};
+use crate::front::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
 
 /// Longest a client may take to complete its TLS handshake.
@@ -365,7 +365,7 @@ where
             lifecycle,
         });
         if counted {
-            crate::telemetry::connection(1.0);
+            crate::observe::metrics::connection(1.0);
         }
         let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
         let served = match watcher {
@@ -376,7 +376,7 @@ where
             tracing::debug!(%error, "connection ended with an error");
         }
         if counted {
-            crate::telemetry::connection(-1.0);
+            crate::observe::metrics::connection(-1.0);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Where the gateway's logs go: stderr, as text or as JSON lines, filtered by `RUST_LOG`
-//! (default `info,rmcp=warn`; the [access log](crate::access) is the target
-//! `mrtr_gateway::access`).
+//! (default `info,rmcp=warn`; the [access log](crate::observe::access) is the target
+//! `mrtr_gateway::observe::access`).
 //!
 //! Access lines are gathered and written together ([`Stderr`]): at most a tenth of a second
 //! late, in one `write` per batch instead of a system call per request (3 µs of a plain call's
@@ -8,7 +8,7 @@
 //! gathered before it, so the order holds. [`init`]'s guard writes what is left when dropped.
 //!
 //! ```
-//! use mrtr_gateway::logging::LogFormat;
+//! use mrtr_gateway::observe::logging::LogFormat;
 //!
 //! assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
 //! assert!("xml".parse::<LogFormat>().is_err());
@@ -24,7 +24,7 @@ use tracing::Metadata;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::Format;
 
-use crate::access::{self, AccessLineFormat};
+use crate::observe::access::{self, AccessLineFormat};
 
 /// The filter used when `RUST_LOG` is unset or does not parse.
 pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
@@ -115,7 +115,7 @@ pub const GATHER_AT_MOST: usize = 32 * 1024;
 /// use std::io::Write;
 /// use tracing_subscriber::fmt::MakeWriter;
 ///
-/// let stderr = mrtr_gateway::logging::Stderr::new();
+/// let stderr = mrtr_gateway::observe::logging::Stderr::new();
 /// stderr.make_writer().write_all(b"written at once\n").unwrap();
 /// stderr.flush_gathered();
 /// ```

@@ -1,12 +1,12 @@
 //! [`Gateway`]: the tower service every HTTP request meets first.
 //!
-//! In order: [load shedding](crate::shed) (503 over the in-flight limit), the
-//! [`Guard`](crate::origin) (`Origin`, `Host`, POST media types; 403, 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
+//! In order: [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin)
+//! (`Origin`, `Host`, POST media types; 403, 415, 406), then the path: every request to
+//! [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
 //! The MCP stack is the [legacy front](crate::legacy::DualEra) (a modern POST passes it after
 //! one header comparison; it answers GET, and DELETE without a legacy session, with 405 and
 //! `Allow: POST`) around [`MrtrLayer`](tower_mrtr::MrtrLayer) around the [`Proxy`]. Request
-//! bodies get a [deadline](crate::deadline); every answer gets an [access log](crate::access)
-//! line.
+//! bodies get a [deadline]; every answer gets an [access log](crate::observe::access) line.
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
@@ -31,6 +31,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod deadline;
+pub mod drain;
+pub mod http_layers;
+pub mod metrics;
+pub mod origin;
+pub mod server;
+pub mod shed;
+
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::pin::Pin;
@@ -47,16 +55,18 @@ use pin_project_lite::pin_project;
 use tower_mrtr::{BoxError, Mrtr, ResponseBody};
 use tower_service::Service;
 
-use crate::MCP_PATH;
-use crate::access;
-use crate::body::ProxyBody;
-use crate::deadline::BodyDeadline;
+use crate::front::deadline::BodyDeadline;
+use crate::front::metrics::RequestMetrics;
+use crate::front::origin::Guard;
+use crate::front::shed::{Admission, LoadShed};
 use crate::legacy::DualEra;
 use crate::legacy::bridge::LegacyBody;
-use crate::origin::Guard;
-use crate::proxy::Proxy;
-use crate::shed::{Admission, LoadShed};
-use crate::telemetry::RequestMetrics;
+use crate::observe::access;
+use crate::route::Proxy;
+use crate::upstream::body::ProxyBody;
+
+/// The path the gateway serves MCP at.
+pub const MCP_PATH: &str = "/mcp";
 
 /// The MCP stack behind the front: the legacy front around the request metrics around the MRTR
 /// layer around the proxy.
@@ -99,7 +109,7 @@ type Answered<B> = EitherFuture<
 
 pin_project! {
     /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's; it writes
-    /// the access log line and frees the request's place ([`crate::shed`]) when it is ready.
+    /// the access log line and frees the request's place ([`crate::front::shed`]) when it is ready.
     pub struct GatewayFuture<B>
     where
         B: http_body::Body<Data = Bytes>,
@@ -157,8 +167,8 @@ where
             entry,
         };
         let Some(admission) = self.shed.admit() else {
-            crate::telemetry::shed();
-            return own(crate::shed::overloaded(), None, entry);
+            crate::observe::metrics::shed();
+            return own(crate::front::shed::overloaded(), None, entry);
         };
         if let Err(refusal) = self.guard.check(&request) {
             return own(refusal.into_response(), None, entry);

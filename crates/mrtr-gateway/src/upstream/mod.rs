@@ -20,6 +20,11 @@
 //! assert!(debug.contains("authorization") && !debug.contains("s3cret"), "{debug}");
 //! ```
 
+pub mod body;
+pub mod forward;
+pub mod health;
+pub mod sse;
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -29,7 +34,11 @@ use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::ClientConfig;
 use tower_mrtr::Route;
 
-use crate::health::BackendHealth;
+use crate::upstream::health::BackendHealth;
+
+/// Separator between a backend's name and an original name in the catalog's prefixed names
+/// (`alpha__deploy`), which is why no backend name may contain it.
+pub const SEPARATOR: &str = "__";
 
 /// How long an idle connection to a backend is kept by default: below the keep-alive timeout
 /// of common servers (uvicorn closes idle connections after 5 s, Node.js after 5 s).
@@ -90,11 +99,11 @@ impl Backend {
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            && !name.contains(crate::catalog::SEPARATOR);
+            && !name.contains(SEPARATOR);
         if !valid_name {
             return Err(BackendSpecError(format!(
                 "invalid backend name {name:?}: use 1-64 ASCII letters, digits, '-' or '_' (and no {:?})",
-                crate::catalog::SEPARATOR
+                SEPARATOR
             )));
         }
         let url: Uri = url
@@ -140,7 +149,7 @@ impl Backend {
     }
 
     /// Ends an answer of this backend that sends nothing for `stall` (instead of the
-    /// gateway's default, [`DEFAULT_STALL_TIMEOUT`]; see [`crate::relay`]).
+    /// gateway's default, [`DEFAULT_STALL_TIMEOUT`]; see [`crate::upstream::body`]).
     pub fn with_stall_timeout(mut self, stall: Duration) -> Self {
         self.stall_timeout = Some(stall);
         self
@@ -182,7 +191,7 @@ impl Backend {
         self.tls.as_ref()
     }
 
-    /// This backend's health, shared by every clone (see [`crate::health`]).
+    /// This backend's health, shared by every clone (see [`crate::upstream::health`]).
     pub fn health(&self) -> &BackendHealth {
         &self.health
     }

@@ -10,7 +10,7 @@ use std::io;
 
 use mrtr_backends::{DemoBackend, ResponseMode, ServedBackend, serve};
 
-use crate::Backend;
+use crate::upstream::Backend;
 
 /// The running demo backends.
 #[derive(Debug)]

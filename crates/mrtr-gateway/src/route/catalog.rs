@@ -15,7 +15,7 @@
 //! A URI listed by several backends is exposed once, for the first of them.
 //!
 //! ```
-//! use mrtr_gateway::catalog::expose;
+//! use mrtr_gateway::route::catalog::expose;
 //!
 //! let alpha = vec!["whoami".to_owned(), "provision_cluster".to_owned()];
 //! let beta = vec!["whoami".to_owned(), "archive_repo".to_owned()];
@@ -47,8 +47,7 @@ use crate::jsonrpc::RawObject;
 /// The Tasks extension (SEP-2663), advertised by the gateway if any backend advertises it.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// Separator between backend name and original name in prefixed names.
-pub const SEPARATOR: &str = "__";
+pub use crate::upstream::SEPARATOR;
 
 /// The four kinds of listable things.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

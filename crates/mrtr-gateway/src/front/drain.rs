@@ -11,7 +11,7 @@
 //!    exits 0.
 //!
 //! ```
-//! use mrtr_gateway::drain::Lifecycle;
+//! use mrtr_gateway::front::drain::Lifecycle;
 //!
 //! let lifecycle = Lifecycle::new();
 //! assert!(!lifecycle.is_draining());
@@ -67,7 +67,7 @@ impl Lifecycle {
     /// Starts draining (idempotent).
     pub fn begin_drain(&self) {
         if !self.draining.send_replace(true) {
-            crate::telemetry::draining();
+            crate::observe::metrics::draining();
             tracing::info!("draining: /readyz now answers 503 and responses close their connections");
         }
     }

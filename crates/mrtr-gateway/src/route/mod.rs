@@ -16,6 +16,9 @@
 //! | a notification | straight through | `202 Accepted`, not forwarded |
 //! | anything else | straight through | HTTP 404, `-32601` |
 
+pub mod catalog;
+pub mod headers;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::Value;
@@ -35,15 +38,15 @@ use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
 use tower_mrtr::{McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
-use crate::backend::Backend;
-use crate::body::{self, ProxyBody};
-use crate::catalog::{self, Catalog, Kind, Listing, SEPARATOR};
-use crate::forward::{Answer, ForwardError, Forwarder};
-use crate::headers::{self, SUPPORTED_VERSIONS};
+use self::catalog::{Catalog, Kind, Listing};
+use self::headers::SUPPORTED_VERSIONS;
 use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
-    error_response,
+    error_body,
 };
+use crate::upstream::body::{self, ProxyBody};
+use crate::upstream::forward::{Answer, ForwardError, Forwarder};
+use crate::upstream::{Backend, SEPARATOR};
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
@@ -501,7 +504,7 @@ impl Inner {
             if let Failure::Answer(answer) = failure
                 && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
             {
-                return jsonrpc::json_response(answer.status, message);
+                return json_response(answer.status, message);
             }
         }
         for (index, failure) in &failures {
@@ -607,13 +610,34 @@ impl Inner {
     }
 }
 
+/// An `application/json` response.
+fn json_response(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(body::full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A JSON-RPC error as an HTTP response with the given status.
+fn error_response(
+    status: StatusCode,
+    id: Option<&str>,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Response<ProxyBody> {
+    json_response(status, error_body(id, code, message, data))
+}
+
 fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {
     error_response(StatusCode::OK, id, INVALID_PARAMS, message, None)
 }
 
 fn success(id: Option<&str>, result: &Value) -> Response<ProxyBody> {
     let id = id.unwrap_or("null");
-    jsonrpc::json_response(
+    json_response(
         StatusCode::OK,
         Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)),
     )

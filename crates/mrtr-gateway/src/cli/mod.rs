@@ -1,5 +1,5 @@
 //! Command-line options of the `mrtr-gateway` binary, merged with `--config FILE`
-//! ([`crate::config_file`]): a flag given on the command line wins over the file, the file wins
+//! ([`crate::cli::file`]): a flag given on the command line wins over the file, the file wins
 //! over the flag's default. `--backend` flags replace the file's `[[backend]]` sections.
 //!
 //! ```
@@ -12,6 +12,9 @@
 //! assert_eq!(settings.config.drain.timeout.as_secs(), 30);
 //! ```
 
+pub mod demo;
+pub mod file;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,14 +23,16 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command as Clap, value_parser};
 use http::HeaderName;
-use tower_mrtr::{Keyring, KeyringHandle};
+use tower_mrtr::KeyringHandle;
 
-use crate::config_file::{self, BackendEntry, FileSettings};
-use crate::health::ReadyRule;
-use crate::logging::LogFormat;
-use crate::reload::KeysFile;
+use self::file::{BackendEntry, FileSettings};
+use crate::config::GatewayConfig;
+use crate::front::origin::{HostPolicy, OriginPolicy};
+use crate::observe::logging::LogFormat;
+use crate::ops::readiness::ReadyRule;
+use crate::ops::reload::{KeysFile, parse_keys};
 use crate::tls::{BackendTls, ListenerTls};
-use crate::{Backend, GatewayConfig, HostPolicy, OriginPolicy};
+use crate::upstream::Backend;
 
 /// Environment variable holding the keyring.
 pub const KEYS_ENV: &str = "MRTR_KEYS";
@@ -137,7 +142,7 @@ fn command() -> Clap {
             .long(name)
             .value_name("SECONDS")
             .default_value(default)
-            .value_parser(config_file::parse_seconds)
+            .value_parser(file::parse_seconds)
             .help(help)
     };
     let path = |name: &'static str, help: &'static str| {
@@ -324,7 +329,7 @@ fn merged_list(m: &ArgMatches, id: &str, file: Option<Vec<String>>) -> Option<Ve
 
 fn settings(m: &ArgMatches, env: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
     let file = match m.get_one::<PathBuf>("config") {
-        Some(path) => config_file::load(path, &env)?,
+        Some(path) => file::load(path, &env)?,
         None => FileSettings::default(),
     };
     let demo = m.get_flag("demo");
@@ -447,21 +452,10 @@ fn with_tls(entry: BackendEntry, default_ca: Option<&PathBuf>) -> Result<Backend
     Ok(backend.with_tls(config))
 }
 
-/// Parses a keyring written with commas and/or newlines between entries, ignoring `#` lines.
-pub fn parse_keys(text: &str) -> Result<Keyring, tower_mrtr::KeyringError> {
-    let entries: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .flat_map(|l| l.split(','))
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .collect();
-    entries.join(",").parse()
-}
-
 #[cfg(test)]
 mod tests {
+    use tower_mrtr::Keyring;
+
     use super::*;
 
     fn run(args: &[&str], keys: Option<&str>) -> Result<Settings, String> {
@@ -596,14 +590,5 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.contains("--tls-cert and --tls-key go together"), "{error}");
-    }
-
-    #[test]
-    fn keys_files_accept_newlines_and_comments() {
-        let a = Keyring::generate("new").unwrap().to_config_string();
-        let b = Keyring::generate("old").unwrap().to_config_string();
-        let ring = parse_keys(&format!("# active first\n{}\n{}\n", *a, *b)).unwrap();
-        assert_eq!(ring.active_key_id().as_str(), "new");
-        assert_eq!(ring.len(), 2);
     }
 }

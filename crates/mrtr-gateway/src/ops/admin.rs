@@ -3,18 +3,19 @@
 //!
 //! | path | answer |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text: the gateway's metrics ([`crate::telemetry`]) and the MRTR layer's |
+//! | `GET /metrics` | Prometheus text: the gateway's metrics ([`crate::observe::metrics`]) and the MRTR layer's |
 //! | `GET /healthz` | `200 ok` while the process serves (liveness) |
-//! | `GET /readyz` | `200` when ready, else `503`; JSON with the reasons, the active key id and each backend's state ([`crate::health::readiness`]) |
+//! | `GET /readyz` | `200` when ready, else `503`; JSON with the reasons, the active key id and each backend's state ([`Readiness::check`](crate::ops::readiness::Readiness::check)) |
 //!
 //! ```
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use mrtr_gateway::{GatewayConfig, admin, start};
+//! use mrtr_gateway::ops::admin;
+//! use mrtr_gateway::{GatewayConfig, start};
 //!
 //! let config = GatewayConfig::new(vec!["alpha=http://127.0.0.1:9001/mcp".parse()?]);
 //! let gateway = start(config, tower_mrtr::Keyring::generate("k1")?, "127.0.0.1:0".parse()?).await?;
 //! let metrics = admin::install_prometheus_recorder()?;
-//! let admin = admin::start(admin::AdminState::new(&gateway, Some(metrics)), "127.0.0.1:0".parse()?).await?;
+//! let admin = admin::start(admin::AdminState::new(gateway.readiness(), Some(metrics)), "127.0.0.1:0".parse()?).await?;
 //! println!("readiness at http://{}/readyz", admin.addr());
 //! # Ok(()) }
 //! ```
@@ -22,7 +23,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use axum::Router;
@@ -34,22 +35,19 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower_mrtr::KeyringHandle;
 
-use crate::backend::Backend;
-use crate::drain::Lifecycle;
-use crate::health::{ReadinessInputs, ReadyRule, readiness};
-use crate::server::Server;
-use crate::telemetry::{BYTES_BUCKETS, SECONDS_BUCKETS};
+use crate::front::server::{ClientLimits, Server};
+use crate::observe::metrics::{BYTES_BUCKETS, SECONDS_BUCKETS};
+use crate::ops::readiness::Readiness;
 
 /// Installs the process-wide Prometheus recorder (histograms with the buckets in
-/// [`crate::telemetry`]) and describes the gateway's metrics. Call once per process.
+/// [`crate::observe::metrics`]) and describes the gateway's metrics. Call once per process.
 pub fn install_prometheus_recorder() -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)?
         .set_buckets_for_metric(Matcher::Suffix("_bytes".to_owned()), BYTES_BUCKETS)?
         .install_recorder()?;
-    crate::telemetry::describe();
+    crate::observe::metrics::describe();
     // Histograms keep their samples until upkeep folds them in; without it memory grows.
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -65,23 +63,17 @@ pub fn install_prometheus_recorder() -> Result<PrometheusHandle, BuildError> {
 /// What the admin endpoints read.
 #[derive(Clone, Debug)]
 pub struct AdminState {
-    keys: KeyringHandle,
-    lifecycle: Lifecycle,
-    accepting: Arc<AtomicBool>,
-    backends: Vec<Backend>,
-    rule: ReadyRule,
+    readiness: Readiness,
     prometheus: Option<PrometheusHandle>,
 }
 
 impl AdminState {
-    /// The state of `gateway`; `/metrics` renders `prometheus` (404 without it).
-    pub fn new(gateway: &crate::RunningGateway, prometheus: Option<PrometheusHandle>) -> Self {
+    /// `/readyz` judges by `readiness` (a running gateway's is
+    /// [`RunningGateway::readiness`](crate::RunningGateway::readiness)); `/metrics` renders
+    /// `prometheus` (404 without it).
+    pub fn new(readiness: Readiness, prometheus: Option<PrometheusHandle>) -> Self {
         Self {
-            keys: gateway.keys().clone(),
-            lifecycle: gateway.lifecycle().clone(),
-            accepting: gateway.accepting.clone(),
-            backends: gateway.backends().to_vec(),
-            rule: gateway.ready_rule(),
+            readiness,
             prometheus,
         }
     }
@@ -108,14 +100,7 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn ready(State(state): State<Arc<AdminState>>) -> Response {
-    let inputs = ReadinessInputs {
-        keys: state.keys.clone(),
-        listening: state.accepting.load(Ordering::SeqCst),
-        draining: state.lifecycle.is_draining(),
-        backends: state.backends.clone(),
-        rule: state.rule,
-    };
-    let (ready, body) = readiness(&inputs);
+    let (ready, body) = state.readiness.check();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -162,7 +147,7 @@ pub async fn start(state: AdminState, addr: SocketAddr) -> io::Result<RunningAdm
         drain: None,
         stop: stopped,
         accepting: Arc::new(AtomicBool::new(true)),
-        limits: crate::ClientLimits::default(),
+        limits: ClientLimits::default(),
     };
     Ok(RunningAdmin {
         addr,

@@ -8,7 +8,7 @@
 //! never appear in an error message or in `Debug` output.
 //!
 //! ```
-//! use mrtr_gateway::config_file::parse;
+//! use mrtr_gateway::cli::file::parse;
 //!
 //! let env = |name: &str| (name == "JIRA_TOKEN").then(|| "t0ken".to_owned());
 //! let text = r#"
@@ -39,10 +39,10 @@ use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::backend::Backend;
-use crate::health::ReadyRule;
-use crate::logging::LogFormat;
+use crate::observe::logging::LogFormat;
+use crate::ops::readiness::ReadyRule;
 use crate::tls::BackendTls;
+use crate::upstream::Backend;
 
 /// The file as written: every key optional, flag names as keys.
 #[derive(Deserialize)]
@@ -184,7 +184,7 @@ pub struct FileSettings {
 /// that can usefully be shorter than a second.
 ///
 /// ```
-/// use mrtr_gateway::config_file::parse_seconds;
+/// use mrtr_gateway::cli::file::parse_seconds;
 ///
 /// assert_eq!(parse_seconds("0.5").unwrap().as_millis(), 500);
 /// assert!(parse_seconds("0").is_err() && parse_seconds("-1").is_err() && parse_seconds("x").is_err());
@@ -458,7 +458,7 @@ headers.x-tenant = { value = "acme" }
     fn the_documented_example_parses() {
         let env = |name: &str| (name == "JIRA_MCP_TOKEN").then(|| "t".to_owned());
         let file = parse(
-            include_str!("../../../docs/gateway.toml"),
+            include_str!("../../../../docs/gateway.toml"),
             "docs/gateway.toml",
             env,
         )

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use http_body_util::BodyExt;
-//! use mrtr_gateway::deadline::BodyDeadline;
+//! use mrtr_gateway::front::deadline::BodyDeadline;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

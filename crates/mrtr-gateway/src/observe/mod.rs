@@ -1,0 +1,7 @@
+//! How the gateway reports what it does: metric names and handles ([`metrics`]), the access log
+//! ([`access`]) and where log lines go ([`logging`]). Imports no stage of the request path (no
+//! `front`, `legacy`, `route`, `upstream`, `ops` or `cli`): every stage reports through it.
+
+pub mod access;
+pub mod logging;
+pub mod metrics;

@@ -1,0 +1,168 @@
+//! The gateway's readiness, and the probe that keeps the backends' health current.
+//!
+//! A backend ([`crate::upstream::health`] holds its state) is **up** when it answered its last catalog or discovery request (`*/list` or
+//! `server/discover`, from a client's call, a catalog refresh, or the gateway's own probe) with a
+//! JSON-RPC response, success or error: it is reachable and speaks MCP. It is **down** when that
+//! request failed (unreachable, timed out, or an answer that is no JSON-RPC response), and
+//! **unknown** before its first such request. [`probe`] sends `server/discover` to every backend
+//! at start-up and then at a fixed interval, so the state is never older than that interval.
+//!
+//! The gateway is **ready** when its keyring is loaded, it is listening, it is not draining, and
+//! the backends satisfy the [`ReadyRule`]: by default **any** one backend up (a replica that can
+//! reach some backends still serves them, and every replica sees the same backends, so taking all
+//! replicas out because one backend is down would turn a partial outage into a total one), or
+//! **all** of them.
+//!
+//! ```
+//! use mrtr_gateway::ops::readiness::ReadyRule;
+//!
+//! assert_eq!("all".parse::<ReadyRule>(), Ok(ReadyRule::All));
+//! assert!("most".parse::<ReadyRule>().is_err());
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use tower_mrtr::KeyringHandle;
+
+use crate::front::drain::Lifecycle;
+use crate::route::Proxy;
+use crate::upstream::Backend;
+
+/// Which backends must be up for the gateway to be ready.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyRule {
+    /// At least one backend is up.
+    #[default]
+    Any,
+    /// Every backend is up.
+    All,
+}
+
+impl FromStr for ReadyRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "any" => Ok(Self::Any),
+            "all" => Ok(Self::All),
+            other => Err(format!("expected \"any\" or \"all\", got {other:?}")),
+        }
+    }
+}
+
+impl fmt::Display for ReadyRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Any => "any",
+            Self::All => "all",
+        })
+    }
+}
+
+/// What readiness is judged from, read afresh at every [`check`](Readiness::check); a running
+/// gateway's is [`RunningGateway::readiness`](crate::RunningGateway::readiness).
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    pub(crate) keys: KeyringHandle,
+    /// True while the MCP listener accepts connections.
+    pub(crate) accepting: Arc<AtomicBool>,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) backends: Vec<Backend>,
+    pub(crate) rule: ReadyRule,
+}
+
+impl Readiness {
+    /// Readiness and its explanation: `(ready, JSON body)`. The body lists every reason for not
+    /// being ready, the active key id and the state of each backend.
+    pub fn check(&self) -> (bool, Value) {
+        let listening = self.accepting.load(Ordering::SeqCst);
+        let draining = self.lifecycle.is_draining();
+        let keyring = self.keys.load();
+        let mut reasons = Vec::new();
+        if !listening {
+            reasons.push("not listening".to_owned());
+        }
+        if draining {
+            reasons.push("draining".to_owned());
+        }
+        let states: Vec<Option<bool>> = self.backends.iter().map(|b| b.health().is_up()).collect();
+        let up = states.iter().filter(|s| **s == Some(true)).count();
+        let backends_ok = match self.rule {
+            ReadyRule::Any => up > 0,
+            ReadyRule::All => up == states.len(),
+        };
+        if !backends_ok {
+            let not_up: Vec<&str> = self
+                .backends
+                .iter()
+                .zip(&states)
+                .filter(|(_, s)| **s != Some(true))
+                .map(|(b, _)| b.name())
+                .collect();
+            reasons.push(match self.rule {
+                ReadyRule::Any => "no backend answered its last catalog or discovery request".to_owned(),
+                ReadyRule::All => format!(
+                    "backends that did not answer their last catalog or discovery request: {}",
+                    not_up.join(", ")
+                ),
+            });
+        }
+        let backends: serde_json::Map<String, Value> = self
+            .backends
+            .iter()
+            .map(|b| (b.name().to_owned(), b.health().to_json()))
+            .collect();
+        let ready = reasons.is_empty();
+        let body = json!({
+            "ready": ready,
+            "reasons": reasons,
+            "draining": draining,
+            "listening": listening,
+            "keyring": { "active": keyring.active_key_id().as_str(), "keys": keyring.len() },
+            "ready_backends": self.rule.to_string(),
+            "backends": backends,
+        });
+        (ready, body)
+    }
+}
+
+/// The discovery request the probe sends.
+const PROBE_BODY: &str = r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+fn probe_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "server/discover"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers
+}
+
+/// Sends `server/discover` to every backend of `proxy` now and then every `interval`, forever
+/// (spawn it; abort the task to stop). The outcomes land in each backend's [`BackendHealth`](crate::upstream::health::BackendHealth).
+pub async fn probe(proxy: Proxy, interval: Duration) {
+    let headers = probe_headers();
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let forwarder = proxy.forwarder();
+        let probes = proxy.backends().iter().map(|backend| {
+            // `exchange_recorded` records the outcome in the backend's health.
+            forwarder.exchange_recorded(backend, &headers, Bytes::from_static(PROBE_BODY.as_bytes()))
+        });
+        futures_util::future::join_all(probes).await;
+    }
+}
