@@ -1,5 +1,27 @@
-//! The composition root: the one place the gateway's stack is built, outermost first, and the
+//! The composition root: the one place the gateway's stack is built ([`service`]), and the
 //! running gateway ([`start`], [`RunningGateway`]).
+//!
+//! A request meets, outermost first:
+//!
+//! 0. hyper's HTTP/1.1 and HTTP/2 server, plain or TLS, one task per connection, with its
+//!    connection limits and graceful drain ([`crate::front::server`]);
+//! 1. tower-http's layers ([`HttpLayer`]): credentials marked sensitive, a request id, a trace
+//!    span per request, the id copied onto the answer;
+//! 2. request decompression ([`DecompressRequestLayer`]): gzip and deflate bodies decoded so
+//!    that the MRTR layer reads them;
+//! 3. the front ([`FrontLayer`]): load shedding, `Origin`/`Host` and media types, the path
+//!    (`/mcp`, else 404), the request-body deadline, the access log line;
+//! 4. the legacy front ([`legacy::Front`]): a modern POST passes after one header comparison;
+//!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
+//! 5. request metrics ([`RequestMetricsLayer`]), outside the layer so that they count its
+//!    refusals;
+//! 6. the MRTR layer ([`MrtrLayer`]): `input_required` states sealed with the backend's route,
+//!    retries opened and pinned to that backend;
+//! 7. the [`Proxy`]: mirrored MCP headers checked, routing and fan-out, the merged catalog, and
+//!    forwarding to the backends ([`crate::upstream`]).
+//!
+//! [`start`] binds a listener and serves that stack; the health probe ([`crate::ops::readiness`])
+//! runs beside it.
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,27 +31,30 @@ use std::sync::atomic::AtomicBool;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower_layer::Layer;
-use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
+use tower::ServiceBuilder;
+use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::config::GatewayConfig;
 use crate::front::drain::Lifecycle;
-use crate::front::http_layers::{self, DecompressRequest, HttpService};
-use crate::front::metrics::RequestMetricsLayer;
+use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, HttpLayer, HttpService};
+use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
 use crate::front::origin::{Guard, HostPolicy};
 use crate::front::server::Server;
-use crate::front::{Gateway, MCP_PATH, shed};
-use crate::legacy;
+use crate::front::shed::LoadShed;
+use crate::front::{FrontLayer, Gateway, MCP_PATH};
+use crate::legacy::{self, DualEra};
 use crate::ops::readiness::{self, Readiness, ReadyRule};
 use crate::route::Proxy;
 use crate::upstream::Backend;
 
-/// What [`service`] returns: the [`Gateway`] inside request decompression and the outermost
-/// HTTP layers ([`http_layers`]).
-pub type GatewayService = HttpService<DecompressRequest<Gateway>>;
+/// The MCP stack behind the front, as [`service`] composes it.
+pub type McpStack = DualEra<RequestMetrics<Mrtr<Proxy>>>;
 
-/// The gateway as one tower service ([`Gateway`] inside [`http_layers::HttpLayer`]) serving
-/// [`MCP_PATH`]; `listen` chooses the default `Host` policy.
+/// What [`service`] returns: the whole stack, as composed below.
+pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
+
+/// The gateway as one tower service serving [`MCP_PATH`] (see the
+/// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
 ///
 /// # Panics
 ///
@@ -44,15 +69,60 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
 }
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
-/// replaced while the gateway runs).
+/// replaced while the gateway runs). The one place the stack is composed.
 fn service_with(
     config: &GatewayConfig,
     keys: KeyringHandle,
     proxy: Proxy,
     listen: SocketAddr,
 ) -> GatewayService {
-    // One handle for the layer and the legacy front, so a keyring replacement reaches both.
-    let mut layer = MrtrLayer::with_keyring_handle(keys.clone())
+    ServiceBuilder::new()
+        .layer(HttpLayer)
+        .layer(DecompressRequestLayer)
+        .layer(front_layer(config, listen))
+        // One keyring handle for the legacy front and the MRTR layer, so a replaced keyring
+        // reaches both.
+        .layer(legacy_front(config, keys.clone()))
+        .layer(RequestMetricsLayer::new())
+        .layer(mrtr_layer(config, keys))
+        .service(proxy)
+}
+
+/// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path and the body deadline.
+fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
+    let hosts = config.hosts.clone().unwrap_or_else(|| {
+        if listen.ip().is_loopback() {
+            HostPolicy::loopback()
+        } else {
+            HostPolicy::any()
+        }
+    });
+    let guard = Guard {
+        origins: config.origins.clone(),
+        hosts,
+    };
+    FrontLayer::new(
+        guard,
+        LoadShed::new(config.max_in_flight),
+        config.request_body_timeout,
+    )
+}
+
+/// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
+/// comparison; it also answers the 405s on `/mcp`.
+fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
+    let front = legacy::Front::new(config.legacy.clone(), keys)
+        .principal_header(config.principal_header.clone())
+        .max_request_body(config.max_request_body);
+    match &config.clock {
+        Some(clock) => front.clock(clock.clone()),
+        None => front,
+    }
+}
+
+/// Step 6: the MRTR layer, with the configured expiry, body limit, clock and principal.
+fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
+    let mut layer = MrtrLayer::with_keyring_handle(keys)
         .ttl(config.envelope_ttl)
         .max_request_body(config.max_request_body);
     if let Some(clock) = &config.clock {
@@ -67,39 +137,7 @@ fn service_with(
                 .map(str::to_owned)
         });
     }
-    // The request metrics sit outside the layer, so that they see the layer's own refusals.
-    let mcp = RequestMetricsLayer::new().layer(layer.layer(proxy));
-    // ---- legacy front (issue 13): one header comparison for modern POSTs, everything else of
-    // the `initialize` era served here. It also answers the 405s on `/mcp`.
-    let mut front = legacy::Front::new(config.legacy.clone(), keys)
-        .principal_header(config.principal_header.clone())
-        .max_request_body(config.max_request_body);
-    if let Some(clock) = &config.clock {
-        front = front.clock(clock.clone());
-    }
-    let mcp = legacy::DualEra::new(mcp, front);
-    // ---- end of the legacy front
-    let hosts = config.hosts.clone().unwrap_or_else(|| {
-        if listen.ip().is_loopback() {
-            HostPolicy::loopback()
-        } else {
-            HostPolicy::any()
-        }
-    });
-    let guard = Guard {
-        origins: config.origins.clone(),
-        hosts,
-    };
-    let gateway = Gateway::new(
-        guard,
-        shed::LoadShed::new(config.max_in_flight),
-        config.request_body_timeout,
-        mcp,
-    );
-    // Compressed request bodies decoded before the front (nothing added without
-    // Content-Encoding), so that the layer reads them; outermost, sensitive headers, request id
-    // and trace span. See `middleware`.
-    http_layers::HttpLayer.layer(http_layers::DecompressRequestLayer.layer(gateway))
+    layer
 }
 
 /// The configured backends, with the gateway's defaults where a backend has no setting of its

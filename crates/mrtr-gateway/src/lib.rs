@@ -2,8 +2,8 @@
 //! (SEP-2322) statelessly, built on [`tower_mrtr::MrtrLayer`].
 //!
 //! [`start`] serves a [`GatewayConfig`] with a keyring until it is shut down; [`service`] is the
-//! same stack as one tower service, to serve yourself. The stack is composed in one place, the
-//! `app` module, which reads outermost first (`docs/gateway.md`, "The stack", describes it for
+//! same stack as one tower service, to serve yourself. The stack is composed in one place,
+//! [`app`], which reads outermost first (`docs/gateway.md`, "The stack", describes it for
 //! operators).
 //!
 //! The source is sorted into rooms named for the stages a request meets, from the client to the
@@ -42,7 +42,7 @@
 
 #![forbid(unsafe_code)]
 
-mod app;
+pub mod app;
 pub mod cli;
 mod config;
 pub mod front;
@@ -54,7 +54,7 @@ pub mod route;
 pub mod tls;
 pub mod upstream;
 
-pub use app::{GatewayService, RunningGateway, service, start, start_shared, start_with_keys};
+pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
 pub use config::GatewayConfig;
 pub use front::origin::{HostPolicy, OriginPolicy};
 pub use front::server::ClientLimits;

@@ -1,12 +1,15 @@
-//! [`Gateway`]: the tower service every HTTP request meets first.
+//! The client side: what every request meets before the MCP stack. The accept loop and the
+//! limits of a client connection ([`server`]), the tower-http layers ([`http_layers`]), the
+//! `Origin`, `Host` and media-type checks ([`origin`]), load shedding ([`shed`]), request-body
+//! deadlines ([`deadline`]), graceful drain ([`drain`]) and request metrics ([`metrics`]).
+//! Imports `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
+//! only names it takes from the stages below are `route`'s [`GATEWAY_ROUTE`](crate::route::GATEWAY_ROUTE).
 //!
-//! In order: [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin)
-//! (`Origin`, `Host`, POST media types; 403, 415, 406), then the path: every request to
-//! [`MCP_PATH`] goes to the MCP stack, any other path gets 404.
-//! The MCP stack is the [legacy front](crate::legacy::DualEra) (a modern POST passes it after
-//! one header comparison; it answers GET, and DELETE without a legacy session, with 405 and
-//! `Allow: POST`) around [`MrtrLayer`](tower_mrtr::MrtrLayer) around the [`Proxy`]. Request
-//! bodies get a [deadline]; every answer gets an [access log](crate::observe::access) line.
+//! [`Gateway`] ([`FrontLayer`]) applies them to a request, in order: [load shedding](shed) (503
+//! over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
+//! 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, with a body
+//! [deadline], any other path gets 404; every answer gets an [access log](crate::observe::access)
+//! line.
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
@@ -52,86 +55,80 @@ use futures_util::future::{Either as EitherFuture, MapOk};
 use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
-use tower_mrtr::{BoxError, Mrtr, ResponseBody};
+use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::front::deadline::BodyDeadline;
-use crate::front::metrics::RequestMetrics;
-use crate::front::origin::Guard;
-use crate::front::shed::{Admission, LoadShed};
-use crate::legacy::DualEra;
-use crate::legacy::bridge::LegacyBody;
+use self::deadline::BodyDeadline;
+use self::origin::Guard;
+use self::shed::{Admission, LoadShed};
 use crate::observe::access;
-use crate::route::Proxy;
-use crate::upstream::body::ProxyBody;
 
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
 
-/// The MCP stack behind the front: the legacy front around the request metrics around the MRTR
-/// layer around the proxy.
-pub type McpStack = DualEra<RequestMetrics<Mrtr<Proxy>>>;
+/// The body of every answer of [`Gateway`]: the MCP stack's `R`, or the front's own refusal.
+pub type GatewayBody<R> = Either<R, Full<Bytes>>;
 
-/// The body of an answer of the MCP stack: the modern stack's (the backend's, possibly
-/// rewritten by the layer) or the legacy front's.
-pub type McpBody = Either<ResponseBody<ProxyBody>, LegacyBody>;
-
-/// The body of every gateway answer: from the MCP stack, or the front's own refusal.
-pub type GatewayBody = Either<McpBody, Full<Bytes>>;
-
-/// The whole gateway as one tower service; see the [module docs](self). Cheap to clone.
+/// Puts the front before an MCP stack; see the [module docs](self).
 #[derive(Clone, Debug)]
-pub struct Gateway {
+pub struct FrontLayer {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
-    mcp: McpStack,
 }
 
-impl Gateway {
-    pub(crate) fn new(guard: Guard, shed: LoadShed, body_timeout: Duration, mcp: McpStack) -> Self {
+impl FrontLayer {
+    /// Checks requests with `guard`, sheds over `shed`'s limit, and gives request bodies
+    /// `body_timeout` once they have to be waited for.
+    pub(crate) fn new(guard: Guard, shed: LoadShed, body_timeout: Duration) -> Self {
         Self {
             guard: Arc::new(guard),
             shed,
             body_timeout,
+        }
+    }
+}
+
+impl<S> Layer<S> for FrontLayer {
+    type Service = Gateway<S>;
+
+    fn layer(&self, mcp: S) -> Gateway<S> {
+        Gateway {
+            guard: self.guard.clone(),
+            shed: self.shed.clone(),
+            body_timeout: self.body_timeout,
             mcp,
         }
     }
 }
 
-type Answered<B> = EitherFuture<
-    Ready<Result<Response<GatewayBody>, Infallible>>,
-    MapOk<
-        <McpStack as Service<Request<BodyDeadline<B>>>>::Future,
-        fn(Response<McpBody>) -> Response<GatewayBody>,
-    >,
->;
+/// The front before the MCP stack `S`; see the [module docs](self). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Gateway<S> {
+    guard: Arc<Guard>,
+    shed: LoadShed,
+    body_timeout: Duration,
+    mcp: S,
+}
+
+type ToGateway<R> = fn(Response<R>) -> Response<GatewayBody<R>>;
 
 pin_project! {
-    /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's; it writes
-    /// the access log line and frees the request's place ([`crate::front::shed`]) when it is ready.
-    pub struct GatewayFuture<B>
-    where
-        B: http_body::Body<Data = Bytes>,
-        B: Send,
-        B: 'static,
-        B::Error: Into<BoxError>,
-        B::Error: std::fmt::Display,
-        B::Error: Send,
-    {
+    /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's (`F`); it
+    /// writes the access log line and frees the request's place ([`shed`]) when it is ready.
+    pub struct GatewayFuture<F, R> {
         #[pin]
-        answer: Answered<B>,
+        answer: EitherFuture<Ready<Result<Response<GatewayBody<R>>, Infallible>>, MapOk<F, ToGateway<R>>>,
         admission: Option<Admission>,
         entry: access::Entry,
     }
 }
 
-impl<B> Future for GatewayFuture<B>
+impl<F, R> Future for GatewayFuture<F, R>
 where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError> + std::fmt::Display + Send,
+    F: Future<Output = Result<Response<R>, Infallible>>,
 {
-    type Output = Result<Response<GatewayBody>, Infallible>;
+    type Output = Result<Response<GatewayBody<R>>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -144,42 +141,40 @@ where
     }
 }
 
-impl<B> Service<Request<B>> for Gateway
+impl<S, B, R> Service<Request<B>> for Gateway<S>
 where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError> + std::fmt::Display + Send,
+    S: Service<Request<BodyDeadline<B>>, Response = Response<R>, Error = Infallible>,
 {
-    type Response = Response<GatewayBody>;
+    type Response = Response<GatewayBody<R>>;
     type Error = Infallible;
-    type Future = GatewayFuture<B>;
+    type Future = GatewayFuture<S::Future, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // Always ready today (the proxy applies no backpressure; overload is shed in `call`),
         // but the layer's contract is that `call` follows a ready `poll_ready`.
-        Service::<Request<BodyDeadline<B>>>::poll_ready(&mut self.mcp, cx)
+        self.mcp.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let entry = access::Entry::start(&request);
-        let own = |response: Response<Full<Bytes>>, admission, entry| GatewayFuture {
+        let own = |response: Response<Full<Bytes>>, entry| GatewayFuture {
             answer: EitherFuture::Left(ready(Ok(response.map(Either::Right)))),
-            admission,
+            admission: None,
             entry,
         };
         let Some(admission) = self.shed.admit() else {
             crate::observe::metrics::shed();
-            return own(crate::front::shed::overloaded(), None, entry);
+            return own(shed::overloaded(), entry);
         };
         if let Err(refusal) = self.guard.check(&request) {
-            return own(refusal.into_response(), None, entry);
+            return own(refusal.into_response(), entry);
         }
         if request.uri().path() != MCP_PATH {
             let mut not_found = Response::new(Full::new(Bytes::new()));
             *not_found.status_mut() = StatusCode::NOT_FOUND;
-            return own(not_found, None, entry);
+            return own(not_found, entry);
         }
-        let to_gateway: fn(Response<McpBody>) -> Response<GatewayBody> =
-            |response| response.map(Either::Left);
+        let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
         let request = request.map(|body| BodyDeadline::new(body, timeout));
         GatewayFuture {

@@ -145,6 +145,15 @@ pub struct DualEra<S> {
     front: Front,
 }
 
+/// [`Front`] as a layer: the legacy front before the modern stack.
+impl<S> tower_layer::Layer<S> for Front {
+    type Service = DualEra<S>;
+
+    fn layer(&self, inner: S) -> DualEra<S> {
+        DualEra::new(inner, self.clone())
+    }
+}
+
 impl<S> DualEra<S> {
     /// `inner` (the modern stack) behind the legacy `front`.
     pub fn new(inner: S, front: Front) -> Self {
