@@ -2,9 +2,10 @@
 //! modern one, carried by the client instead of stored by the gateway.
 //!
 //! At `initialize` the gateway seals the negotiated protocol version, the client's `clientInfo`
-//! and `capabilities` and an expiry into an envelope (tower-mrtr's [`Sealer`], its own purpose
-//! label) bound to the principal, and hands it out as the session id. Every later request of the
-//! session carries it back; any replica holding the keyring opens it. A session id that does not
+//! and `capabilities` and an expiry into an envelope (tower-mrtr's [`Sealer`], under the
+//! gateway's own [purpose](SESSION_PURPOSE)) bound to the principal, and hands it out as the
+//! session id. Every later request of the session carries it back; any replica holding the
+//! keyring opens it. A session id that does not
 //! open (tampered, expired, sealed for another principal, under a retired key) is "not found",
 //! which a legacy client answers by starting a new session.
 //!
@@ -43,6 +44,12 @@ use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{KeyringHandle, Route};
 
 use crate::jsonrpc::RawObject;
+
+/// The purpose of session envelopes: the gateway's own, not one of tower-mrtr's. Its label is
+/// the one session ids were sealed with when tower-mrtr still defined this purpose itself; the
+/// bytes must never change, or every session id handed out before stops opening (its clients
+/// would all start new sessions at once).
+pub const SESSION_PURPOSE: Purpose = Purpose::custom("tower-mrtr/v2/legacy-session", "session id");
 
 /// The binding's method field for session envelopes (the purpose label already separates them
 /// from request states and task handles; this names what the binding is about).
@@ -220,7 +227,7 @@ impl SessionSealer {
         };
         let id = self
             .sealer()
-            .seal(Purpose::LegacySession, &binding(principal), &sealed)
+            .seal(SESSION_PURPOSE, &binding(principal), &sealed)
             .map_err(|_| SessionError::Seal)?;
         if id.len() > MAX_SESSION_ID_LEN {
             return Err(SessionError::TooLarge);
@@ -235,10 +242,7 @@ impl SessionSealer {
             tracing::debug!("legacy session id refused: too long");
             return None;
         }
-        let sealed = match self
-            .sealer()
-            .open(Purpose::LegacySession, &binding(principal), id, now)
-        {
+        let sealed = match self.sealer().open(SESSION_PURPOSE, &binding(principal), id, now) {
             Ok(sealed) => sealed,
             Err(error) => {
                 tracing::debug!(reason = error.reason(), "legacy session id refused");
@@ -333,8 +337,20 @@ mod tests {
         let raw = Sealer::new(keyring);
         for method in ["tools/call", "prompts/get", "resources/read"] {
             assert!(
-                raw.open(Purpose::RequestState, &Binding::new(method, None, None), &id, now)
-                    .is_err()
+                raw.open(
+                    Purpose::REQUEST_STATE,
+                    &Binding::new(method, None, None),
+                    &id,
+                    now
+                )
+                .is_err()
+            );
+        }
+        for purpose in [Purpose::REQUEST_STATE, Purpose::TASK_HANDLE] {
+            assert_eq!(
+                raw.open(purpose, &binding(None), &id, now),
+                Err(tower_mrtr::envelope::OpenError::Authentication),
+                "{purpose:?}, even with the session's own binding"
             );
         }
     }
