@@ -323,6 +323,58 @@ mod tests {
         assert!(self::sealer().open(&id, None, now).is_none());
     }
 
+    /// The gateway's session-id vector in `docs/envelope.md`, produced by
+    /// `scripts/envelope_vectors.py` (Python, libsodium) with the label bytes
+    /// `tower-mrtr/v2/legacy-session`, which tower-mrtr used for this purpose before the purpose
+    /// moved into the gateway.
+    const SESSION_VECTOR: &str = "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_vH0sr7BPHrl96hYCo69QQwhmd_JhmyJMkwW3ijtT3Nh9ZgKLP4y-BJE4kC4JamlJ9klWbWKXk-TosZYNw16qkhxpquCvWAmOU8CRkTVFUtjyX3519IB0MZ3qrRkQrCtM4MuH1stPbi_SXRwSOOVZ5RgHv17RuAyg";
+
+    /// Key `k1` = bytes 0x00..=0x1f, the key of the envelope test vectors.
+    const VECTOR_KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+
+    #[test]
+    fn session_ids_sealed_with_the_old_label_still_open() {
+        let expires_at = std::time::UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+        let keyring: Arc<Keyring> = Arc::new(VECTOR_KEYS.parse().unwrap());
+        let sessions = SessionSealer::new(
+            KeyringHandle::from_shared(keyring.clone()),
+            Duration::from_secs(60),
+        );
+        let before = expires_at - Duration::from_millis(1);
+
+        let opened = sessions
+            .open(SESSION_VECTOR, Some("alice"), before)
+            .expect("opens");
+        assert_eq!(opened.protocol_version(), "2025-11-25");
+        assert_eq!(
+            opened.client_info().get(),
+            r#"{"name":"claude-desktop","version":"1.0"}"#
+        );
+        assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
+        assert_eq!(opened.expires_at(), expires_at);
+        assert!(sessions.open(SESSION_VECTOR, Some("bob"), before).is_none());
+        assert!(sessions.open(SESSION_VECTOR, Some("alice"), expires_at).is_none());
+
+        // And what the gateway seals today is that envelope, byte for byte, given its nonce.
+        assert_eq!(SESSION_PURPOSE.label(), b"tower-mrtr/v2/legacy-session");
+        let session = Session::new(
+            "2025-11-25",
+            r#"{"name":"claude-desktop","version":"1.0"}"#,
+            r#"{"elicitation":{}}"#,
+        )
+        .unwrap();
+        let sealed = Sealed {
+            route: Route::new(SESSION_ROUTE),
+            state: Some(serde_json::to_string(&session).unwrap()),
+            expires_at,
+        };
+        let nonce: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
+        let wire = Sealer::new(keyring)
+            .seal_with_nonce(SESSION_PURPOSE, &binding(Some("alice")), &sealed, nonce)
+            .unwrap();
+        assert_eq!(wire, SESSION_VECTOR);
+    }
+
     #[test]
     fn a_session_id_is_never_a_request_state() {
         let keyring = Arc::new(Keyring::generate("k1").unwrap());
