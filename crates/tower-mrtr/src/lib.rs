@@ -186,6 +186,11 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The README's example is a doctest too, so the crate's front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod body;
 pub mod canonical;
 mod clock;

@@ -114,6 +114,23 @@ const VECTORS: &[Vector] = &[
     },
 ];
 
+/// `docs/envelope.md`, read from the source tree at run time: the file is outside the crate, so a
+/// packaged copy of it (which `cargo package` marks with a `Cargo.toml.orig`) does not hold it,
+/// and only there is the check skipped, with a note. In the repository the file must be read.
+fn envelope_doc() -> Option<String> {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if crate_dir.join("Cargo.toml.orig").exists() {
+        eprintln!(
+            "note: packaged crate: docs/envelope.md is not part of it; checking the vectors \
+             against the code only"
+        );
+        return None;
+    }
+    let path = crate_dir.join("../../docs/envelope.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Some(doc)
+}
+
 fn vector_sealed(v: &Vector) -> Sealed {
     Sealed {
         route: Route::new(v.route),
@@ -125,14 +142,16 @@ fn vector_sealed(v: &Vector) -> Sealed {
 #[test]
 fn test_vectors_match_and_are_documented() {
     let sealer = vector_sealer();
-    let doc = include_str!("../../../../docs/envelope.md");
+    let doc = envelope_doc();
     for v in VECTORS {
         let binding = v.binding();
         let wire = sealer
             .seal_with_nonce(v.purpose, &binding, &vector_sealed(v), vector_nonce())
             .unwrap();
         assert_eq!(wire, v.wire, "vector for {:?} {binding:?}", v.purpose);
-        assert!(doc.contains(v.wire), "docs/envelope.md lacks vector {}", v.wire);
+        if let Some(doc) = &doc {
+            assert!(doc.contains(v.wire), "docs/envelope.md lacks vector {}", v.wire);
+        }
         let opened = sealer
             .open(v.purpose, &binding, v.wire, at_ms(EXPIRES_MS - 1))
             .unwrap();
@@ -142,7 +161,7 @@ fn test_vectors_match_and_are_documented() {
 
 #[test]
 fn argument_digests_match_the_independent_implementation() {
-    let doc = include_str!("../../../../docs/envelope.md");
+    let doc = envelope_doc();
     let cases = [
         (
             Some(r#"{"repo":"acme/api","branch":"old"}"#),
@@ -166,11 +185,15 @@ fn argument_digests_match_the_independent_implementation() {
         if let Some(arguments) = arguments {
             let ours = crate::canonical::canonicalize(arguments).unwrap();
             assert_eq!(std::str::from_utf8(&ours).unwrap(), canonical);
-            assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
+            if let Some(doc) = &doc {
+                assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
+            }
         }
         let hex = format!("{:?}", ArgumentsDigest::of(arguments).unwrap());
         assert_eq!(hex, format!("ArgumentsDigest({digest})"));
-        assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
+        if let Some(doc) = &doc {
+            assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
+        }
     }
     for same in ["null", " {} ", "{ }"] {
         assert_eq!(ArgumentsDigest::of(Some(same)), ArgumentsDigest::of(None));
