@@ -184,6 +184,7 @@
 //! [tower]: https://docs.rs/tower
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The README's example is a doctest too, so the crate's front page cannot drift from the API.
