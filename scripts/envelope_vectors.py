@@ -5,7 +5,8 @@ Written from the specification in docs/envelope.md, not from the Rust code: libs
 XChaCha20-Poly1305 (PyNaCl) for the cipher, and a canonical-JSON writer of its own (RFC 8785 with
 the document's rule for integers above 2^53) for the argument digest. `python3
 scripts/envelope_vectors.py` prints the vectors that the Rust tests
-(`crates/tower-mrtr/src/envelope/tests.rs`) and the document must contain; `--check FILE` (CI)
+(`crates/tower-mrtr/src/envelope/tests.rs`; the gateway's session-id vector in
+`crates/mrtr-gateway/src/legacy/session.rs`) and the document must contain; `--check FILE` (CI)
 fails unless every one of them appears in FILE.
 """
 import base64
@@ -23,6 +24,7 @@ EXPIRES_MS = 1_800_000_000_000
 LABELS = {
     "request-state": b"tower-mrtr/v2/request-state",
     "task-handle": b"tower-mrtr/v2/task-handle",
+    # A custom label (docs/envelope.md, "Custom labels"): mrtr-gateway's sealed Mcp-Session-Id.
     "legacy-session": b"tower-mrtr/v2/legacy-session",
 }
 EXACT_LIMIT = 2**53
@@ -147,6 +149,9 @@ VECTORS = [
     ("request-state", "tools/call", "transfer", "bob",
      '{"to":"acct\\u00e9\\n","amounts":[1.50,2e1,9007199254740993,-0.0,1e-7],"b":{"z":true,"a":null}}',
      "pay", "s"),
+    # mrtr-gateway's session id (crates/mrtr-gateway/src/legacy/session.rs checks this one).
+    ("legacy-session", "mrtr-gateway/legacy-session", None, "alice", False, "@legacy-session",
+     '{"v":"2025-11-25","i":{"name":"claude-desktop","version":"1.0"},"c":{"elicitation":{}}}'),
 ]
 
 # The canonical forms the digests above are taken of, for the document.

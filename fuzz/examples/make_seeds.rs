@@ -137,7 +137,7 @@ fn catalog() -> Vec<String> {
 fn envelope_open() -> Vec<Vec<u8>> {
     let mut seeds = Vec::new();
     for (i, mint) in mints().iter().enumerate() {
-        let purpose = if mint.purpose == tower_mrtr::envelope::Purpose::TaskHandle {
+        let purpose = if mint.purpose == tower_mrtr::envelope::Purpose::TASK_HANDLE {
             1
         } else {
             0

@@ -16,6 +16,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
+use mrtr_gateway::legacy::session::SESSION_PURPOSE;
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer};
 use tower_mrtr_fuzz::mint::{Mint, mints, now, relay_keyring, substitute};
 
@@ -25,8 +26,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let choice = *choice;
     let text = String::from_utf8_lossy(&substitute(rest)).into_owned();
+    // The gateway's session purpose is a custom one no mint has: nothing may open under it.
     let purpose =
-        [Purpose::RequestState, Purpose::TaskHandle, Purpose::LegacySession][usize::from(choice & 3) % 3];
+        [Purpose::REQUEST_STATE, Purpose::TASK_HANDLE, SESSION_PURPOSE][usize::from(choice & 3) % 3];
     let at = match (choice >> 2) & 7 {
         0..=2 => now(),
         3 => now() + Duration::from_secs(599),

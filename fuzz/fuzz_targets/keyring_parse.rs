@@ -75,10 +75,10 @@ fn check_ring(ring: &Keyring) {
         expires_at: UNIX_EPOCH + Duration::from_secs(10),
     };
     let envelope = sealer
-        .seal_with_nonce(Purpose::RequestState, &binding, &sealed, [0; 24])
+        .seal_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, [0; 24])
         .expect("sealing");
     let opened = sealer
-        .open(Purpose::RequestState, &binding, &envelope, UNIX_EPOCH)
+        .open(Purpose::REQUEST_STATE, &binding, &envelope, UNIX_EPOCH)
         .expect("a ring opens what it sealed");
     assert_eq!(opened, sealed);
 }

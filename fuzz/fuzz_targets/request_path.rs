@@ -129,8 +129,8 @@ fuzz_target!(|data: &[u8]| {
         &received,
         &script.body,
         &[
-            (Purpose::RequestState, binding),
-            (Purpose::TaskHandle, task_binding),
+            (Purpose::REQUEST_STATE, binding),
+            (Purpose::TASK_HANDLE, task_binding),
         ],
         &states,
         Some(&route),

@@ -262,8 +262,8 @@ impl Kind {
             binding = binding.with_arguments(ArgumentsDigest::of(self.arguments).expect("canonical"));
         }
         vec![
-            (Purpose::RequestState, binding),
-            (Purpose::TaskHandle, Binding::new("tasks", None, self.principal)),
+            (Purpose::REQUEST_STATE, binding),
+            (Purpose::TASK_HANDLE, Binding::new("tasks", None, self.principal)),
         ]
     }
 

@@ -101,7 +101,7 @@ impl Mint {
     /// The digest of the arguments it is bound to: request states of `tools/call` and
     /// `prompts/get` (the relay binds arguments by default).
     pub fn digest(&self) -> Option<ArgumentsDigest> {
-        (self.purpose == Purpose::RequestState && self.method != "resources/read")
+        (self.purpose == Purpose::REQUEST_STATE && self.method != "resources/read")
             .then(|| ArgumentsDigest::of(self.arguments).expect("mint arguments are canonical"))
     }
 
@@ -135,7 +135,7 @@ const fn request_state(
     state: Option<&'static str>,
 ) -> Spec {
     Spec {
-        purpose: Purpose::RequestState,
+        purpose: Purpose::REQUEST_STATE,
         method,
         target: Some(target),
         arguments,
@@ -149,7 +149,7 @@ const fn request_state(
 
 const fn task_handle(route: &'static str, task_id: &'static str) -> Spec {
     Spec {
-        purpose: Purpose::TaskHandle,
+        purpose: Purpose::TASK_HANDLE,
         method: "tasks",
         target: None,
         arguments: None,

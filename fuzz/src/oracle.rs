@@ -106,7 +106,7 @@ fn check_states(seen: &Seen, message: &Node, binds: Binds) {
             let state = value
                 .as_str()
                 .unwrap_or_else(|| panic!("a non-string requestState reached the backend: {value:?}"));
-            let mint = mint_of_state(Purpose::RequestState, state)
+            let mint = mint_of_state(Purpose::REQUEST_STATE, state)
                 .unwrap_or_else(|| panic!("an unverified requestState reached the backend: {state:?}"));
             assert!(mint.valid, "an expired or retired envelope was opened: {mint:?}");
             assert_eq!(
@@ -145,7 +145,7 @@ fn check_states(seen: &Seen, message: &Node, binds: Binds) {
             );
             continue;
         };
-        let mint = mint_of_state(Purpose::TaskHandle, task_id)
+        let mint = mint_of_state(Purpose::TASK_HANDLE, task_id)
             .unwrap_or_else(|| panic!("an unverified task id reached the backend: {task_id:?}"));
         assert!(mint.valid, "an expired or retired task handle was opened");
         assert_eq!(seen.pinned.as_ref().map(|r| r.as_str()), Some(mint.route));

@@ -59,12 +59,12 @@ fn envelope(c: &mut Criterion) {
             state: Some("s".repeat(size)),
             expires_at: now_time + Duration::from_secs(600),
         };
-        let wire = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
+        let wire = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
         group.throughput(Throughput::Bytes(size as u64));
         group.bench_with_input(BenchmarkId::new("seal", size), &sealed, |b, sealed| {
             b.iter(|| {
                 sealer
-                    .seal(Purpose::RequestState, black_box(&binding), black_box(sealed))
+                    .seal(Purpose::REQUEST_STATE, black_box(&binding), black_box(sealed))
                     .unwrap()
             })
         });
@@ -72,7 +72,7 @@ fn envelope(c: &mut Criterion) {
             b.iter(|| {
                 sealer
                     .open(
-                        Purpose::RequestState,
+                        Purpose::REQUEST_STATE,
                         black_box(&binding),
                         black_box(wire),
                         now_time,

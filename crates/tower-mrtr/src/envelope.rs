@@ -27,19 +27,19 @@
 //!     state: Some("backend-state-123".into()),
 //!     expires_at: now + Duration::from_secs(600),
 //! };
-//! let envelope = sealer.seal(Purpose::RequestState, &binding, &sealed).unwrap();
+//! let envelope = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
 //! assert!(envelope.starts_with("mrtr2."));
 //!
-//! let opened = sealer.open(Purpose::RequestState, &binding, &envelope, now).unwrap();
+//! let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &envelope, now).unwrap();
 //! assert_eq!(opened.state.as_deref(), Some("backend-state-123"));
 //! assert_eq!(opened.route.as_str(), "git-backend");
 //!
 //! // Bound to the tool: the same envelope does not open for another one.
 //! let other = Binding::new("tools/call", Some("drop_database"), Some("alice"));
-//! assert!(sealer.open(Purpose::RequestState, &other, &envelope, now).is_err());
+//! assert!(sealer.open(Purpose::REQUEST_STATE, &other, &envelope, now).is_err());
 //! // Nor after it expired.
 //! let later = now + Duration::from_secs(601);
-//! assert!(sealer.open(Purpose::RequestState, &binding, &envelope, later).is_err());
+//! assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &envelope, later).is_err());
 //! ```
 
 use std::fmt;
@@ -75,38 +75,205 @@ pub const TAG_LEN: usize = 16;
 /// Smallest plaintext: expiry (8) + route length (2) + state flag (1).
 const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 1;
 
-/// What an envelope stands for. Each purpose has its own domain label in the associated data, so
-/// an envelope of one purpose never opens as the other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Purpose {
-    /// A backend's MRTR `requestState` (SEP-2322).
-    RequestState,
-    /// A backend's task id (Tasks extension, SEP-2663).
-    TaskHandle,
-    /// A legacy (2025-era) client's `Mcp-Session-Id`, minted by a gateway that serves such
-    /// clients without a session store: what the session needs travels sealed in the id.
-    LegacySession,
+/// What an envelope stands for: the domain-separation label at the start of its associated data.
+///
+/// An envelope sealed for one purpose never opens for another, whatever its binding: the label is
+/// authenticated with everything else, so a request state presented as a task handle fails
+/// authentication like a tampered envelope. The layer seals and opens [`Purpose::REQUEST_STATE`]
+/// and [`Purpose::TASK_HANDLE`]; an application that seals state of its own with a [`Sealer`]
+/// (a session id, a resume token) gives it a purpose of its own with [`Purpose::custom`].
+///
+/// # Labels
+///
+/// A label must be unique to its purpose, because the label is the only thing that tells two
+/// purposes apart. Two purposes with the same label open each other's envelopes whenever the
+/// binding fields agree, and a binding is not chosen to keep purposes apart: a token the
+/// application mints for one use would then be accepted for the other. [`Purpose::custom`]
+/// therefore refuses:
+///
+/// * an empty label, and any byte outside visible ASCII (`0x21..=0x7e`): a label is followed by
+///   `0x00` in the associated data, so a label that holds no `0x00` ends exactly there and two
+///   different labels always give different associated data;
+/// * a label equal to one of the library's own (`tower-mrtr/v2/request-state`,
+///   `tower-mrtr/v2/task-handle`), a prefix of one, or one of them followed by more bytes, so that
+///   no custom label reads as a library label cut short or extended.
+///
+/// It cannot see the other purposes of the same program: keep every custom label distinct, and
+/// name it after the application and its format version (`my-app/v1/resume-token`). Labels that
+/// start with `tower-mrtr/` are best left to this library, which may add purposes later; the
+/// gateway's `tower-mrtr/v2/legacy-session` predates custom purposes and keeps its bytes so that
+/// session ids sealed before still open. `docs/envelope.md` specifies the encoding.
+///
+/// Two purposes are equal when their labels are: the label is what the cipher sees.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::{Duration, SystemTime};
+/// use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
+/// use tower_mrtr::{Keyring, Route};
+///
+/// const RESUME_TOKEN: Purpose = Purpose::custom("my-app/v1/resume-token", "resume token");
+///
+/// let sealer = Sealer::new(Arc::new(Keyring::generate("k1").unwrap()));
+/// let binding = Binding::new("my-app/resume", None, Some("alice"));
+/// let now = SystemTime::now();
+/// let sealed = Sealed {
+///     route: Route::new("worker-3"),
+///     state: Some("cursor=42".into()),
+///     expires_at: now + Duration::from_secs(60),
+/// };
+/// let token = sealer.seal(RESUME_TOKEN, &binding, &sealed).unwrap();
+/// let opened = sealer.open(RESUME_TOKEN, &binding, &token, now).unwrap();
+/// assert_eq!(opened.state.as_deref(), Some("cursor=42"));
+/// // Never a request state, even with the same binding.
+/// assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &token, now).is_err());
+/// ```
+///
+/// A label that collides with the library's does not compile when the purpose is a constant:
+///
+/// ```compile_fail,E0080
+/// use tower_mrtr::envelope::Purpose;
+/// const STOLEN: Purpose = Purpose::custom("tower-mrtr/v2/request-state", "state");
+/// # let _ = STOLEN;
+/// ```
+#[derive(Clone, Copy)]
+pub struct Purpose {
+    label: &'static str,
+    name: &'static str,
 }
+
+/// The labels of the library's own purposes, which no custom label may collide with.
+const LIBRARY_LABELS: [&str; 2] = [Purpose::REQUEST_STATE.label, Purpose::TASK_HANDLE.label];
 
 impl Purpose {
-    /// The domain-separation label at the start of the associated data.
-    pub fn label(self) -> &'static [u8] {
-        match self {
-            Purpose::RequestState => b"tower-mrtr/v2/request-state",
-            Purpose::TaskHandle => b"tower-mrtr/v2/task-handle",
-            Purpose::LegacySession => b"tower-mrtr/v2/legacy-session",
+    /// A backend's MRTR `requestState` (SEP-2322). Label `tower-mrtr/v2/request-state`.
+    pub const REQUEST_STATE: Purpose = Purpose {
+        label: "tower-mrtr/v2/request-state",
+        name: "requestState",
+    };
+
+    /// A backend's task id (Tasks extension, SEP-2663). Label `tower-mrtr/v2/task-handle`.
+    pub const TASK_HANDLE: Purpose = Purpose {
+        label: "tower-mrtr/v2/task-handle",
+        name: "task handle",
+    };
+
+    /// A purpose of the application's own, with domain label `label` and a human-readable `name`
+    /// for its logs. See [the label rules](Purpose#labels).
+    ///
+    /// # Panics
+    ///
+    /// When [`Purpose::try_custom`] refuses the label. Declared as a `const`, a refused label is
+    /// a compile error instead.
+    pub const fn custom(label: &'static str, name: &'static str) -> Purpose {
+        match Self::try_custom(label, name) {
+            Ok(purpose) => purpose,
+            Err(error) => panic!("{}", error.message()),
         }
     }
 
-    pub(crate) fn name(self) -> &'static str {
+    /// [`Purpose::custom`] that returns the refusal instead of panicking.
+    pub const fn try_custom(label: &'static str, name: &'static str) -> Result<Purpose, LabelError> {
+        let bytes = label.as_bytes();
+        if bytes.is_empty() {
+            return Err(LabelError::Empty);
+        }
+        let mut i = 0;
+        while i < bytes.len() {
+            if !matches!(bytes[i], 0x21..=0x7e) {
+                return Err(LabelError::NotVisibleAscii);
+            }
+            i += 1;
+        }
+        let mut i = 0;
+        while i < LIBRARY_LABELS.len() {
+            let reserved = LIBRARY_LABELS[i].as_bytes();
+            if is_prefix(bytes, reserved) || is_prefix(reserved, bytes) {
+                return Err(LabelError::Reserved);
+            }
+            i += 1;
+        }
+        Ok(Purpose { label, name })
+    }
+
+    /// The domain-separation label at the start of the associated data.
+    pub const fn label(self) -> &'static [u8] {
+        self.label.as_bytes()
+    }
+
+    /// What an envelope of this purpose is called in logs and, for the library's own purposes,
+    /// in the uniform error a client gets (`Invalid or expired requestState`).
+    pub const fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+/// Whether `prefix` is a prefix of `bytes` (in a `const fn`, where `starts_with` is not).
+const fn is_prefix(prefix: &[u8], bytes: &[u8]) -> bool {
+    if prefix.len() > bytes.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < prefix.len() {
+        if prefix[i] != bytes[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+impl PartialEq for Purpose {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label
+    }
+}
+
+impl Eq for Purpose {}
+
+impl std::hash::Hash for Purpose {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.label.hash(state);
+    }
+}
+
+impl fmt::Debug for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Purpose").field(&self.label).finish()
+    }
+}
+
+/// Why [`Purpose::try_custom`] refused a label. See [the label rules](Purpose#labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LabelError {
+    /// The label is empty.
+    Empty,
+    /// The label holds a byte outside visible ASCII (`0x21..=0x7e`).
+    NotVisibleAscii,
+    /// The label equals one of the library's own labels, is a prefix of one, or starts with one.
+    Reserved,
+}
+
+impl LabelError {
+    const fn message(self) -> &'static str {
         match self {
-            Purpose::RequestState => "requestState",
-            Purpose::TaskHandle => "task handle",
-            Purpose::LegacySession => "session id",
+            Self::Empty => "a purpose label must not be empty",
+            Self::NotVisibleAscii => "a purpose label must be visible ASCII (0x21..=0x7e)",
+            Self::Reserved => {
+                "a purpose label must not equal, be a prefix of or extend a label of tower-mrtr's own purposes"
+            }
         }
     }
 }
+
+impl fmt::Display for LabelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for LabelError {}
 
 /// The request context an envelope is bound to. Never the JSON-RPC id: retries use a new one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -184,7 +184,13 @@
 //! [tower]: https://docs.rs/tower
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+// The README's example is a doctest too, so the crate's front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod body;
 pub mod canonical;

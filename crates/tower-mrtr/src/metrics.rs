@@ -13,17 +13,25 @@
 //! | `mrtr_answers_failed_closed_total` | counter | `reason` | backend answers replaced by a JSON-RPC error because they could not be relayed safely: `no_route`, `route_mismatch`, `unreadable`, `case_variant`, `state_not_a_string`, `seal_failed`, `envelope_too_long`, `arguments_unbindable`, `too_large`, `content_encoding`, `body_error`, `event_too_large`, `batch`, `request_not_read`, `task_id_not_a_string` |
 //! | `mrtr_envelope_size_bytes` | histogram | `kind` | length of each envelope sealed |
 //!
-//! `kind` is `request_state` or `task_handle`. A refused envelope counts once under
-//! `mrtr_envelopes_refused_total` (why it did not open) and once under
-//! `mrtr_requests_refused_total{reason="invalid_envelope"}` (what the client got).
+//! `kind` is `request_state` or `task_handle`, the two purposes the layer seals and opens. An
+//! application's own purposes ([`Purpose::custom`]) are sealed and opened by the application
+//! through [`Sealer`](crate::envelope::Sealer), which records no metrics, so they do not appear
+//! here. Should the library ever count one, it is under the one fixed `kind` `custom`, never its
+//! label: the set of label values stays bounded whatever labels an application picks.
+//!
+//! A refused envelope counts once under `mrtr_envelopes_refused_total` (why it did not open) and
+//! once under `mrtr_requests_refused_total{reason="invalid_envelope"}` (what the client got).
 
 use crate::envelope::Purpose;
 
+/// The `kind` label of `purpose`: one of three fixed values.
 fn kind(purpose: Purpose) -> &'static str {
-    match purpose {
-        Purpose::RequestState => "request_state",
-        Purpose::TaskHandle => "task_handle",
-        Purpose::LegacySession => "legacy_session",
+    if purpose == Purpose::REQUEST_STATE {
+        "request_state"
+    } else if purpose == Purpose::TASK_HANDLE {
+        "task_handle"
+    } else {
+        "custom"
     }
 }
 
@@ -70,4 +78,18 @@ pub(crate) fn failed_closed(reason: &'static str) {
     metrics::counter!("mrtr_answers_failed_closed_total", "reason" => reason).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = reason;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_bounded_whatever_the_label() {
+        assert_eq!(kind(Purpose::REQUEST_STATE), "request_state");
+        assert_eq!(kind(Purpose::TASK_HANDLE), "task_handle");
+        for label in ["my-app/v1/resume-token", "other-app/v7/cursor"] {
+            assert_eq!(kind(Purpose::custom(label, "token")), "custom");
+        }
+    }
 }

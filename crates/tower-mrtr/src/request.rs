@@ -334,8 +334,8 @@ impl Request<'_> {
             arguments = ArgumentsBinding::Digest(digest);
         }
         let opened = self
-            .open(Purpose::RequestState, &binding, state)
-            .map_err(|reason| self.refuse(method, Purpose::RequestState, &reason))?;
+            .open(Purpose::REQUEST_STATE, &binding, state)
+            .map_err(|reason| self.refuse(method, Purpose::REQUEST_STATE, &reason))?;
         verify_mirrored_headers(parts, method, target, false, self.id)?;
 
         // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
@@ -374,7 +374,7 @@ impl Request<'_> {
     ) -> Result<(Bytes, ResponsePlan), Rejection> {
         let invalid = || Rejection::InvalidEnvelope {
             id: self.owned_id(),
-            purpose: Purpose::TaskHandle.name(),
+            purpose: Purpose::TASK_HANDLE.name(),
         };
         let params = self.params.ok_or_else(invalid)?;
         if params.request_state.is_some() {
@@ -392,8 +392,8 @@ impl Request<'_> {
         }
         let principal = self.principal(parts, method)?;
         let opened = self
-            .open(Purpose::TaskHandle, &task_binding(principal.as_deref()), raw)
-            .map_err(|reason| self.refuse(method, Purpose::TaskHandle, &reason))?;
+            .open(Purpose::TASK_HANDLE, &task_binding(principal.as_deref()), raw)
+            .map_err(|reason| self.refuse(method, Purpose::TASK_HANDLE, &reason))?;
         let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
         let backend_id = json::decode_contents(backend_raw).ok_or_else(invalid)?;
 
@@ -462,7 +462,7 @@ impl Request<'_> {
         let binding = task_binding(principal.as_deref());
         let invalid = || Rejection::InvalidEnvelope {
             id: self.owned_id(),
-            purpose: Purpose::TaskHandle.name(),
+            purpose: Purpose::TASK_HANDLE.name(),
         };
         let mut route: Option<Route> = None;
         // Backend id → the first handle the client sent for it; backend ids in request order.
@@ -474,8 +474,8 @@ impl Request<'_> {
                 continue; // the same handle twice: opened once, forwarded once
             }
             let opened = self
-                .open(Purpose::TaskHandle, &binding, raw)
-                .map_err(|reason| self.refuse(method, Purpose::TaskHandle, &reason))?;
+                .open(Purpose::TASK_HANDLE, &binding, raw)
+                .map_err(|reason| self.refuse(method, Purpose::TASK_HANDLE, &reason))?;
             if route.as_ref().is_some_and(|r| *r != opened.route) {
                 return Err(Rejection::MixedTaskRoutes { id: self.owned_id() });
             }

@@ -163,7 +163,7 @@ impl Rewriter {
         let handle = self
             .sealer
             .seal(
-                Purpose::TaskHandle,
+                Purpose::TASK_HANDLE,
                 &task_binding(ctx.principal.as_deref()),
                 &sealed,
             )
@@ -172,7 +172,7 @@ impl Rewriter {
             return Err(Unrelayable::EnvelopeTooLong);
         }
         let span = json::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
-        metrics::sealed(Purpose::TaskHandle, handle.len());
+        metrics::sealed(Purpose::TASK_HANDLE, handle.len());
         tracing::debug!("task handle sealed");
         Ok(json::splice(body, span, &[b"\"", handle.as_bytes(), b"\""]))
     }
@@ -203,12 +203,12 @@ impl Rewriter {
         })?;
         let envelope = self
             .sealer
-            .seal(Purpose::RequestState, &binding, &sealed)
+            .seal(Purpose::REQUEST_STATE, &binding, &sealed)
             .map_err(|_| Unrelayable::Seal)?;
         if envelope.len() > config.max_envelope_len {
             return Err(Unrelayable::EnvelopeTooLong);
         }
-        metrics::sealed(Purpose::RequestState, envelope.len());
+        metrics::sealed(Purpose::REQUEST_STATE, envelope.len());
         Ok(envelope)
     }
 }

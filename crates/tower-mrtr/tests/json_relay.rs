@@ -1095,8 +1095,8 @@ async fn inner_errors_propagate() {
     assert_eq!(err.to_string(), "connect refused");
 }
 
-/// Only the first `Content-Encoding` used to be checked: `identity` then `gzip` got through
-/// unread. Every value of every such header must be `identity`, both ways.
+/// Every value of every `Content-Encoding` header must be `identity`, both ways: checking only
+/// the first would let `identity` then `gzip` through unread.
 #[tokio::test]
 async fn every_content_encoding_value_must_be_identity() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
@@ -1206,7 +1206,8 @@ async fn answers_with_conflicting_content_types_fail_closed() {
     );
 }
 
-/// `ttl(Duration::MAX)` used to panic on the first answer (`SystemTime + Duration` overflow).
+/// `ttl(Duration::MAX)` saturates at the end of the clock, where `SystemTime + Duration` would
+/// overflow and panic on the first answer.
 #[tokio::test]
 async fn an_unbounded_ttl_saturates_instead_of_panicking() {
     let layer = MrtrLayer::with_shared_keyring(keyring()).ttl(Duration::MAX);

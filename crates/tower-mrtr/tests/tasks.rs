@@ -451,8 +451,8 @@ async fn tool_output_equal_to_a_task_id_is_not_rewritten() {
     );
 }
 
-/// A batch used to skip task-handle protection both ways: batched follow-ups went out with a raw
-/// id and no `-32021` gate, and a batched task result showed the raw id.
+/// A batch gets no way around task-handle protection, either way: a batched follow-up must not
+/// reach a backend with a raw id or skip the `-32021` gate, nor a batched task result show one.
 #[tokio::test]
 async fn batches_cannot_carry_task_handles_and_batched_task_results_fail_closed() {
     let layer = layer();
@@ -498,8 +498,8 @@ async fn batches_cannot_carry_task_handles_and_batched_task_results_fail_closed(
     );
 }
 
-/// One handle repeated 10,000 times used to make every answer event cost a search per id. Now a
-/// filter names at most 100 handles, each once.
+/// Each entry of a filter costs a decryption on the request path, so a filter is refused beyond
+/// 100 entries (repeats count), and the backend hears of each task once however it is named.
 #[tokio::test]
 async fn listen_filters_are_capped_and_deduplicated() {
     let layer = layer();
@@ -540,7 +540,8 @@ async fn listen_filters_are_capped_and_deduplicated() {
     );
 }
 
-/// `max_task_ttl(Duration::MAX)` used to panic on the first task result.
+/// `max_task_ttl(Duration::MAX)` means no cap: the expiry saturates at the end of the clock,
+/// where `SystemTime + Duration` would overflow and panic on the first task result.
 #[tokio::test]
 async fn an_unbounded_task_ttl_saturates_instead_of_panicking() {
     let layer = layer().max_task_ttl(Duration::MAX);

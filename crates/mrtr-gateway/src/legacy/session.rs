@@ -2,9 +2,10 @@
 //! modern one, carried by the client instead of stored by the gateway.
 //!
 //! At `initialize` the gateway seals the negotiated protocol version, the client's `clientInfo`
-//! and `capabilities` and an expiry into an envelope (tower-mrtr's [`Sealer`], its own purpose
-//! label) bound to the principal, and hands it out as the session id. Every later request of the
-//! session carries it back; any replica holding the keyring opens it. A session id that does not
+//! and `capabilities` and an expiry into an envelope (tower-mrtr's [`Sealer`], under the
+//! gateway's own [purpose](SESSION_PURPOSE)) bound to the principal, and hands it out as the
+//! session id. Every later request of the session carries it back; any replica holding the
+//! keyring opens it. A session id that does not
 //! open (tampered, expired, sealed for another principal, under a retired key) is "not found",
 //! which a legacy client answers by starting a new session.
 //!
@@ -43,6 +44,12 @@ use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{KeyringHandle, Route};
 
 use crate::jsonrpc::RawObject;
+
+/// The purpose of session envelopes: the gateway's own, not one of tower-mrtr's. Its label is
+/// the one session ids were sealed with when tower-mrtr still defined this purpose itself; the
+/// bytes must never change, or every session id handed out before stops opening (its clients
+/// would all start new sessions at once).
+pub const SESSION_PURPOSE: Purpose = Purpose::custom("tower-mrtr/v2/legacy-session", "session id");
 
 /// The binding's method field for session envelopes (the purpose label already separates them
 /// from request states and task handles; this names what the binding is about).
@@ -220,7 +227,7 @@ impl SessionSealer {
         };
         let id = self
             .sealer()
-            .seal(Purpose::LegacySession, &binding(principal), &sealed)
+            .seal(SESSION_PURPOSE, &binding(principal), &sealed)
             .map_err(|_| SessionError::Seal)?;
         if id.len() > MAX_SESSION_ID_LEN {
             return Err(SessionError::TooLarge);
@@ -235,10 +242,7 @@ impl SessionSealer {
             tracing::debug!("legacy session id refused: too long");
             return None;
         }
-        let sealed = match self
-            .sealer()
-            .open(Purpose::LegacySession, &binding(principal), id, now)
-        {
+        let sealed = match self.sealer().open(SESSION_PURPOSE, &binding(principal), id, now) {
             Ok(sealed) => sealed,
             Err(error) => {
                 tracing::debug!(reason = error.reason(), "legacy session id refused");
@@ -319,6 +323,58 @@ mod tests {
         assert!(self::sealer().open(&id, None, now).is_none());
     }
 
+    /// The gateway's session-id vector in `docs/envelope.md`, produced by
+    /// `scripts/envelope_vectors.py` (Python, libsodium) with the label bytes
+    /// `tower-mrtr/v2/legacy-session`, which tower-mrtr used for this purpose before the purpose
+    /// moved into the gateway.
+    const SESSION_VECTOR: &str = "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_vH0sr7BPHrl96hYCo69QQwhmd_JhmyJMkwW3ijtT3Nh9ZgKLP4y-BJE4kC4JamlJ9klWbWKXk-TosZYNw16qkhxpquCvWAmOU8CRkTVFUtjyX3519IB0MZ3qrRkQrCtM4MuH1stPbi_SXRwSOOVZ5RgHv17RuAyg";
+
+    /// Key `k1` = bytes 0x00..=0x1f, the key of the envelope test vectors.
+    const VECTOR_KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+
+    #[test]
+    fn session_ids_sealed_with_the_old_label_still_open() {
+        let expires_at = std::time::UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+        let keyring: Arc<Keyring> = Arc::new(VECTOR_KEYS.parse().unwrap());
+        let sessions = SessionSealer::new(
+            KeyringHandle::from_shared(keyring.clone()),
+            Duration::from_secs(60),
+        );
+        let before = expires_at - Duration::from_millis(1);
+
+        let opened = sessions
+            .open(SESSION_VECTOR, Some("alice"), before)
+            .expect("opens");
+        assert_eq!(opened.protocol_version(), "2025-11-25");
+        assert_eq!(
+            opened.client_info().get(),
+            r#"{"name":"claude-desktop","version":"1.0"}"#
+        );
+        assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
+        assert_eq!(opened.expires_at(), expires_at);
+        assert!(sessions.open(SESSION_VECTOR, Some("bob"), before).is_none());
+        assert!(sessions.open(SESSION_VECTOR, Some("alice"), expires_at).is_none());
+
+        // And what the gateway seals today is that envelope, byte for byte, given its nonce.
+        assert_eq!(SESSION_PURPOSE.label(), b"tower-mrtr/v2/legacy-session");
+        let session = Session::new(
+            "2025-11-25",
+            r#"{"name":"claude-desktop","version":"1.0"}"#,
+            r#"{"elicitation":{}}"#,
+        )
+        .unwrap();
+        let sealed = Sealed {
+            route: Route::new(SESSION_ROUTE),
+            state: Some(serde_json::to_string(&session).unwrap()),
+            expires_at,
+        };
+        let nonce: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
+        let wire = Sealer::new(keyring)
+            .seal_with_nonce(SESSION_PURPOSE, &binding(Some("alice")), &sealed, nonce)
+            .unwrap();
+        assert_eq!(wire, SESSION_VECTOR);
+    }
+
     #[test]
     fn a_session_id_is_never_a_request_state() {
         let keyring = Arc::new(Keyring::generate("k1").unwrap());
@@ -333,8 +389,20 @@ mod tests {
         let raw = Sealer::new(keyring);
         for method in ["tools/call", "prompts/get", "resources/read"] {
             assert!(
-                raw.open(Purpose::RequestState, &Binding::new(method, None, None), &id, now)
-                    .is_err()
+                raw.open(
+                    Purpose::REQUEST_STATE,
+                    &Binding::new(method, None, None),
+                    &id,
+                    now
+                )
+                .is_err()
+            );
+        }
+        for purpose in [Purpose::REQUEST_STATE, Purpose::TASK_HANDLE] {
+            assert_eq!(
+                raw.open(purpose, &binding(None), &id, now),
+                Err(tower_mrtr::envelope::OpenError::Authentication),
+                "{purpose:?}, even with the session's own binding"
             );
         }
     }
