@@ -44,6 +44,7 @@ use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
 use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, RawObject};
+use crate::upstream::sse::is_sse;
 use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
 /// The body of the gateway's own legacy answers.
@@ -520,11 +521,4 @@ where
             }
         }
     }
-}
-
-fn is_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }

@@ -35,6 +35,8 @@ use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tower_mrtr::BoxError;
 
+use crate::upstream::sse::EventReader;
+
 /// Why the modern answer could not be read.
 #[derive(Debug)]
 pub enum StreamError {
@@ -57,13 +59,11 @@ impl fmt::Display for StreamError {
 #[derive(Debug)]
 pub struct Messages<B> {
     body: B,
-    sse: bool,
     max: usize,
-    /// Unparsed bytes (SSE: from the start of an incomplete line).
+    /// `Some` for an SSE answer: its events are read by the gateway's one SSE reader.
+    events: Option<EventReader>,
+    /// A JSON answer's bytes.
     buffer: BytesMut,
-    /// The `data` of the event being read.
-    data: Vec<u8>,
-    has_data: bool,
     ended: bool,
 }
 
@@ -77,11 +77,9 @@ where
     pub fn new(sse: bool, body: B, max: usize) -> Self {
         Self {
             body,
-            sse,
             max,
+            events: sse.then(EventReader::new),
             buffer: BytesMut::new(),
-            data: Vec::new(),
-            has_data: false,
             ended: false,
         }
     }
@@ -89,9 +87,7 @@ where
     /// The next message; `None` at the end of the answer.
     pub async fn next(&mut self) -> Result<Option<Bytes>, StreamError> {
         loop {
-            if self.sse
-                && let Some(message) = self.parse_events()?
-            {
+            if let Some(message) = self.events.as_mut().and_then(EventReader::next_event) {
                 return Ok(Some(message));
             }
             if self.ended {
@@ -101,10 +97,18 @@ where
                 None => self.ended = true,
                 Some(Err(e)) => return Err(StreamError::Body(e.into())),
                 Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buffer.extend_from_slice(&data);
-                    }
-                    if self.buffer.len() + self.data.len() > self.max {
+                    let Ok(data) = frame.into_data() else { continue };
+                    let held = match &mut self.events {
+                        Some(events) => {
+                            events.push(&data);
+                            events.held()
+                        }
+                        None => {
+                            self.buffer.extend_from_slice(&data);
+                            self.buffer.len()
+                        }
+                    };
+                    if held > self.max {
                         return Err(StreamError::TooLarge);
                     }
                 }
@@ -113,69 +117,14 @@ where
     }
 
     fn finish(&mut self) -> Option<Bytes> {
-        if !self.sse {
-            let body = std::mem::take(&mut self.buffer);
-            return (!body.is_empty()).then(|| body.freeze());
-        }
-        // An unterminated last line and event still count.
-        if !self.buffer.is_empty() {
-            let line = std::mem::take(&mut self.buffer);
-            self.field(&line);
-        }
-        self.dispatch()
-    }
-
-    /// Consumes complete lines; returns the first complete event's data, if any.
-    fn parse_events(&mut self) -> Result<Option<Bytes>, StreamError> {
-        loop {
-            let Some(end) = self.buffer.iter().position(|&b| b == b'\n' || b == b'\r') else {
-                return Ok(None);
-            };
-            // A lone `\r` at the end of the buffer may be the first half of `\r\n`.
-            let crlf = self.buffer[end] == b'\r';
-            if crlf && end + 1 == self.buffer.len() && !self.ended {
-                return Ok(None);
-            }
-            let skip = if crlf && self.buffer.get(end + 1) == Some(&b'\n') {
-                2
-            } else {
-                1
-            };
-            let line = self.buffer.split_to(end + skip);
-            let line = &line[..end];
-            if line.is_empty() {
-                if let Some(message) = self.dispatch() {
-                    return Ok(Some(message));
-                }
-            } else {
-                self.field(line);
-                if self.data.len() > self.max {
-                    return Err(StreamError::TooLarge);
-                }
+        match &mut self.events {
+            // An unterminated last line and event still count.
+            Some(events) => events.finish(),
+            None => {
+                let body = std::mem::take(&mut self.buffer);
+                (!body.is_empty()).then(|| body.freeze())
             }
         }
-    }
-
-    fn field(&mut self, line: &[u8]) {
-        let Some(value) = line.strip_prefix(b"data") else {
-            return; // comments, event:, id:, retry: mean nothing to the bridge
-        };
-        let value = match value {
-            [] => value,
-            [b':', rest @ ..] => rest.strip_prefix(b" ").unwrap_or(rest),
-            _ => return, // another field whose name starts with "data"
-        };
-        if self.has_data {
-            self.data.push(b'\n');
-        }
-        self.data.extend_from_slice(value);
-        self.has_data = true;
-    }
-
-    fn dispatch(&mut self) -> Option<Bytes> {
-        let had = std::mem::take(&mut self.has_data);
-        let data = std::mem::take(&mut self.data);
-        (had && !data.is_empty()).then(|| Bytes::from(data))
     }
 }
 

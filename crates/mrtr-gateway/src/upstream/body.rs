@@ -187,7 +187,7 @@ impl SseEnd {
             data
         } else {
             self.held.extend_from_slice(&data);
-            let complete = super::sse::complete_events(&self.held);
+            let complete = super::sse::complete_len(&self.held);
             if complete == 0 {
                 if self.held.len() <= MAX_HELD {
                     return None;
@@ -209,7 +209,7 @@ impl SseEnd {
             return None;
         }
         self.held.clear();
-        if self.id.is_none() || super::sse::last_sse_response(&self.last).is_some() {
+        if self.id.is_none() || super::sse::last_response(&self.last[..]).is_some() {
             return Some(Bytes::new());
         }
         tracing::warn!(backend = %self.backend, reason, "backend failed mid-stream; ending the client's stream with an error");

@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use tower_mrtr::Route;
 
 use super::body::{BackendBody, ProxyBody};
-use super::sse::{ResponseMessage, complete_events, is_sse, last_sse_response};
+use super::sse::{EventReader, ResponseMessage, is_response, is_sse};
 use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
 
@@ -243,29 +243,35 @@ impl Forwarder {
         let status = response.status();
         let is_sse = is_sse(response.headers());
         let mut body = response.into_body();
+        let too_large = || ForwardError::Unreachable("answer too large to merge".to_owned());
         let read = async {
             let mut buffer = Vec::new();
+            let mut events = EventReader::new();
             while let Some(frame) = body.frame().await {
                 let frame =
                     frame.map_err(|e| ForwardError::Unreachable(format!("reading the answer: {e}")))?;
                 let Ok(data) = frame.into_data() else { continue };
-                let scanned = buffer.len().saturating_sub(3);
-                buffer.extend_from_slice(&data);
-                if buffer.len() > MAX_MERGED_ANSWER {
-                    return Err(ForwardError::Unreachable("answer too large to merge".to_owned()));
+                if !is_sse {
+                    buffer.extend_from_slice(&data);
+                    if buffer.len() > MAX_MERGED_ANSWER {
+                        return Err(too_large());
+                    }
+                    continue;
+                }
+                events.push(&data);
+                if events.held() > MAX_MERGED_ANSWER {
+                    return Err(too_large());
                 }
                 // A stream that stays open after its response (keep-alives) must not hold the
-                // merge: look for the response whenever a chunk completes an event.
-                let completed = complete_events(&buffer[scanned..]);
-                if is_sse
-                    && completed > 0
-                    && let Some(message) = last_sse_response(&buffer[..scanned + completed])
-                {
-                    return Ok(Some(message));
+                // merge: the response is taken as soon as its event is complete.
+                while let Some(event) = events.next_event() {
+                    if is_response(&event) {
+                        return Ok(Some(event));
+                    }
                 }
             }
             Ok(if is_sse {
-                last_sse_response(&buffer)
+                events.finish().filter(|event| is_response(event))
             } else {
                 Some(Bytes::from(buffer))
             })
