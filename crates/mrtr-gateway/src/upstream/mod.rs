@@ -23,7 +23,7 @@
 pub mod body;
 pub mod forward;
 pub mod health;
-pub mod sse;
+pub(crate) mod sse;
 
 use std::fmt;
 use std::str::FromStr;
