@@ -38,7 +38,7 @@ use crate::config::GatewayConfig;
 use crate::front::drain::Lifecycle;
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, HttpLayer, HttpService};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
-use crate::front::origin::{Guard, HostPolicy};
+use crate::front::origin::Guard;
 use crate::front::server::Server;
 use crate::front::shed::LoadShed;
 use crate::front::{FrontLayer, Gateway, MCP_PATH};
@@ -61,9 +61,9 @@ pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
 /// If `config.backends` is empty.
 pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
     let proxy = Proxy::new(
-        backends_with_defaults(config),
-        config.catalog_ttl,
-        config.backend_timeout,
+        config.backends_with_defaults(),
+        config.settings.catalog_ttl.into(),
+        config.settings.backend_timeout.into(),
     );
     service_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
 }
@@ -90,21 +90,15 @@ fn service_with(
 
 /// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path and the body deadline.
 fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
-    let hosts = config.hosts.clone().unwrap_or_else(|| {
-        if listen.ip().is_loopback() {
-            HostPolicy::loopback()
-        } else {
-            HostPolicy::any()
-        }
-    });
+    let settings = &config.settings;
     let guard = Guard {
-        origins: config.origins.clone(),
-        hosts,
+        origins: settings.origins(),
+        hosts: settings.hosts(listen),
     };
     FrontLayer::new(
         guard,
-        LoadShed::new(config.max_in_flight),
-        config.request_body_timeout,
+        LoadShed::new(settings.max_in_flight.get()),
+        settings.request_body_timeout.into(),
     )
 }
 
@@ -112,8 +106,8 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
 /// comparison; it also answers the 405s on `/mcp`.
 fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
     let front = legacy::Front::new(config.legacy.clone(), keys)
-        .principal_header(config.principal_header.clone())
-        .max_request_body(config.max_request_body);
+        .principal_header(config.settings.principal_header.clone())
+        .max_request_body(config.settings.max_request_body);
     match &config.clock {
         Some(clock) => front.clock(clock.clone()),
         None => front,
@@ -123,12 +117,12 @@ fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
 /// Step 6: the MRTR layer, with the configured expiry, body limit, clock and principal.
 fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
     let mut layer = MrtrLayer::with_keyring_handle(keys)
-        .ttl(config.envelope_ttl)
-        .max_request_body(config.max_request_body);
+        .ttl(config.settings.envelope_ttl.into())
+        .max_request_body(config.settings.max_request_body);
     if let Some(clock) = &config.clock {
         layer = layer.clock(clock.clone());
     }
-    if let Some(header) = config.principal_header.clone() {
+    if let Some(header) = config.settings.principal_header.clone() {
         layer = layer.bind_principal(move |parts| {
             parts
                 .headers
@@ -138,25 +132,6 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
         });
     }
     layer
-}
-
-/// The configured backends, with the gateway's defaults where a backend has no setting of its
-/// own.
-fn backends_with_defaults(config: &GatewayConfig) -> Vec<Backend> {
-    config
-        .backends
-        .iter()
-        .map(|backend| {
-            let mut backend = backend.clone();
-            if backend.idle_timeout().is_none() {
-                backend = backend.with_idle_timeout(config.backend_idle_timeout);
-            }
-            if backend.stall_timeout().is_none() {
-                backend = backend.with_stall_timeout(config.backend_stall_timeout);
-            }
-            backend
-        })
-        .collect()
 }
 
 /// A running gateway.
@@ -273,12 +248,12 @@ pub async fn start_with_keys(
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let proxy = Proxy::new(
-        backends_with_defaults(&config),
-        config.catalog_ttl,
-        config.backend_timeout,
+        config.backends_with_defaults(),
+        config.settings.catalog_ttl.into(),
+        config.settings.backend_timeout.into(),
     );
     let probe = config
-        .health_interval
+        .health_interval()
         .map(|interval| tokio::spawn(readiness::probe(proxy.clone(), interval)));
     let app = service_with(&config, keys.clone(), proxy, addr);
     let (stop, stopped) = watch::channel(false);
@@ -288,10 +263,10 @@ pub async fn start_with_keys(
         listener,
         service: app,
         tls: config.listener_tls.clone(),
-        drain: Some((lifecycle.clone(), config.drain)),
+        drain: Some((lifecycle.clone(), config.settings.drain())),
         stop: stopped,
         accepting: accepting.clone(),
-        limits: config.client_limits,
+        limits: config.settings.client_limits(),
     };
     Ok(RunningGateway {
         addr,
@@ -303,6 +278,6 @@ pub async fn start_with_keys(
         lifecycle,
         accepting,
         backends: config.backends,
-        ready_rule: config.ready_rule,
+        ready_rule: config.settings.ready_backends,
     })
 }

@@ -44,7 +44,7 @@
 
 pub mod app;
 pub mod cli;
-mod config;
+pub mod config;
 pub mod front;
 pub mod jsonrpc;
 pub mod legacy;
@@ -55,7 +55,9 @@ pub mod tls;
 pub mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
-pub use config::GatewayConfig;
+pub use config::{
+    BackendName, BackendSpec, BackendUrl, GatewayConfig, HeaderSource, PositiveSeconds, Seconds, Settings,
+};
 pub use front::origin::{HostPolicy, OriginPolicy};
 pub use front::server::ClientLimits;
 pub use front::{Gateway, MCP_PATH};

@@ -50,10 +50,14 @@ headers.x-tenant = {{ value = "acme" }}
         token.display()
     );
     let env = |name: &str| (name == "CRM_API_KEY").then(|| "api-key-from-env".to_owned());
-    let file = config_file::parse(&text, "gateway.toml", env).unwrap();
-    let backends: Vec<_> = file.backends.into_iter().map(|entry| entry.backend).collect();
+    let file = config_file::parse(&text, "gateway.toml").unwrap();
+    let backends: Vec<_> = file
+        .backend
+        .iter()
+        .map(|spec| spec.resolve(None, &env).unwrap())
+        .collect();
     let mut config = GatewayConfig::new(backends);
-    config.health_interval = Some(std::time::Duration::from_secs(60));
+    config.settings.health_interval = mrtr_gateway::PositiveSeconds::from_secs(60);
     let debug = format!("{config:?}");
     assert!(
         !debug.contains("backend-token") && !debug.contains("api-key-from-env"),

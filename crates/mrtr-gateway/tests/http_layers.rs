@@ -99,7 +99,7 @@ async fn a_gzip_bomb_is_refused_at_the_body_limit() {
         .await
         .unwrap();
     let config = GatewayConfig::new(vec![Backend::new("alpha", &alpha.url()).unwrap()]);
-    let limit = config.max_request_body;
+    let limit = config.settings.max_request_body;
     let gateway = gateway(config).await;
 
     // 16 times the limit once decoded, a few KiB on the wire.

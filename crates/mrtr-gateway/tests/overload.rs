@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Answer, TIMEOUT, gateway, mcp_post, start_backend};
-use mrtr_gateway::Backend;
+use mrtr_gateway::{Backend, PositiveSeconds, Seconds};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,7 +38,7 @@ fn head(addr: std::net::SocketAddr, content_length: usize, extra: &str) -> Strin
 async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
     let (url, _) = start_backend(Answer::JsonAfter(Duration::from_millis(500)), None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.max_in_flight = 2;
+        config.settings.max_in_flight = 2.try_into().unwrap();
     })
     .await;
     let client = reqwest::Client::new();
@@ -72,7 +72,7 @@ async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
 async fn a_request_body_sent_a_byte_at_a_time_is_cut_off() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.request_body_timeout = Duration::from_millis(300);
+        config.settings.request_body_timeout = PositiveSeconds(Duration::from_millis(300));
     })
     .await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}).to_string();
@@ -108,7 +108,7 @@ async fn a_request_body_sent_a_byte_at_a_time_is_cut_off() {
 async fn idle_keep_alive_connections_are_closed() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.client_limits.idle_timeout = Duration::from_millis(300);
+        config.settings.client_idle_timeout = PositiveSeconds(Duration::from_millis(300));
     })
     .await;
     // One answer on a keep-alive connection, then the gateway closes it: the connection's
@@ -138,8 +138,8 @@ async fn idle_keep_alive_connections_are_closed() {
 async fn too_many_or_too_large_headers_get_431() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.client_limits.max_headers = 20;
-        config.client_limits.max_header_bytes = 8192;
+        config.settings.max_headers = 20;
+        config.settings.max_header_bytes = 8192;
     })
     .await;
     let many: String = (0..30).map(|i| format!("x-filler-{i}: {i}\r\n")).collect();
@@ -168,7 +168,7 @@ async fn too_many_or_too_large_headers_get_431() {
 async fn the_default_limit_refuses_the_101st_header_field() {
     let (url, backend_connections) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |_| {}).await;
-    assert_eq!(mrtr_gateway::ClientLimits::default().max_headers, 100);
+    assert_eq!(mrtr_gateway::Settings::default().max_headers, 100);
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let addr = gateway.addr();
     let send = |fields: usize| {
@@ -197,7 +197,7 @@ async fn the_default_limit_refuses_the_101st_header_field() {
 async fn connections_over_the_limit_wait_until_one_closes() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.client_limits.max_connections = 1;
+        config.settings.max_connections = 1.try_into().unwrap();
     })
     .await;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
@@ -238,9 +238,9 @@ async fn connections_over_the_limit_wait_until_one_closes() {
 async fn a_request_queued_in_the_backlog_when_the_listener_closes_is_answered() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.client_limits.max_connections = 1;
-        config.drain.delay = Duration::from_millis(200);
-        config.drain.timeout = Duration::from_secs(5);
+        config.settings.max_connections = 1.try_into().unwrap();
+        config.settings.drain_delay = Seconds(Duration::from_millis(200));
+        config.settings.drain_timeout = Seconds(Duration::from_secs(5));
     })
     .await;
     let addr = gateway.addr();

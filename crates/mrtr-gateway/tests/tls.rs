@@ -38,7 +38,7 @@ fn alpha_router() -> axum::Router {
 async fn gateway(backend: Backend) -> RunningGateway {
     let mut config = GatewayConfig::new(vec![backend]);
     // The probe is one more request that must fail without the right certificates.
-    config.health_interval = Some(std::time::Duration::from_secs(60));
+    config.settings.health_interval = mrtr_gateway::PositiveSeconds::from_secs(60);
     start(
         config,
         Keyring::generate("k1").unwrap(),

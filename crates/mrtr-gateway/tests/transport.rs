@@ -111,7 +111,7 @@ async fn a_backend_dying_mid_stream_ends_the_stream_with_an_error_event() {
 async fn a_stalled_backend_stream_ends_with_an_error_event() {
     let (url, _) = start_backend(Answer::SseThenStall, None).await;
     let gateway = gateway(Backend::new("alpha", &url).unwrap(), |config| {
-        config.backend_stall_timeout = Duration::from_millis(300);
+        config.settings.backend_stall_timeout = mrtr_gateway::PositiveSeconds(Duration::from_millis(300));
     })
     .await;
     let text = whole_answer(&gateway.url(), 9, "tools/call", json!({"name": "work"})).await;

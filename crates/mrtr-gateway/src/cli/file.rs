@@ -1,330 +1,30 @@
-//! `--config gateway.toml`: every setting the flags have, with the flags' names as keys, plus
-//! per-backend sections (`[[backend]]`: URL, timeout, TLS, static headers). Flags given on the
-//! command line override the file (see [`crate::cli`]). `docs/gateway.toml` is a complete,
-//! commented example.
+//! `--config gateway.toml`: the [`Settings`] as a TOML file, each key named like its flag
+//! (without `--`), plus `[[backend]]` sections for the backends ([`BackendSpec`]: URL, timeouts,
+//! TLS files, static headers). Flags given on the command line override the file (see
+//! [`crate::cli`]). `docs/gateway.toml` is a complete, commented example.
 //!
 //! Unknown keys and bad values are errors that name the file, the line, the section and the key.
-//! Header values (credentials) come from the file itself, an environment variable or a file, and
-//! never appear in an error message or in `Debug` output.
+//! Header values (credentials) are only read when the backends are resolved, from the file
+//! itself, an environment variable or a file, and never appear in an error message or in
+//! `Debug` output.
 //!
-//! ```
-//! use mrtr_gateway::cli::file::parse;
-//!
-//! let env = |name: &str| (name == "JIRA_TOKEN").then(|| "t0ken".to_owned());
-//! let text = r#"
-//! listen = "0.0.0.0:8080"
-//! drain-timeout = 20
-//!
-//! [[backend]]
-//! name = "jira"
-//! url = "https://jira.internal/mcp"
-//! timeout = 15
-//! headers.authorization = { env = "JIRA_TOKEN", prefix = "Bearer " }
-//! "#;
-//! let file = parse(text, "gateway.toml", env).unwrap();
-//! assert_eq!(file.listen.unwrap().to_string(), "0.0.0.0:8080");
-//! assert_eq!(file.backends[0].backend.headers()["authorization"], "Bearer t0ken");
-//! assert!(!format!("{file:?}").contains("t0ken"));
-//!
-//! let error = parse("listen = \"0.0.0.0:8080\"\nlisten-port = 1\n", "gateway.toml", env).unwrap_err();
-//! assert!(error.contains("gateway.toml:2") && error.contains("listen-port"), "{error}");
-//! ```
+//! [`BackendSpec`]: crate::config::BackendSpec
 
-use std::net::SocketAddr;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use http::{HeaderName, HeaderValue};
-use serde::Deserialize;
-use toml::Spanned;
+use crate::config::Settings;
 
-use crate::observe::logging::LogFormat;
-use crate::ops::readiness::ReadyRule;
-use crate::tls::BackendTls;
-use crate::upstream::Backend;
-
-/// The file as written: every key optional, flag names as keys.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct Raw {
-    listen: Option<SocketAddr>,
-    admin_listen: Option<SocketAddr>,
-    keys_file: Option<PathBuf>,
-    principal_header: Option<Spanned<String>>,
-    allowed_origin: Option<Vec<String>>,
-    no_loopback_origins: Option<bool>,
-    allowed_host: Option<Vec<String>>,
-    catalog_ttl: Option<u64>,
-    envelope_ttl: Option<u64>,
-    backend_timeout: Option<u64>,
-    max_request_body: Option<usize>,
-    reload_interval: Option<Spanned<u64>>,
-    health_interval: Option<Spanned<u64>>,
-    ready_backends: Option<ReadyRule>,
-    drain_delay: Option<u64>,
-    drain_timeout: Option<u64>,
-    backend_idle_timeout: Option<Spanned<f64>>,
-    backend_stall_timeout: Option<Spanned<f64>>,
-    max_in_flight: Option<usize>,
-    request_body_timeout: Option<Spanned<f64>>,
-    client_idle_timeout: Option<Spanned<f64>>,
-    max_header_bytes: Option<usize>,
-    max_headers: Option<usize>,
-    max_connections: Option<usize>,
-    log_format: Option<LogFormat>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    backend_ca: Option<PathBuf>,
-    #[serde(default)]
-    backend: Vec<RawBackend>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RawBackend {
-    name: Spanned<String>,
-    url: Spanned<String>,
-    timeout: Option<u64>,
-    idle_timeout: Option<Spanned<f64>>,
-    stall_timeout: Option<Spanned<f64>>,
-    ca_file: Option<PathBuf>,
-    client_cert: Option<PathBuf>,
-    client_key: Option<PathBuf>,
-    #[serde(default)]
-    headers: toml::map::Map<String, toml::Value>,
-}
-
-/// Where a header's value comes from: exactly one of `value`, `env`, `file`, optionally after a
-/// literal `prefix` (for `Bearer `).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HeaderSource {
-    value: Option<String>,
-    env: Option<String>,
-    file: Option<PathBuf>,
-    prefix: Option<String>,
-}
-
-/// One backend from the file, with the TLS files still to be read (the command line may give a
-/// default CA for every backend).
-#[derive(Debug)]
-pub struct BackendEntry {
-    /// Name, URL, timeout and headers.
-    pub backend: Backend,
-    /// The backend's own TLS files.
-    pub tls: BackendTls,
-}
-
-/// The settings a config file gives; `None` where it says nothing.
-#[derive(Debug, Default)]
-#[non_exhaustive]
-pub struct FileSettings {
-    /// `listen`
-    pub listen: Option<SocketAddr>,
-    /// `admin-listen`
-    pub admin_listen: Option<SocketAddr>,
-    /// `keys-file`
-    pub keys_file: Option<PathBuf>,
-    /// `principal-header`
-    pub principal_header: Option<HeaderName>,
-    /// `allowed-origin`
-    pub allowed_origins: Option<Vec<String>>,
-    /// `no-loopback-origins`
-    pub no_loopback_origins: Option<bool>,
-    /// `allowed-host`
-    pub allowed_hosts: Option<Vec<String>>,
-    /// `catalog-ttl`
-    pub catalog_ttl: Option<Duration>,
-    /// `envelope-ttl`
-    pub envelope_ttl: Option<Duration>,
-    /// `backend-timeout`
-    pub backend_timeout: Option<Duration>,
-    /// `max-request-body`
-    pub max_request_body: Option<usize>,
-    /// `reload-interval`
-    pub reload_interval: Option<Duration>,
-    /// `health-interval`
-    pub health_interval: Option<Duration>,
-    /// `ready-backends`
-    pub ready_backends: Option<ReadyRule>,
-    /// `drain-delay`
-    pub drain_delay: Option<Duration>,
-    /// `drain-timeout`
-    pub drain_timeout: Option<Duration>,
-    /// `backend-idle-timeout`
-    pub backend_idle_timeout: Option<Duration>,
-    /// `backend-stall-timeout`
-    pub backend_stall_timeout: Option<Duration>,
-    /// `max-in-flight`
-    pub max_in_flight: Option<usize>,
-    /// `request-body-timeout`
-    pub request_body_timeout: Option<Duration>,
-    /// `client-idle-timeout`
-    pub client_idle_timeout: Option<Duration>,
-    /// `max-header-bytes`
-    pub max_header_bytes: Option<usize>,
-    /// `max-headers`
-    pub max_headers: Option<usize>,
-    /// `max-connections`
-    pub max_connections: Option<usize>,
-    /// `log-format`
-    pub log_format: Option<LogFormat>,
-    /// `tls-cert`
-    pub tls_cert: Option<PathBuf>,
-    /// `tls-key`
-    pub tls_key: Option<PathBuf>,
-    /// `backend-ca`
-    pub backend_ca: Option<PathBuf>,
-    /// `[[backend]]` sections, in order.
-    pub backends: Vec<BackendEntry>,
-}
-
-/// A positive duration in seconds, decimals allowed (`4`, `0.5`): the form of the timeouts
-/// that can usefully be shorter than a second.
-///
-/// ```
-/// use mrtr_gateway::cli::file::parse_seconds;
-///
-/// assert_eq!(parse_seconds("0.5").unwrap().as_millis(), 500);
-/// assert!(parse_seconds("0").is_err() && parse_seconds("-1").is_err() && parse_seconds("x").is_err());
-/// ```
-pub fn parse_seconds(text: &str) -> Result<Duration, String> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| *s > 0.0)
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| format!("expected a positive number of seconds, got {text:?}"))
-}
-
-/// Reads and parses the file at `path`; `env` reads environment variables (header sources).
-pub fn load(path: &Path, env: impl Fn(&str) -> Option<String>) -> Result<FileSettings, String> {
+/// Reads and parses the file at `path`.
+pub fn load(path: &Path) -> Result<Settings, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the config file {}: {e}", path.display()))?;
-    parse(&text, &path.display().to_string(), env)
+    parse(&text, &path.display().to_string())
 }
 
-/// Parses config text; `origin` names it in errors.
-pub fn parse(text: &str, origin: &str, env: impl Fn(&str) -> Option<String>) -> Result<FileSettings, String> {
-    let located = Locator { text, origin };
-    let raw: Raw = toml::from_str(text).map_err(|e| located.error(e.span(), e.message()))?;
-    let seconds = |s: Option<u64>| s.map(Duration::from_secs);
-    let positive = |value: Option<Spanned<u64>>| match value {
-        Some(v) if *v.get_ref() == 0 => Err(located.error(Some(v.span()), "must be at least 1 (second)")),
-        other => Ok(other.map(|v| Duration::from_secs(v.into_inner()))),
-    };
-    let principal_header = raw
-        .principal_header
-        .map(|h| {
-            h.get_ref()
-                .parse::<HeaderName>()
-                .map_err(|e| located.error(Some(h.span()), &format!("not a header name: {e}")))
-        })
-        .transpose()?;
-    let mut backends = Vec::with_capacity(raw.backend.len());
-    for entry in raw.backend {
-        backends.push(backend_entry(entry, &located, &env)?);
-    }
-    Ok(FileSettings {
-        listen: raw.listen,
-        admin_listen: raw.admin_listen,
-        keys_file: raw.keys_file,
-        principal_header,
-        allowed_origins: raw.allowed_origin,
-        no_loopback_origins: raw.no_loopback_origins,
-        allowed_hosts: raw.allowed_host,
-        catalog_ttl: seconds(raw.catalog_ttl),
-        envelope_ttl: seconds(raw.envelope_ttl),
-        backend_timeout: seconds(raw.backend_timeout),
-        max_request_body: raw.max_request_body,
-        reload_interval: positive(raw.reload_interval)?,
-        health_interval: positive(raw.health_interval)?,
-        ready_backends: raw.ready_backends,
-        drain_delay: seconds(raw.drain_delay),
-        drain_timeout: seconds(raw.drain_timeout),
-        backend_idle_timeout: located.seconds(raw.backend_idle_timeout)?,
-        backend_stall_timeout: located.seconds(raw.backend_stall_timeout)?,
-        max_in_flight: raw.max_in_flight,
-        request_body_timeout: located.seconds(raw.request_body_timeout)?,
-        client_idle_timeout: located.seconds(raw.client_idle_timeout)?,
-        max_header_bytes: raw.max_header_bytes,
-        max_headers: raw.max_headers,
-        max_connections: raw.max_connections,
-        log_format: raw.log_format,
-        tls_cert: raw.tls_cert,
-        tls_key: raw.tls_key,
-        backend_ca: raw.backend_ca,
-        backends,
-    })
-}
-
-fn backend_entry(
-    raw: RawBackend,
-    located: &Locator<'_>,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<BackendEntry, String> {
-    let mut backend = Backend::new(raw.name.get_ref(), raw.url.get_ref()).map_err(|e| {
-        let span = if e.to_string().contains("name") {
-            raw.name.span()
-        } else {
-            raw.url.span()
-        };
-        located.error(Some(span), &e.to_string())
-    })?;
-    let name = raw.name.into_inner();
-    if let Some(timeout) = raw.timeout {
-        backend = backend.with_timeout(Duration::from_secs(timeout));
-    }
-    if let Some(idle) = located.seconds(raw.idle_timeout)? {
-        backend = backend.with_idle_timeout(idle);
-    }
-    if let Some(stall) = located.seconds(raw.stall_timeout)? {
-        backend = backend.with_stall_timeout(stall);
-    }
-    for (header, source) in raw.headers {
-        let what = format!("backend {name:?}, header {header:?}");
-        let header_name = header
-            .parse::<HeaderName>()
-            .map_err(|e| located.error_in(&what, &format!("not a header name: {e}")))?;
-        let source = source.try_into::<HeaderSource>().map_err(|e| {
-            located.error_in(
-                &what,
-                &format!("expected {{ value | env | file = …, prefix = … }}: {e}"),
-            )
-        })?;
-        let value = source
-            .resolve(env)
-            .map_err(|problem| located.error_in(&what, &problem))?;
-        // The message never includes the value: it is a credential.
-        let value = HeaderValue::from_str(&value)
-            .map_err(|_| located.error_in(&what, "the value contains characters a header cannot carry"))?;
-        backend = backend.with_header(header_name, value);
-    }
-    let tls = BackendTls {
-        ca_file: raw.ca_file,
-        client_cert: raw.client_cert,
-        client_key: raw.client_key,
-    };
-    Ok(BackendEntry { backend, tls })
-}
-
-impl HeaderSource {
-    fn resolve(self, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
-        let value = match (self.value, self.env, self.file) {
-            (Some(value), None, None) => value,
-            (None, Some(var), None) => env(&var)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("the environment variable {var} is not set or empty"))?,
-            (None, None, Some(path)) => std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-                .trim()
-                .to_owned(),
-            _ => return Err("give exactly one of value, env or file".to_owned()),
-        };
-        Ok(self.prefix.unwrap_or_default() + &value)
-    }
+/// Parses config text over the settings' defaults; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Settings, String> {
+    toml::from_str(text).map_err(|e| Locator { text, origin }.error(e.span(), e.message()))
 }
 
 /// Turns byte spans into `file:line: [section] key: message`.
@@ -359,23 +59,17 @@ impl Locator<'_> {
             None => format!("{}:{line}: {section}{message}", self.origin),
         }
     }
-
-    /// A positive number of seconds (decimals allowed), or an error at its place.
-    fn seconds(&self, value: Option<Spanned<f64>>) -> Result<Option<Duration>, String> {
-        value
-            .map(|v| parse_seconds(&v.get_ref().to_string()).map_err(|e| self.error(Some(v.span()), &e)))
-            .transpose()
-    }
-
-    /// An error about `what`, for values whose position `toml` does not keep (header tables).
-    fn error_in(&self, what: &str, message: &str) -> String {
-        format!("{}: {what}: {message}", self.origin)
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
     use super::*;
+    use crate::config::{BackendSpec, Seconds};
+    use crate::observe::logging::LogFormat;
+    use crate::ops::readiness::ReadyRule;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -428,28 +122,67 @@ client-cert = "/etc/mrtr/b.crt"
 client-key = "/etc/mrtr/b.key"
 headers.x-tenant = { value = "acme" }
 "#;
-        let file = parse(text, "t.toml", no_env).unwrap();
+        let file = parse(text, "t.toml").unwrap();
         assert_eq!(file.admin_listen.unwrap().port(), 9090);
-        assert_eq!(file.ready_backends, Some(ReadyRule::All));
-        assert_eq!(file.drain_timeout, Some(Duration::from_secs(25)));
-        assert_eq!(file.backends.len(), 2);
-        let b = &file.backends[1];
-        assert_eq!(b.backend.timeout(), Some(Duration::from_secs(5)));
-        assert_eq!(b.tls.client_key.as_deref(), Some(Path::new("/etc/mrtr/b.key")));
-        assert_eq!(b.backend.headers()["x-tenant"], "acme");
-        assert_eq!(b.backend.idle_timeout(), Some(Duration::from_millis(500)));
-        assert_eq!(b.backend.stall_timeout(), Some(Duration::from_secs(30)));
-        assert_eq!(file.backend_idle_timeout, Some(Duration::from_millis(2500)));
-        assert_eq!(file.backend_stall_timeout, Some(Duration::from_secs(120)));
+        assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys")));
+        assert_eq!(file.principal_header.as_ref().map(|h| h.as_str()), Some("x-user"));
+        assert_eq!(file.allowed_origin, ["https://app.example.com"]);
+        assert!(file.no_loopback_origins);
+        assert_eq!(file.allowed_host, ["mcp.example.com"]);
+        let seconds = |s: Seconds| s.0.as_secs();
         assert_eq!(
-            (file.max_in_flight, file.max_header_bytes, file.max_headers),
-            (Some(64), Some(16384), Some(50))
+            (
+                seconds(file.catalog_ttl),
+                seconds(file.envelope_ttl),
+                seconds(file.backend_timeout)
+            ),
+            (31, 601, 61)
         );
-        assert_eq!(file.max_connections, Some(2000));
-        assert_eq!(file.request_body_timeout, Some(Duration::from_secs(10)));
-        assert_eq!(file.client_idle_timeout, Some(Duration::from_secs(20)));
-        assert_eq!(file.log_format, Some(LogFormat::Json));
-        let zero = parse("backend-idle-timeout = 0\n", "t.toml", no_env).unwrap_err();
+        assert_eq!(file.max_request_body, 1000);
+        assert_eq!(file.reload_interval.0, Duration::from_secs(2));
+        assert_eq!(file.health_interval.map(|s| s.0), Some(Duration::from_secs(3)));
+        assert_eq!(file.ready_backends, ReadyRule::All);
+        assert_eq!((seconds(file.drain_delay), seconds(file.drain_timeout)), (4, 25));
+        assert_eq!(file.backend_idle_timeout.0, Duration::from_millis(2500));
+        assert_eq!(file.backend_stall_timeout.0, Duration::from_secs(120));
+        assert_eq!(
+            (file.max_in_flight.get(), file.max_header_bytes, file.max_headers),
+            (64, 16384, 50)
+        );
+        assert_eq!(file.max_connections.get(), 2000);
+        assert_eq!(file.request_body_timeout.0, Duration::from_secs(10));
+        assert_eq!(file.client_idle_timeout.0, Duration::from_secs(20));
+        assert_eq!(file.log_format, LogFormat::Json);
+        assert_eq!(file.tls_cert.as_deref(), Some(Path::new("/etc/mrtr/tls.crt")));
+        assert_eq!(file.tls_key.as_deref(), Some(Path::new("/etc/mrtr/tls.key")));
+        assert_eq!(file.backend_ca.as_deref(), Some(Path::new("/etc/mrtr/ca.pem")));
+
+        assert_eq!(file.backend.len(), 2);
+        let b = &file.backend[1];
+        assert_eq!((b.name.as_str(), b.url.as_str()), ("b", "https://b.internal/mcp"));
+        assert_eq!(b.timeout.map(|s| s.0), Some(Duration::from_secs(5)));
+        assert_eq!(b.idle_timeout.map(|s| s.0), Some(Duration::from_millis(500)));
+        assert_eq!(b.stall_timeout.map(|s| s.0), Some(Duration::from_secs(30)));
+        assert_eq!(b.ca_file.as_deref(), Some(Path::new("/etc/mrtr/b-ca.pem")));
+        assert_eq!(b.client_cert.as_deref(), Some(Path::new("/etc/mrtr/b.crt")));
+        assert_eq!(b.client_key.as_deref(), Some(Path::new("/etc/mrtr/b.key")));
+        let a = file.backend[0].resolve(None, &no_env).unwrap();
+        assert_eq!(a.url().to_string(), "http://127.0.0.1:9001/mcp");
+        let tenant = BackendSpec {
+            url: "http://b.internal/mcp".to_owned().try_into().unwrap(),
+            ..b.clone()
+        };
+        let tenant = BackendSpec {
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            ..tenant
+        };
+        assert_eq!(
+            tenant.resolve(None, &no_env).unwrap().headers()["x-tenant"],
+            "acme"
+        );
+        let zero = parse("backend-idle-timeout = 0\n", "t.toml").unwrap_err();
         assert!(zero.contains("t.toml:1") && zero.contains("positive"), "{zero}");
     }
 
@@ -457,15 +190,15 @@ headers.x-tenant = { value = "acme" }
     #[test]
     fn the_documented_example_parses() {
         let env = |name: &str| (name == "JIRA_MCP_TOKEN").then(|| "t".to_owned());
-        let file = parse(
-            include_str!("../../../../docs/gateway.toml"),
-            "docs/gateway.toml",
-            env,
-        )
-        .unwrap();
-        assert_eq!(file.backends.len(), 3);
+        let file = parse(include_str!("../../../../docs/gateway.toml"), "docs/gateway.toml").unwrap();
+        assert_eq!(file.backend.len(), 3);
         assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys/keys")));
-        assert!(file.backends[2].tls.client_cert.is_some());
+        assert!(file.backend[2].client_cert.is_some());
+        // The plain-HTTP backend with a header from the environment resolves as documented.
+        let jira = file.backend.iter().find(|b| !b.headers.is_empty()).unwrap();
+        if jira.url.as_str().starts_with("http://") {
+            assert!(jira.resolve(None, &env).is_ok());
+        }
     }
 
     #[test]
@@ -476,7 +209,12 @@ headers.x-tenant = { value = "acme" }
             ("ready-backends = \"most\"\n", "t.toml:1: ready-backends:"),
             (
                 "reload-interval = 0\n",
-                "t.toml:1: reload-interval: must be at least 1",
+                "t.toml:1: reload-interval: expected a positive number of seconds, got 0",
+            ),
+            ("max-in-flight = 0\n", "t.toml:1: max-in-flight:"),
+            (
+                "listen = \"127.0.0.1:7000\"\nlisten_port = 1\n",
+                "t.toml:2: listen_port: unknown field",
             ),
             (
                 "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\ntimout = 3\n",
@@ -490,9 +228,13 @@ headers.x-tenant = { value = "acme" }
                 "[[backend]]\nname = \"a\"\nurl = \"ftp://x/mcp\"\n",
                 "t.toml:3: [[backend]] url:",
             ),
+            (
+                "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"v\", env = \"E\" }\n",
+                "t.toml:4: [[backend]] headers.x: give exactly one of value, env or file",
+            ),
         ];
         for (text, expected) in cases {
-            let error = parse(text, "t.toml", no_env).unwrap_err();
+            let error = parse(text, "t.toml").unwrap_err();
             assert!(
                 error.starts_with(expected),
                 "{text:?} gave {error:?}, expected {expected:?}"
@@ -509,26 +251,29 @@ headers.x-tenant = { value = "acme" }
         let text = format!(
             "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\n\
              headers.authorization = {{ file = {:?}, prefix = \"Bearer \" }}\n\
-             headers.x-api-key = {{ env = \"API_KEY\" }}\n",
+             headers.x-api-key = {{ env = \"API_KEY\" }}\n\
+             headers.x-literal = {{ value = \"literal-secret\" }}\n",
             token.display().to_string()
         );
         let env = |name: &str| (name == "API_KEY").then(|| "from-env-secret".to_owned());
-        let file = parse(&text, "t.toml", env).unwrap();
-        let headers = file.backends[0].backend.headers();
+        let file = parse(&text, "t.toml").unwrap();
+        let debug = format!("{file:?}");
+        assert!(!debug.contains("secret"), "{debug}");
+        let backend = file.backend[0].resolve(None, &env).unwrap();
+        let headers = backend.headers();
         assert_eq!(headers["authorization"], "Bearer from-file-secret");
         assert_eq!(headers["x-api-key"], "from-env-secret");
         assert!(headers["authorization"].is_sensitive());
-        let debug = format!("{file:?}");
+        let debug = format!("{backend:?}");
         assert!(!debug.contains("secret"), "{debug}");
 
-        let error = parse(&text, "t.toml", no_env).unwrap_err();
+        let error = file.backend[0].resolve(None, &no_env).unwrap_err();
         assert!(error.contains("API_KEY is not set"), "{error}");
-        let both =
-            "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"v\", env = \"E\" }\n";
-        assert!(parse(both, "t.toml", no_env).unwrap_err().contains("exactly one"));
         let bad =
             "[[backend]]\nname = \"a\"\nurl = \"http://x/mcp\"\nheaders.x = { value = \"se\\ncret\" }\n";
-        let error = parse(bad, "t.toml", no_env).unwrap_err();
+        let error = parse(bad, "t.toml").unwrap().backend[0]
+            .resolve(None, &no_env)
+            .unwrap_err();
         assert!(
             error.contains("cannot carry") && !error.contains("cret"),
             "{error}"

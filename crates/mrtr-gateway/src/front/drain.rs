@@ -33,16 +33,6 @@ pub struct DrainConfig {
     pub timeout: Duration,
 }
 
-impl Default for DrainConfig {
-    /// 5 s delay, 30 s timeout.
-    fn default() -> Self {
-        Self {
-            delay: Duration::from_secs(5),
-            timeout: Duration::from_secs(30),
-        }
-    }
-}
-
 /// Whether the gateway is draining; shared by the listener, the admin endpoints and the signal
 /// handler. Cheap to clone.
 #[derive(Clone, Debug)]

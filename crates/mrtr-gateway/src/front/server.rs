@@ -41,14 +41,8 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 
 /// What a client connection may hold: the size and number of its request headers, and how
-/// long it may stay idle.
-///
-/// ```
-/// let limits = mrtr_gateway::ClientLimits::default();
-/// assert_eq!(limits.idle_timeout.as_secs(), 30);
-/// assert_eq!((limits.max_header_bytes, limits.max_headers), (64 * 1024, 100));
-/// assert_eq!(limits.max_connections, 4096);
-/// ```
+/// long it may stay idle ([`Settings::client_limits`](crate::Settings::client_limits) gives the
+/// configured ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClientLimits {
@@ -66,18 +60,6 @@ pub struct ClientLimits {
     /// (buffers, a task) stays bounded however many clients come, which the in-flight limit
     /// alone does not ensure when the gateway falls behind.
     pub max_connections: usize,
-}
-
-impl Default for ClientLimits {
-    /// 30 s idle, 64 KiB and 100 header fields, 4096 connections.
-    fn default() -> Self {
-        Self {
-            idle_timeout: Duration::from_secs(30),
-            max_header_bytes: 64 * 1024,
-            max_headers: 100,
-            max_connections: 4096,
-        }
-    }
 }
 
 /// What the accept loop serves and how it stops.

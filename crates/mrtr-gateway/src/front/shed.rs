@@ -18,6 +18,7 @@
 //! assert_eq!(mrtr_gateway::front::shed::overloaded().status(), 503);
 //! ```
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -28,7 +29,7 @@ use http_body_util::Full;
 use crate::jsonrpc;
 
 /// Default limit of requests in flight.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+pub const DEFAULT_MAX_IN_FLIGHT: NonZeroUsize = NonZeroUsize::new(1024).expect("not zero");
 
 /// JSON-RPC code of the overload answer (implementation-defined server error range).
 pub const OVERLOADED: i64 = -32000;

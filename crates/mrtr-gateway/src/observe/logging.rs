@@ -41,6 +41,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        })
+    }
+}
+
 impl FromStr for LogFormat {
     type Err = String;
 

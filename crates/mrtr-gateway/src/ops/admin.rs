@@ -60,6 +60,15 @@ pub fn install_prometheus_recorder() -> Result<PrometheusHandle, BuildError> {
     Ok(handle)
 }
 
+/// What a connection to the admin listener may hold: it serves probes and scrapes, a few
+/// requests with small heads.
+const ADMIN_LIMITS: ClientLimits = ClientLimits {
+    idle_timeout: Duration::from_secs(30),
+    max_header_bytes: 16 * 1024,
+    max_headers: 100,
+    max_connections: 64,
+};
+
 /// What the admin endpoints read.
 #[derive(Clone, Debug)]
 pub struct AdminState {
@@ -147,7 +156,7 @@ pub async fn start(state: AdminState, addr: SocketAddr) -> io::Result<RunningAdm
         drain: None,
         stop: stopped,
         accepting: Arc::new(AtomicBool::new(true)),
-        limits: ClientLimits::default(),
+        limits: ADMIN_LIMITS,
     };
     Ok(RunningAdmin {
         addr,

@@ -90,35 +90,63 @@ impl fmt::Display for BackendSpecError {
 
 impl std::error::Error for BackendSpecError {}
 
+impl BackendSpecError {
+    pub(crate) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
+
 impl Backend {
-    /// A backend named `name` (ASCII letters, digits, `-` and `_`, at most 64 bytes, no `__`)
-    /// at `url` (`http://host:port/path` or `https://…`).
-    pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
-        let valid_name = !name.is_empty()
+    /// Whether `name` may name a backend: ASCII letters, digits, `-` and `_`, 1 to 64 bytes, and
+    /// no [`SEPARATOR`].
+    pub fn check_name(name: &str) -> Result<(), BackendSpecError> {
+        let valid = !name.is_empty()
             && name.len() <= 64
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             && !name.contains(SEPARATOR);
-        if !valid_name {
-            return Err(BackendSpecError(format!(
-                "invalid backend name {name:?}: use 1-64 ASCII letters, digits, '-' or '_' (and no {:?})",
-                SEPARATOR
-            )));
+        if valid {
+            return Ok(());
         }
+        Err(BackendSpecError(format!(
+            "invalid backend name {name:?}: use 1-64 ASCII letters, digits, '-' or '_' (and no {SEPARATOR:?})"
+        )))
+    }
+
+    /// Whether `url` may be a backend's endpoint: `http://` or `https://`, with a host.
+    pub fn check_url(url: &str) -> Result<(), BackendSpecError> {
+        Self::parse_url("", url).map(|_| ())
+    }
+
+    /// The URL and the `Host` header it gives, or why it cannot be a backend's (naming `name`).
+    fn parse_url(name: &str, url: &str) -> Result<(Uri, HeaderValue), BackendSpecError> {
+        let whose = if name.is_empty() {
+            String::new()
+        } else {
+            format!(" for backend {name:?}")
+        };
         let url: Uri = url
             .parse()
-            .map_err(|e| BackendSpecError(format!("invalid URL for backend {name:?}: {e}")))?;
+            .map_err(|e| BackendSpecError(format!("invalid URL{whose}: {e}")))?;
         if !matches!(url.scheme_str(), Some("http" | "https")) {
             return Err(BackendSpecError(format!(
-                "backend {name:?}: the URL must start with http:// or https://"
+                "the URL{whose} must start with http:// or https://"
             )));
         }
         let authority = url
             .authority()
-            .ok_or_else(|| BackendSpecError(format!("backend {name:?}: the URL has no host")))?;
+            .ok_or_else(|| BackendSpecError(format!("the URL{whose} has no host")))?;
         let host = HeaderValue::from_str(authority.as_str())
-            .map_err(|e| BackendSpecError(format!("backend {name:?}: {e}")))?;
+            .map_err(|e| BackendSpecError(format!("the URL{whose}: {e}")))?;
+        Ok((url, host))
+    }
+
+    /// A backend named `name` (ASCII letters, digits, `-` and `_`, at most 64 bytes, no `__`)
+    /// at `url` (`http://host:port/path` or `https://…`).
+    pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
+        Self::check_name(name)?;
+        let (url, host) = Self::parse_url(name, url)?;
         Ok(Self {
             route: Route::new(name),
             url,

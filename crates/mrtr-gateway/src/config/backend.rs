@@ -1,0 +1,237 @@
+//! [`BackendSpec`]: a backend as an operator writes it, `--backend NAME=URL` or a `[[backend]]`
+//! section of the config file (URL, timeouts, TLS files, static headers), until
+//! [`resolve`](BackendSpec::resolve) reads its files and environment and makes it a
+//! [`Backend`].
+//!
+//! Names and URLs are checked as they are read, so a bad one in the file is reported at its
+//! line. Header values are credentials: they come from the file itself, an environment variable
+//! or a file, and never appear in an error message or in `Debug` output.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use http::{HeaderName, HeaderValue};
+use serde::Deserialize;
+
+use super::values::PositiveSeconds;
+use crate::tls::BackendTls;
+use crate::upstream::{Backend, BackendSpecError};
+
+/// One backend as configured: `--backend NAME=URL`, or a `[[backend]]` section of the config
+/// file; [`resolve`](Self::resolve) makes it a [`Backend`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BackendSpec {
+    /// Its name: the route sealed into envelopes and the prefix of its shared names.
+    pub name: BackendName,
+    /// Its Streamable HTTP endpoint, `http://` or `https://`.
+    pub url: BackendUrl,
+    /// How long to wait for its response head (the gateway's `backend-timeout` otherwise).
+    pub timeout: Option<PositiveSeconds>,
+    /// How long an idle connection to it is kept (the gateway's `backend-idle-timeout` otherwise).
+    pub idle_timeout: Option<PositiveSeconds>,
+    /// How long its answer may send nothing (the gateway's `backend-stall-timeout` otherwise).
+    pub stall_timeout: Option<PositiveSeconds>,
+    /// PEM file of the CA certificate(s) to trust for it (`backend-ca`, else the system's roots).
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate chain to present to it (mTLS); needs `client-key`.
+    pub client_cert: Option<PathBuf>,
+    /// The private key of `client-cert`.
+    pub client_key: Option<PathBuf>,
+    /// Static headers sent with every request to it (credentials), by name.
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderSource>,
+}
+
+/// A backend's name, checked as it is read (ASCII letters, digits, `-` and `_`, 1 to 64 bytes,
+/// no `__`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct BackendName(String);
+
+impl TryFrom<String> for BackendName {
+    type Error = BackendSpecError;
+
+    fn try_from(name: String) -> Result<Self, BackendSpecError> {
+        Backend::check_name(&name)?;
+        Ok(Self(name))
+    }
+}
+
+impl BackendName {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A backend's URL, checked as it is read (`http://` or `https://`, with a host).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct BackendUrl(String);
+
+impl TryFrom<String> for BackendUrl {
+    type Error = BackendSpecError;
+
+    fn try_from(url: String) -> Result<Self, BackendSpecError> {
+        Backend::check_url(&url)?;
+        Ok(Self(url))
+    }
+}
+
+impl BackendUrl {
+    /// The URL as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where a header's value comes from: exactly one of `value`, `env` or `file`, after an
+/// optional literal `prefix` (for `Bearer `).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, try_from = "RawHeaderSource")]
+pub struct HeaderSource {
+    from: Source,
+    prefix: String,
+}
+
+#[derive(Clone)]
+enum Source {
+    Value(String),
+    Env(String),
+    File(PathBuf),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeaderSource {
+    value: Option<String>,
+    env: Option<String>,
+    file: Option<PathBuf>,
+    prefix: Option<String>,
+}
+
+impl TryFrom<RawHeaderSource> for HeaderSource {
+    type Error = &'static str;
+
+    fn try_from(raw: RawHeaderSource) -> Result<Self, &'static str> {
+        let from = match (raw.value, raw.env, raw.file) {
+            (Some(value), None, None) => Source::Value(value),
+            (None, Some(var), None) => Source::Env(var),
+            (None, None, Some(path)) => Source::File(path),
+            _ => return Err("give exactly one of value, env or file"),
+        };
+        Ok(Self {
+            from,
+            prefix: raw.prefix.unwrap_or_default(),
+        })
+    }
+}
+
+impl fmt::Debug for HeaderSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A literal value is a credential: only where it comes from is shown.
+        match &self.from {
+            Source::Value(_) => f.write_str("HeaderSource::Value(..)"),
+            Source::Env(var) => write!(f, "HeaderSource::Env({var:?})"),
+            Source::File(path) => write!(f, "HeaderSource::File({path:?})"),
+        }
+    }
+}
+
+impl HeaderSource {
+    fn resolve(&self, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+        let value = match &self.from {
+            Source::Value(value) => value.clone(),
+            Source::Env(var) => env(var)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("the environment variable {var} is not set or empty"))?,
+            Source::File(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+        };
+        Ok(format!("{}{value}", self.prefix))
+    }
+}
+
+impl FromStr for BackendSpec {
+    type Err = BackendSpecError;
+
+    /// `NAME=URL`, as `--backend` gives it.
+    fn from_str(spec: &str) -> Result<Self, BackendSpecError> {
+        let (name, url) = spec
+            .split_once('=')
+            .ok_or_else(|| BackendSpecError::new(format!("expected NAME=URL, got {spec:?}")))?;
+        Ok(Self {
+            name: BackendName::try_from(name.trim().to_owned())?,
+            url: BackendUrl::try_from(url.trim().to_owned())?,
+            timeout: None,
+            idle_timeout: None,
+            stall_timeout: None,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            headers: BTreeMap::new(),
+        })
+    }
+}
+
+impl BackendSpec {
+    /// The [`Backend`]: its headers read (from `env` where the file says so) and, for an
+    /// `https://` URL, its TLS files read now (`default_ca` for one that names no CA), so that a
+    /// bad one stops the start, naming the backend.
+    pub fn resolve(
+        &self,
+        default_ca: Option<&Path>,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Backend, String> {
+        let name = self.name.as_str();
+        let mut backend = Backend::new(name, self.url.as_str()).map_err(|e| e.to_string())?;
+        if let Some(timeout) = self.timeout {
+            backend = backend.with_timeout(timeout.0);
+        }
+        if let Some(idle) = self.idle_timeout {
+            backend = backend.with_idle_timeout(idle.0);
+        }
+        if let Some(stall) = self.stall_timeout {
+            backend = backend.with_stall_timeout(stall.0);
+        }
+        for (header, source) in &self.headers {
+            let what = format!("backend {name:?}, header {header:?}");
+            let header_name = header
+                .parse::<HeaderName>()
+                .map_err(|e| format!("{what}: not a header name: {e}"))?;
+            let value = source
+                .resolve(env)
+                .map_err(|problem| format!("{what}: {problem}"))?;
+            // The message never includes the value: it is a credential.
+            let value = HeaderValue::from_str(&value)
+                .map_err(|_| format!("{what}: the value contains characters a header cannot carry"))?;
+            backend = backend.with_header(header_name, value);
+        }
+        let mut tls = BackendTls {
+            ca_file: self.ca_file.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        };
+        if backend.url().scheme_str() != Some("https") {
+            if !tls.is_default() {
+                return Err(format!(
+                    "backend {name:?}: TLS files are set but its URL is http://"
+                ));
+            }
+            return Ok(backend);
+        }
+        if tls.ca_file.is_none() {
+            tls.ca_file = default_ca.map(Path::to_owned);
+        }
+        let config = tls
+            .client_config()
+            .map_err(|e| format!("backend {name:?}: {e}"))?;
+        Ok(backend.with_tls(config))
+    }
+}

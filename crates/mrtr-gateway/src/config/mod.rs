@@ -1,0 +1,309 @@
+//! What the gateway is given: [`Settings`], every setting declared once, and [`GatewayConfig`],
+//! the settings with what they were resolved into (backends, listener TLS) and what only code
+//! can give (a clock). Imports the stages for the types their settings become; imported by the
+//! composition root and the binary.
+//!
+//! Each field of [`Settings`] is at once a command-line flag (`--catalog-ttl`), a key of the
+//! config file (`catalog-ttl`, [`crate::cli`] reads it) and its documentation (its doc comment is
+//! the flag's `--help` line), so a new option is one field. Defaults are the flags' defaults,
+//! shown by `--help`; [`Settings::default`] gives them.
+//!
+//! ```
+//! use std::time::Duration;
+//! use mrtr_gateway::{GatewayConfig, Settings};
+//!
+//! let defaults = Settings::default();
+//! assert_eq!(Duration::from(defaults.catalog_ttl), Duration::from_secs(30));
+//! let mut config = GatewayConfig::new(vec!["alpha=http://127.0.0.1:9001/mcp".parse()?]);
+//! config.settings.max_in_flight = 64.try_into()?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+mod backend;
+mod values;
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, FromArgMatches};
+use http::HeaderName;
+use serde::Deserialize;
+use tower_mrtr::Clock;
+
+pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
+pub use self::values::{PositiveSeconds, Seconds};
+use crate::front::drain::DrainConfig;
+use crate::front::origin::{HostPolicy, OriginPolicy};
+use crate::front::server::ClientLimits;
+use crate::front::{deadline, shed};
+use crate::legacy::LegacyConfig;
+use crate::observe::logging::LogFormat;
+use crate::ops::readiness::ReadyRule;
+use crate::tls::ListenerTls;
+use crate::upstream::{self, Backend};
+
+/// Every setting of the gateway; see the [module docs](self). The binary reads the listeners,
+/// keys, TLS files, backend specifications, `demo` and `log-format`; an embedder that calls
+/// [`start`](crate::start) gives their equivalents directly, and the rest shape the stack.
+#[derive(Clone, Debug, Args, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
+pub struct Settings {
+    /// Read settings from this TOML file (keys named like these options, plus `[[backend]]` sections); options given here win
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Print a new keyring entry 'KID:key' and exit
+    #[arg(long, value_name = "KID")]
+    #[serde(skip)]
+    pub generate_key: Option<String>,
+
+    /// Address to serve MCP on, at the path /mcp (port 0 picks a free port)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Address of the admin listener serving /metrics (Prometheus), /healthz and /readyz; off unless given
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+
+    /// A backend's Streamable HTTP endpoint (http:// or https://); repeat for several. NAME is its route and name prefix. Replaces the config file's backends
+    #[arg(long, value_name = "NAME=URL", action = ArgAction::Append)]
+    pub backend: Vec<BackendSpec>,
+
+    /// Trust only the CA certificate(s) in this PEM file for https:// backends that name no CA of their own (default: the system's trust store)
+    #[arg(long, value_name = "FILE")]
+    pub backend_ca: Option<PathBuf>,
+
+    /// Start two built-in MRTR demo backends (alpha: JSON answers, beta: SSE answers) and print how to try them; uses an ephemeral key unless keys are given
+    #[arg(long)]
+    pub demo: bool,
+
+    /// Read the keyring from a file instead of MRTR_KEYS (entries separated by commas or newlines, '#' starts a comment line); re-read on SIGHUP and on change
+    #[arg(long, value_name = "FILE")]
+    pub keys_file: Option<PathBuf>,
+
+    /// How often the keys file and the listener certificate are checked for changes
+    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    pub reload_interval: PositiveSeconds,
+
+    /// Serve MCP over TLS with this PEM certificate chain (needs --tls-key); re-read on SIGHUP and on change
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Bind every sealed requestState to this request header's value (set by an authenticating proxy in front, which must strip it from client requests)
+    #[arg(long, value_name = "NAME", value_parser = values::header_name)]
+    #[serde(deserialize_with = "values::de_some_header_name")]
+    pub principal_header: Option<HeaderName>,
+
+    /// A browser Origin to accept (e.g. `https://app.example.com`); repeat for several. Requests without Origin are always accepted
+    #[arg(long, value_name = "ORIGIN", action = ArgAction::Append)]
+    pub allowed_origin: Vec<String>,
+
+    /// Refuse http(s)://localhost, 127.0.0.1 and `[::1]` origins, which are accepted by default
+    #[arg(long)]
+    pub no_loopback_origins: bool,
+
+    /// A Host header value to accept (any port); repeat for several. Default: loopback names when listening on a loopback address, any Host otherwise
+    #[arg(long, value_name = "HOST", action = ArgAction::Append)]
+    pub allowed_host: Vec<String>,
+
+    /// How long backend tool/prompt/resource lists are trusted before they are listed again on demand
+    #[arg(long, value_name = "SECONDS", default_value = "30")]
+    pub catalog_ttl: Seconds,
+
+    /// How long a sealed requestState stays valid
+    #[arg(long, value_name = "SECONDS", default_value_t = Seconds(tower_mrtr::DEFAULT_TTL))]
+    pub envelope_ttl: Seconds,
+
+    /// How long to wait for a backend's response headers
+    #[arg(long, value_name = "SECONDS", default_value = "60")]
+    pub backend_timeout: Seconds,
+
+    /// Largest request body accepted (HTTP 413 above)
+    #[arg(long, value_name = "BYTES", default_value_t = tower_mrtr::DEFAULT_MAX_REQUEST_BODY)]
+    pub max_request_body: usize,
+
+    /// How often every backend is probed with server/discover for /readyz
+    #[arg(long, value_name = "SECONDS", default_value = "10")]
+    pub health_interval: Option<PositiveSeconds>,
+
+    /// /readyz is 200 when any backend (or all) answered its last catalog or discovery request
+    #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
+    pub ready_backends: ReadyRule,
+
+    /// Close a backend connection idle this long; keep it below the backends' own keep-alive timeouts (a `[[backend]]` idle-timeout wins)
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_IDLE_TIMEOUT))]
+    pub backend_idle_timeout: PositiveSeconds,
+
+    /// End a backend answer that sends nothing this long (a `[[backend]]` stall-timeout wins)
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_STALL_TIMEOUT))]
+    pub backend_stall_timeout: PositiveSeconds,
+
+    /// Most requests in flight; more get 503 with a JSON-RPC error at once
+    #[arg(long, value_name = "N", default_value_t = shed::DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: NonZeroUsize,
+
+    /// How long a request body may take once the gateway has to wait for it
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(deadline::DEFAULT_REQUEST_BODY_TIMEOUT))]
+    pub request_body_timeout: PositiveSeconds,
+
+    /// A client connection must send a complete request head within this time of opening and of its previous answer (closes idle keep-alive connections)
+    #[arg(long, value_name = "SECONDS", default_value = "30")]
+    pub client_idle_timeout: PositiveSeconds,
+
+    /// Largest request head (HTTP 431 above; at least 8192 for HTTP/1.1)
+    #[arg(long, value_name = "BYTES", default_value = "65536")]
+    pub max_header_bytes: usize,
+
+    /// Most request header fields (HTTP 431 above)
+    #[arg(long, value_name = "N", default_value = "100")]
+    pub max_headers: usize,
+
+    /// Most client connections open at once; more wait in the kernel's backlog
+    #[arg(long, value_name = "N", default_value = "4096")]
+    pub max_connections: NonZeroUsize,
+
+    /// Log lines as text or as JSON objects (tracing-subscriber's JSON formatter); RUST_LOG filters them
+    #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz
+    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    pub drain_delay: Seconds,
+
+    /// After SIGTERM, let open requests and streams run at most this long, then exit
+    #[arg(long, value_name = "SECONDS", default_value = "30")]
+    pub drain_timeout: Seconds,
+}
+
+impl Default for Settings {
+    /// Every flag's default.
+    fn default() -> Self {
+        let command = Self::augment_args(clap::Command::new("defaults"));
+        let matches = command
+            .try_get_matches_from(["defaults"])
+            .expect("every default parses (a unit test holds this)");
+        Self::from_arg_matches(&matches).expect("every default parses (a unit test holds this)")
+    }
+}
+
+impl Settings {
+    /// The accepted browser origins.
+    pub fn origins(&self) -> OriginPolicy {
+        OriginPolicy::new(self.allowed_origin.iter().cloned(), !self.no_loopback_origins)
+    }
+
+    /// The accepted `Host` values on a listener at `listen`: the configured ones, else loopback
+    /// names on a loopback address and anything otherwise.
+    pub fn hosts(&self, listen: SocketAddr) -> HostPolicy {
+        match (&self.allowed_host[..], listen.ip().is_loopback()) {
+            ([], true) => HostPolicy::loopback(),
+            ([], false) => HostPolicy::any(),
+            (hosts, _) => HostPolicy::only(hosts.to_vec()),
+        }
+    }
+
+    /// What one client connection may hold.
+    pub fn client_limits(&self) -> ClientLimits {
+        ClientLimits {
+            idle_timeout: self.client_idle_timeout.0,
+            max_header_bytes: self.max_header_bytes,
+            max_headers: self.max_headers,
+            max_connections: self.max_connections.get(),
+        }
+    }
+
+    /// How the gateway drains.
+    pub fn drain(&self) -> DrainConfig {
+        DrainConfig {
+            delay: self.drain_delay.0,
+            timeout: self.drain_timeout.0,
+        }
+    }
+}
+
+/// Everything the gateway needs besides its keyring.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct GatewayConfig {
+    /// Every setting ([`Settings`]).
+    pub settings: Settings,
+    /// Backends in priority order (first wins for duplicate resource URIs): the binary resolves
+    /// them from `settings.backend`.
+    pub backends: Vec<Backend>,
+    /// TLS on the MCP listener; `None` for plain HTTP (the binary loads it from
+    /// `settings.tls_cert` and `settings.tls_key`).
+    pub listener_tls: Option<Arc<ListenerTls>>,
+    /// Where envelope expiry reads the time (tests); `None` for the system clock.
+    pub clock: Option<Arc<dyn Clock>>,
+    /// How clients of the `initialize` era are served.
+    pub legacy: LegacyConfig,
+}
+
+impl GatewayConfig {
+    /// `backends` with the [`Settings`] defaults, except that an embedded gateway sends no
+    /// health probe unless `settings.health_interval` is set (backends are then judged by the
+    /// catalog and discovery requests clients cause), plain HTTP and the system clock.
+    pub fn new(backends: Vec<Backend>) -> Self {
+        Self {
+            settings: Settings {
+                health_interval: None,
+                ..Settings::default()
+            },
+            backends,
+            listener_tls: None,
+            clock: None,
+            legacy: LegacyConfig::default(),
+        }
+    }
+
+    /// The configured backends, with the settings' defaults where a backend has no setting of
+    /// its own.
+    pub(crate) fn backends_with_defaults(&self) -> Vec<Backend> {
+        self.backends
+            .iter()
+            .map(|backend| {
+                let mut backend = backend.clone();
+                if backend.idle_timeout().is_none() {
+                    backend = backend.with_idle_timeout(self.settings.backend_idle_timeout.0);
+                }
+                if backend.stall_timeout().is_none() {
+                    backend = backend.with_stall_timeout(self.settings.backend_stall_timeout.0);
+                }
+                backend
+            })
+            .collect()
+    }
+
+    /// How often backends are probed, if they are.
+    pub(crate) fn health_interval(&self) -> Option<Duration> {
+        self.settings.health_interval.map(Duration::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_parse_and_are_the_libraries_own() {
+        let defaults = Settings::default();
+        assert_eq!(defaults.envelope_ttl.0, tower_mrtr::DEFAULT_TTL);
+        assert_eq!(defaults.max_request_body, tower_mrtr::DEFAULT_MAX_REQUEST_BODY);
+        assert_eq!(defaults.max_in_flight, shed::DEFAULT_MAX_IN_FLIGHT);
+        assert_eq!(defaults.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(
+            defaults.health_interval.map(Duration::from),
+            Some(Duration::from_secs(10))
+        );
+        assert!(GatewayConfig::new(Vec::new()).settings.health_interval.is_none());
+    }
+}

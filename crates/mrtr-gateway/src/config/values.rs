@@ -1,0 +1,189 @@
+//! The types of the settings' values that need more than a number or a string, each read the
+//! same way on the command line (`FromStr`, clap's value parser) and in the config file
+//! (`Deserialize`), and shown as they are written (`Display`, for `--help`'s defaults): a flag
+//! and its file key accept exactly the same values.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use http::HeaderName;
+use serde::de::{self, Deserializer, Visitor};
+
+/// A duration in seconds, decimals allowed (`0`, `4`, `0.5`), at least zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(pub Duration);
+
+/// A duration in seconds, decimals allowed (`4`, `0.5`), above zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PositiveSeconds(pub Duration);
+
+/// `value` seconds as a duration: above zero if `positive`, else at least zero.
+fn duration(value: f64, positive: bool) -> Result<Duration, String> {
+    let allowed = if positive { value > 0.0 } else { value >= 0.0 };
+    allowed
+        .then(|| Duration::try_from_secs_f64(value).ok())
+        .flatten()
+        .ok_or_else(|| {
+            let what = if positive { "a positive" } else { "a non-negative" };
+            format!("expected {what} number of seconds, got {value}")
+        })
+}
+
+fn number(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("expected a number of seconds, got {text:?}"))
+}
+
+/// Reads a TOML number, integer or float, as seconds.
+struct SecondsVisitor {
+    positive: bool,
+}
+
+impl Visitor<'_> for SecondsVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.positive {
+            "a positive number of seconds"
+        } else {
+            "a non-negative number of seconds"
+        })
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Duration, E> {
+        duration(value as f64, self.positive).map_err(E::custom)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Duration, E> {
+        duration(value as f64, self.positive).map_err(E::custom)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Duration, E> {
+        duration(value, self.positive).map_err(E::custom)
+    }
+}
+
+/// Seconds as written: `4`, `0.5` (the shortest decimal that reads back the same).
+fn write_seconds(f: &mut fmt::Formatter<'_>, value: Duration) -> fmt::Result {
+    write!(f, "{}", value.as_secs_f64())
+}
+
+// The two types differ only in their bound: one macro keeps their reading and writing identical.
+macro_rules! seconds_type {
+    ($name:ident, $positive:expr) => {
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                duration(number(text)?, $positive).map(Self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer
+                    .deserialize_any(SecondsVisitor {
+                        positive: $positive,
+                    })
+                    .map(Self)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write_seconds(f, self.0)
+            }
+        }
+
+        impl From<$name> for Duration {
+            fn from(seconds: $name) -> Duration {
+                seconds.0
+            }
+        }
+    };
+}
+
+seconds_type!(Seconds, false);
+seconds_type!(PositiveSeconds, true);
+
+impl Seconds {
+    /// `secs` whole seconds.
+    pub const fn from_secs(secs: u64) -> Self {
+        Self(Duration::from_secs(secs))
+    }
+}
+
+impl PositiveSeconds {
+    /// `secs` whole seconds; `None` for zero.
+    pub const fn from_secs(secs: u64) -> Option<Self> {
+        if secs == 0 {
+            None
+        } else {
+            Some(Self(Duration::from_secs(secs)))
+        }
+    }
+}
+
+/// A request header name on the command line.
+pub(crate) fn header_name(text: &str) -> Result<HeaderName, String> {
+    text.parse::<HeaderName>()
+        .map_err(|e| format!("not a header name: {e}"))
+}
+
+/// serde: a header name that is present (a key left out keeps the default).
+pub(crate) fn de_some_header_name<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<HeaderName>, D::Error> {
+    let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(deserializer)?;
+    header_name(&text).map(Some).map_err(de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct File {
+        any: Seconds,
+        positive: PositiveSeconds,
+    }
+
+    #[test]
+    fn seconds_read_alike_on_the_command_line_and_in_the_file() {
+        let file: File = toml::from_str("any = 0\npositive = 0.5\n").unwrap();
+        assert_eq!(file.any, "0".parse().unwrap());
+        assert_eq!(file.positive, "0.5".parse().unwrap());
+        assert_eq!(file.positive.0, Duration::from_millis(500));
+        assert_eq!(
+            " 4 ".parse::<PositiveSeconds>().unwrap().0,
+            Duration::from_secs(4)
+        );
+        for refused in ["0", "-1", "x", "inf", "NaN", "1e300"] {
+            assert!(refused.parse::<PositiveSeconds>().is_err(), "{refused}");
+        }
+        assert!("-0.5".parse::<Seconds>().is_err());
+        let error = toml::from_str::<File>("any = 1\npositive = 0\n").err().unwrap();
+        assert!(
+            error
+                .message()
+                .contains("expected a positive number of seconds, got 0"),
+            "{error}"
+        );
+        let error = toml::from_str::<File>("any = \"30s\"\npositive = 1\n")
+            .err()
+            .unwrap();
+        assert!(
+            error.message().contains("a non-negative number of seconds"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn seconds_show_as_written() {
+        assert_eq!(Seconds::from_secs(30).to_string(), "30");
+        assert_eq!("0.5".parse::<PositiveSeconds>().unwrap().to_string(), "0.5");
+        assert_eq!("2.5".parse::<Seconds>().unwrap().to_string(), "2.5");
+    }
+}
