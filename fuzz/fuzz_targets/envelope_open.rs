@@ -16,7 +16,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::legacy::session::SESSION_PURPOSE;
+use mrtr_gateway::fuzzing::SESSION_PURPOSE;
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer};
 use tower_mrtr_fuzz::mint::{Mint, mints, now, relay_keyring, substitute};
 

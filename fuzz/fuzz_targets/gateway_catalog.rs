@@ -1,4 +1,4 @@
-//! The gateway's naming rule (`mrtr_gateway::route::catalog::expose`, `Names::resolve`,
+//! The gateway's naming rule (`mrtr_gateway::fuzzing::expose`, `Names::resolve`,
 //! `Names::exposed`) on arbitrary catalogs.
 //!
 //! Input: one line per backend, `NAME:tool,tool,...`, or `NAME` alone for a backend whose list
@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::route::catalog::{SEPARATOR, expose};
+use mrtr_gateway::fuzzing::{SEPARATOR, expose};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

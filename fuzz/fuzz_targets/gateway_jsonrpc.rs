@@ -1,4 +1,4 @@
-//! The gateway's own JSON-RPC handling (`mrtr_gateway::jsonrpc`): the order-keeping
+//! The gateway's own JSON-RPC handling (`mrtr_gateway::fuzzing`, the gateway's `jsonrpc` module): the order-keeping
 //! `RawObject`, the body rewrites `rename_target`, `rename_path` and `set_param`, and
 //! `error_body`, on arbitrary text.
 //!
@@ -12,7 +12,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::jsonrpc::{RawObject, error_body, rename_path, rename_target, set_param};
+use mrtr_gateway::fuzzing::{RawObject, error_body, rename_path, rename_target, set_param};
 use serde_json::value::RawValue;
 use tower_mrtr_fuzz::lenient::{Node, raw_members};
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::ops::reload::parse_keys;
+use mrtr_gateway::fuzzing::parse_keys;
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{KeyId, Keyring, Route};
 

@@ -4,23 +4,23 @@
 //! A request meets, outermost first:
 //!
 //! 0. hyper's HTTP/1.1 and HTTP/2 server, plain or TLS, one task per connection, with its
-//!    connection limits and graceful drain ([`crate::front::server`]);
-//! 1. tower-http's layers ([`HttpLayer`]): credentials marked sensitive, a request id, a trace
+//!    connection limits and graceful drain (`front/server.rs`);
+//! 1. tower-http's layers (`front::http_layers::HttpLayer`): credentials marked sensitive, a request id, a trace
 //!    span per request, the id copied onto the answer;
-//! 2. request decompression ([`DecompressRequestLayer`]): gzip and deflate bodies decoded so
+//! 2. request decompression (`front::http_layers::DecompressRequestLayer`): gzip and deflate bodies decoded so
 //!    that the MRTR layer reads them;
 //! 3. the front ([`FrontLayer`]): load shedding, `Origin`/`Host` and media types, the path
 //!    (`/mcp`, else 404), the request-body deadline, the access log line;
 //! 4. the legacy front ([`legacy::Front`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
-//! 5. request metrics ([`RequestMetricsLayer`]), outside the layer so that they count its
+//! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
 //!    refusals;
 //! 6. the MRTR layer ([`MrtrLayer`]): `input_required` states sealed with the backend's route,
 //!    retries opened and pinned to that backend;
 //! 7. the [`Proxy`]: mirrored MCP headers checked, routing and fan-out, the merged catalog, and
-//!    forwarding to the backends ([`crate::upstream`]).
+//!    forwarding to the backends (`upstream/`).
 //!
-//! [`start`] binds a listener and serves that stack; the health probe ([`crate::ops::readiness`])
+//! [`start`] binds a listener and serves that stack; the health probe (`ops/readiness.rs`)
 //! runs beside it.
 
 use std::io;
@@ -55,6 +55,27 @@ pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
 
 /// The gateway as one tower service serving [`MCP_PATH`] (see the
 /// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
+///
+/// A `GET /mcp` gets `405` from the legacy front, without reaching a backend:
+///
+/// ```
+/// # use std::sync::Arc;
+/// use mrtr_gateway::{Backend, GatewayConfig};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = GatewayConfig::new(vec![Backend::new("alpha", "http://127.0.0.1:9/mcp")?]);
+/// let keyring = Arc::new(tower_mrtr::Keyring::generate("k1")?);
+/// let gateway = mrtr_gateway::service(&config, keyring, "127.0.0.1:8080".parse()?);
+/// let request = http::Request::get("/mcp")
+///     .header("host", "127.0.0.1:8080")
+///     .body(http_body_util::Empty::<bytes::Bytes>::new())?;
+/// let response = gateway.oneshot(request).await?;
+/// assert_eq!(response.status(), 405);
+/// assert_eq!(response.headers()["allow"], "POST");
+/// # Ok(()) }
+/// ```
 ///
 /// # Panics
 ///
@@ -166,7 +187,7 @@ impl RunningGateway {
         &self.keys
     }
 
-    /// Whether the gateway drains (see [`crate::front::drain`]).
+    /// Whether the gateway drains (see `front/drain.rs`).
     pub fn lifecycle(&self) -> &Lifecycle {
         &self.lifecycle
     }
@@ -200,7 +221,7 @@ impl RunningGateway {
         self.wait().await
     }
 
-    /// Drains as on SIGTERM ([`crate::front::drain`]): not ready at once, `Connection: close` on answers,
+    /// Drains as on SIGTERM (`front/drain.rs`): not ready at once, `Connection: close` on answers,
     /// stops accepting after the drain delay, and waits for open requests up to the drain
     /// timeout.
     pub async fn drain(self) -> io::Result<()> {

@@ -5,17 +5,6 @@
 //! Bodies are never re-serialised through [`serde_json::Value`]: that would reorder members and
 //! could change numbers. [`RawObject`] keeps every member's raw text and its position, so a
 //! rewrite changes exactly one string.
-//!
-//! ```
-//! use mrtr_gateway::jsonrpc::rename_target;
-//!
-//! let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"beta__deploy","arguments":{"b":1.50,"a":2}}}"#;
-//! let out = rename_target(body, "name", "deploy").unwrap();
-//! assert_eq!(
-//!     std::str::from_utf8(&out).unwrap(),
-//!     r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":2}}}"#
-//! );
-//! ```
 
 use std::fmt;
 
@@ -25,13 +14,13 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 
 /// JSON-RPC: the body is not JSON.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC: the method does not exist (sent with HTTP 404 under 2026-07-28).
-pub const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 // The codes the layer also answers with are the layer's, so the two cannot drift apart.
-pub use tower_mrtr::error::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
+pub(crate) use tower_mrtr::error::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 /// MCP 2026-07-28: the requested protocol version is not supported.
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// A JSON object whose members keep their order and their raw text.
 #[derive(Debug, Default)]
@@ -186,5 +175,15 @@ mod tests {
             Some(serde_json::json!({"a":1})),
         );
         assert!(body.starts_with(br#"{"jsonrpc":"2.0","id":null,"error":{"#));
+    }
+
+    #[test]
+    fn a_rename_changes_one_string_and_keeps_raw_numbers() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"beta__deploy","arguments":{"b":1.50,"a":2}}}"#;
+        let out = rename_target(body, "name", "deploy").unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":2}}}"#
+        );
     }
 }

@@ -45,22 +45,31 @@
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod front;
-pub mod jsonrpc;
+mod front;
+mod jsonrpc;
 pub mod legacy;
-pub mod observe;
-pub mod ops;
-pub mod route;
+mod observe;
+mod ops;
+mod route;
 pub mod tls;
-pub mod upstream;
+mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
-pub use config::{
-    BackendName, BackendSpec, BackendUrl, GatewayConfig, HeaderSource, PositiveSeconds, Seconds, Settings,
-};
-pub use front::origin::{HostPolicy, OriginPolicy};
-pub use front::server::ClientLimits;
-pub use front::{Gateway, MCP_PATH};
+pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
+pub use front::drain::Lifecycle;
+pub use front::{FrontLayer, Gateway, GatewayBody, GatewayFuture, MCP_PATH};
+pub use observe::logging::LogFormat;
+pub use ops::readiness::{Readiness, ReadyRule};
+pub use ops::{admin, reload};
 pub use route::Proxy;
 pub use route::headers::SUPPORTED_VERSIONS;
-pub use upstream::{Backend, BackendSpecError, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
+pub use upstream::{Backend, BackendSpecError};
+
+/// What the fuzz targets (`fuzz/`) exercise of the gateway's insides; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::jsonrpc::{RawObject, error_body, rename_path, rename_target, set_param};
+    pub use crate::legacy::session::SESSION_PURPOSE;
+    pub use crate::ops::reload::parse_keys;
+    pub use crate::route::catalog::{Names, SEPARATOR, expose};
+}

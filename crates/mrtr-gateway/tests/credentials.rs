@@ -10,8 +10,9 @@ use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use common::TempDir;
-use mrtr_gateway::cli::file as config_file;
-use mrtr_gateway::{GatewayConfig, start};
+
+use mrtr_gateway::cli::{self, Command};
+use mrtr_gateway::start;
 use serde_json::json;
 use tower_mrtr::Keyring;
 
@@ -49,15 +50,26 @@ headers.x-tenant = {{ value = "acme" }}
 "#,
         token.display()
     );
-    let env = |name: &str| (name == "CRM_API_KEY").then(|| "api-key-from-env".to_owned());
-    let file = config_file::parse(&text, "gateway.toml").unwrap();
-    let backends: Vec<_> = file
-        .backend
-        .iter()
-        .map(|spec| spec.resolve(None, &env).unwrap())
-        .collect();
-    let mut config = GatewayConfig::new(backends);
-    config.settings.health_interval = mrtr_gateway::PositiveSeconds::from_secs(60);
+    let file = dir.path("gateway.toml");
+    std::fs::write(&file, text).unwrap();
+    let keys = Keyring::generate("k1").unwrap().to_config_string();
+    // The binary's own reading of the file: its backends, with their headers resolved.
+    let env = |name: &str| match name {
+        "CRM_API_KEY" => Some("api-key-from-env".to_owned()),
+        "MRTR_KEYS" => Some(keys.to_string()),
+        _ => None,
+    };
+    let args = [
+        "mrtr-gateway",
+        "--config",
+        file.to_str().unwrap(),
+        "--health-interval",
+        "60",
+    ];
+    let Ok(Command::Run(run)) = cli::parse(args, env) else {
+        panic!("the config file parses")
+    };
+    let config = run.config;
     let debug = format!("{config:?}");
     assert!(
         !debug.contains("backend-token") && !debug.contains("api-key-from-env"),

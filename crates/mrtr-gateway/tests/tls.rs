@@ -19,7 +19,7 @@ use http::Version;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use mrtr_backends::{DemoBackend, ResponseMode, ServeOptions};
-use mrtr_gateway::ops::reload::{CertFiles, Reloaded};
+use mrtr_gateway::reload::{CertFiles, Reloaded};
 use mrtr_gateway::tls::{BackendTls, ListenerTls};
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway, start};
 use serde_json::Value;

@@ -14,7 +14,7 @@ use crate::upstream::Backend;
 
 /// The running demo backends.
 #[derive(Debug)]
-pub struct DemoBackends {
+pub(super) struct DemoBackends {
     /// The backends to configure in the gateway.
     pub backends: Vec<Backend>,
     /// The servers (keep them alive while the gateway runs).
@@ -22,7 +22,7 @@ pub struct DemoBackends {
 }
 
 /// Starts `alpha` (JSON) and `beta` (SSE) on ephemeral loopback ports.
-pub async fn start_backends() -> io::Result<DemoBackends> {
+pub(super) async fn start_backends() -> io::Result<DemoBackends> {
     let alpha = DemoBackend::alpha("alpha").map_err(io::Error::other)?;
     let beta = DemoBackend::beta("beta").map_err(io::Error::other)?;
     let alpha = serve(alpha, ResponseMode::Json).await?;
@@ -38,7 +38,7 @@ pub async fn start_backends() -> io::Result<DemoBackends> {
 }
 
 /// What `--demo` prints once the gateway listens at `url`.
-pub fn instructions(url: &str) -> String {
+pub(super) fn instructions(url: &str) -> String {
     format!(
         r#"
 mrtr-gateway demo: MCP endpoint {url}

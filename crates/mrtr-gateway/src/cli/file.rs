@@ -16,14 +16,14 @@ use std::path::Path;
 use crate::config::Settings;
 
 /// Reads and parses the file at `path`.
-pub fn load(path: &Path) -> Result<Settings, String> {
+pub(super) fn load(path: &Path) -> Result<Settings, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the config file {}: {e}", path.display()))?;
     parse(&text, &path.display().to_string())
 }
 
 /// Parses config text over the settings' defaults; `origin` names it in errors.
-pub fn parse(text: &str, origin: &str) -> Result<Settings, String> {
+pub(super) fn parse(text: &str, origin: &str) -> Result<Settings, String> {
     toml::from_str(text).map_err(|e| Locator { text, origin }.error(e.span(), e.message()))
 }
 

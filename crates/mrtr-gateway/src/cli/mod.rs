@@ -1,13 +1,14 @@
 //! The `mrtr-gateway` binary: its command line and config file ([`parse`]), `--demo`
-//! ([`demo`]) and the run from start to drain ([`run`]). The top room: it imports the
+//! (`demo.rs`) and the run from start to drain ([`run`]). The top room: it imports the
 //! composition root, `ops` and the stages, and nothing imports it.
 //!
 //! Every flag is a field of [`Settings`], which is also the config file's key
-//! ([`file`](mod@file)); a flag given on the command line wins over the file, the file over the flag's
+//! (`file.rs`); a flag given on the command line wins over the file, the file over the flag's
 //! default. `--backend` flags replace the file's `[[backend]]` sections.
 
-pub mod demo;
-pub mod file;
+#[cfg(feature = "demo")]
+mod demo;
+mod file;
 mod run;
 
 use std::ffi::OsString;
@@ -152,6 +153,11 @@ where
 /// Checks the settings as a whole and loads what they name: backends (their TLS files and
 /// header sources), the keys, the listener's certificate.
 fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<Run, String> {
+    if settings.demo && !cfg!(feature = "demo") {
+        return Err(
+            "--demo needs the demo backends, which this build leaves out (cargo feature `demo`)".to_owned(),
+        );
+    }
     let backends = settings
         .backend
         .iter()

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tower_mrtr::Keyring;
 
-use super::{Command, Keys, Run, demo};
+#[cfg(feature = "demo")]
+use super::demo;
+use super::{Command, Keys, Run};
 use crate::app::start_with_keys;
 use crate::observe::logging;
 use crate::observe::metrics as telemetry;
@@ -45,12 +47,16 @@ where
         }
         Command::Run(resolved) => *resolved,
     };
+    #[cfg_attr(not(feature = "demo"), allow(unused_mut))]
     let Run { keys, mut config } = resolved;
     let settings = config.settings.clone();
     // Kept to the end: dropping it writes the access lines still gathered.
     let _log = logging::init(settings.log_format);
 
+    // `parse` refuses --demo in a build without the demo backends.
+    #[cfg(feature = "demo")]
     let mut demo_servers = Vec::new();
+    #[cfg(feature = "demo")]
     if settings.demo {
         match demo::start_backends().await {
             Ok(started) => {
@@ -133,6 +139,7 @@ where
     }
     println!("mrtr-gateway listening on {}", gateway.url());
     tracing::info!(backends = ?names, "gateway started");
+    #[cfg(feature = "demo")]
     if settings.demo {
         println!("{}", demo::instructions(&gateway.url()));
     }
@@ -146,6 +153,7 @@ where
     if let Some(admin) = admin {
         let _ = admin.shutdown().await;
     }
+    #[cfg(feature = "demo")]
     for server in demo_servers {
         let _ = server.shutdown().await;
     }

@@ -5,17 +5,6 @@
 //! with its request head (nearly every MCP request) never creates one. From then on the whole
 //! rest of the body must arrive within the timeout, or the body fails (the MRTR layer then
 //! answers 400, `Request body could not be read`, and the connection closes).
-//!
-//! ```
-//! use http_body_util::BodyExt;
-//! use mrtr_gateway::front::deadline::BodyDeadline;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let body = BodyDeadline::new(http_body_util::Full::new(bytes::Bytes::from("{}")), std::time::Duration::from_secs(1));
-//! assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
-//! # }
-//! ```
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -27,7 +16,7 @@ use tokio::time::Sleep;
 use tower_mrtr::BoxError;
 
 /// Default time a request body may take once it has to be waited for.
-pub const DEFAULT_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pin_project! {
     /// A request body with a deadline; see the [module docs](self).
@@ -89,5 +78,21 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_that_came_with_its_head_needs_no_timer() {
+        use http_body_util::BodyExt;
+        let body = BodyDeadline::new(
+            http_body_util::Full::new(bytes::Bytes::from("{}")),
+            Duration::from_secs(1),
+        );
+        assert!(body.sleep.is_none());
+        assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
     }
 }

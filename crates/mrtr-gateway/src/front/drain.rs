@@ -9,15 +9,6 @@
 //!    `GOAWAY`; requests and SSE streams in flight run on.
 //! 3. [`DrainConfig::timeout`] after SIGTERM, whatever is still open is dropped, and the process
 //!    exits 0.
-//!
-//! ```
-//! use mrtr_gateway::front::drain::Lifecycle;
-//!
-//! let lifecycle = Lifecycle::new();
-//! assert!(!lifecycle.is_draining());
-//! lifecycle.begin_drain();
-//! assert!(lifecycle.is_draining());
-//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,5 +63,18 @@ impl Lifecycle {
         let mut draining = self.draining.subscribe();
         // The sender lives in `self`, so this never fails.
         let _ = draining.wait_for(|d| *d).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifecycle_drains_once_begun() {
+        let lifecycle = Lifecycle::new();
+        assert!(!lifecycle.is_draining());
+        lifecycle.begin_drain();
+        assert!(lifecycle.is_draining());
     }
 }

@@ -26,28 +26,6 @@
 //!   other encoding (`br`, `zstd`, a list like `gzip, gzip`) is passed through still encoded
 //!   and refused by the MRTR layer (415, JSON-RPC `-32600`), as before. A request **without**
 //!   `Content-Encoding` goes straight to the inner service: no wrapper body, no boxed answer.
-//!
-//! ```
-//! use http::{Request, Response, header};
-//! use mrtr_gateway::front::http_layers::HttpLayer;
-//! use tower::{Layer, ServiceExt, service_fn};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let backend = service_fn(|request: Request<String>| async move {
-//!     // What a backend would be sent: a request id, and credentials no logger can print.
-//!     assert!(request.headers().contains_key("x-request-id"));
-//!     assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
-//!     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
-//! });
-//! let request = Request::post("/mcp")
-//!     .header(header::AUTHORIZATION, "Bearer t")
-//!     .body(String::new())
-//!     .unwrap();
-//! let answer = HttpLayer.layer(backend).oneshot(request).await.unwrap();
-//! assert!(answer.headers().contains_key("x-request-id"));
-//! # }
-//! ```
 
 use std::hash::BuildHasher as _;
 use std::sync::OnceLock;
@@ -74,17 +52,17 @@ use tower_service::Service;
 use tracing::{Level, Span};
 
 /// The request-id header, set on requests without one and copied onto answers.
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Request headers marked sensitive.
 const SENSITIVE: [HeaderName; 3] = [header::AUTHORIZATION, header::PROXY_AUTHORIZATION, header::COOKIE];
 
 /// The outermost layers; see the [module docs](self).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct HttpLayer;
+pub(crate) struct HttpLayer;
 
 /// The service of [`HttpLayer`] around `S`.
-pub type HttpService<S> = SetSensitiveRequestHeaders<
+pub(crate) type HttpService<S> = SetSensitiveRequestHeaders<
     SetRequestId<
         Trace<PropagateRequestId<S>, SharedClassifier<ServerErrorsAsFailures>, RequestSpan>,
         RequestIds,
@@ -113,20 +91,6 @@ impl<S> Layer<S> for HttpLayer {
 /// tower-http's UUID v4 asked the operating system for 16 random bytes per request (a system
 /// call, and about 2k instructions with the formatting); these cost an atomic add, a few
 /// multiplications and a small write.
-///
-/// ```
-/// use http::Request;
-/// use mrtr_gateway::front::http_layers::RequestIds;
-/// use tower_http::request_id::MakeRequestId;
-///
-/// let request = Request::new(());
-/// let first = RequestIds.make_request_id(&request).unwrap();
-/// let second = RequestIds.make_request_id(&request).unwrap();
-/// let (first, second) = (first.header_value().to_str().unwrap(), second.header_value().to_str().unwrap());
-/// assert_eq!(first.len(), 32);
-/// assert_ne!(first, second);
-/// assert_eq!(first[..16], second[..16]);
-/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RequestIds;
 
@@ -182,7 +146,7 @@ impl<B> MakeSpan<B> for RequestSpan {
 
 /// Decodes compressed request bodies for the service it wraps; see the [module docs](self).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DecompressRequestLayer;
+pub(crate) struct DecompressRequestLayer;
 
 impl<S> Layer<S> for DecompressRequestLayer {
     type Service = DecompressRequest<S>;
@@ -206,12 +170,12 @@ pub struct DecompressRequest<S> {
 
 /// The answer body of [`DecompressRequest`]: the inner service's own (`Left`), or, for a request
 /// that was decoded, tower-http's boxed one (`Right`).
-pub type DecompressBody<B> = Either<B, UnsyncBoxBody<Bytes, BoxError>>;
+pub(crate) type DecompressBody<B> = Either<B, UnsyncBoxBody<Bytes, BoxError>>;
 
 type ToAnswer<B, R> = fn(Response<R>) -> Response<DecompressBody<B>>;
 
 /// The future of [`DecompressRequest`].
-pub type DecompressFuture<S, B, ResBody> = EitherFuture<
+pub(crate) type DecompressFuture<S, B, ResBody> = EitherFuture<
     MapOk<<S as Service<Request<B>>>::Future, ToAnswer<ResBody, ResBody>>,
     MapOk<
         <RequestDecompression<S> as Service<Request<B>>>::Future,
@@ -420,5 +384,36 @@ mod tests {
         let pulled = pulled.load(Ordering::SeqCst);
         // 1 MiB decoded needs ~1 KiB of this input; allow a few chunks of read-ahead.
         assert!(pulled <= 4 * 4096, "read {pulled} of {total} compressed bytes");
+    }
+
+    #[tokio::test]
+    async fn a_request_gets_an_id_and_its_credentials_are_marked_sensitive() {
+        use tower::service_fn;
+        let backend = service_fn(|request: Request<String>| async move {
+            // What a backend would be sent: a request id, and credentials no logger can print.
+            assert!(request.headers().contains_key("x-request-id"));
+            assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
+            Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+        });
+        let request = Request::post("/mcp")
+            .header(header::AUTHORIZATION, "Bearer t")
+            .body(String::new())
+            .unwrap();
+        let answer = HttpLayer.layer(backend).oneshot(request).await.unwrap();
+        assert!(answer.headers().contains_key("x-request-id"));
+    }
+
+    #[test]
+    fn request_ids_differ_within_a_process_and_share_its_prefix() {
+        let request = Request::new(());
+        let first = RequestIds.make_request_id(&request).unwrap();
+        let second = RequestIds.make_request_id(&request).unwrap();
+        let (first, second) = (
+            first.header_value().to_str().unwrap(),
+            second.header_value().to_str().unwrap(),
+        );
+        assert_eq!(first.len(), 32);
+        assert_ne!(first, second);
+        assert_eq!(first[..16], second[..16]);
     }
 }

@@ -84,13 +84,13 @@ impl RequestHandles {
 /// Counts and times every request through the wrapped MCP service (see the module docs for when
 /// to install the recorder).
 #[derive(Clone, Debug)]
-pub struct RequestMetricsLayer {
+pub(crate) struct RequestMetricsLayer {
     handles: Arc<RequestHandles>,
 }
 
 impl RequestMetricsLayer {
     /// A layer with no handle registered yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             handles: Arc::new(RequestHandles {
                 ok: std::array::from_fn(|_| PerMethod::new()),

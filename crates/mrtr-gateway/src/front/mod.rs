@@ -14,33 +14,14 @@
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
 //! boxing). A new front door (another path) is one more arm in [`Gateway::call`].
-//!
-//! ```
-//! # use std::sync::Arc;
-//! use mrtr_gateway::{Backend, GatewayConfig};
-//! use tower::ServiceExt;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = GatewayConfig::new(vec![Backend::new("alpha", "http://127.0.0.1:9/mcp")?]);
-//! let keyring = Arc::new(tower_mrtr::Keyring::generate("k1")?);
-//! let gateway = mrtr_gateway::service(&config, keyring, "127.0.0.1:8080".parse()?);
-//! let request = http::Request::get("/mcp")
-//!     .header("host", "127.0.0.1:8080")
-//!     .body(http_body_util::Empty::<bytes::Bytes>::new())?;
-//! let response = gateway.oneshot(request).await?;
-//! assert_eq!(response.status(), 405);
-//! assert_eq!(response.headers()["allow"], "POST");
-//! # Ok(()) }
-//! ```
 
-pub mod deadline;
-pub mod drain;
-pub mod http_layers;
-pub mod metrics;
-pub mod origin;
-pub mod server;
-pub mod shed;
+pub(crate) mod deadline;
+pub(crate) mod drain;
+pub(crate) mod http_layers;
+pub(crate) mod metrics;
+pub(crate) mod origin;
+pub(crate) mod server;
+pub(crate) mod shed;
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -69,7 +50,8 @@ pub const MCP_PATH: &str = "/mcp";
 /// The body of every answer of [`Gateway`]: the MCP stack's `R`, or the front's own refusal.
 pub type GatewayBody<R> = Either<R, Full<Bytes>>;
 
-/// Puts the front before an MCP stack; see the [module docs](self).
+/// Puts the front before an MCP stack: load shedding, the `Origin`, `Host` and media-type
+/// checks, the path (`/mcp`, else 404), the request-body deadline and the access log line.
 #[derive(Clone, Debug)]
 pub struct FrontLayer {
     guard: Arc<Guard>,
@@ -102,7 +84,7 @@ impl<S> Layer<S> for FrontLayer {
     }
 }
 
-/// The front before the MCP stack `S`; see the [module docs](self). Cheap to clone.
+/// The front before the MCP stack `S` ([`FrontLayer`] says what it does). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Gateway<S> {
     guard: Arc<Guard>,

@@ -2,17 +2,6 @@
 //! validation against DNS rebinding (403), and the POST media types (415 for a body that is not
 //! `application/json`, 406 for an `Accept` without both `application/json` and
 //! `text/event-stream`).
-//!
-//! ```
-//! use mrtr_gateway::front::origin::OriginPolicy;
-//!
-//! let policy = OriginPolicy::new(["https://app.example.com".to_owned()], true);
-//! assert!(policy.allows(None));                                   // not a browser
-//! assert!(policy.allows(Some("https://app.example.com")));        // configured
-//! assert!(policy.allows(Some("http://localhost:5173")));          // loopback page
-//! assert!(!policy.allows(Some("https://evil.example")));
-//! assert!(!policy.allows(Some("null")));
-//! ```
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -205,5 +194,15 @@ mod tests {
         assert!(policy.allows(None));
         assert!(!policy.allows(Some("http://localhost.evil.example")));
         assert!(!OriginPolicy::new([], true).allows(Some("http://localhost.evil.example")));
+    }
+
+    #[test]
+    fn origins_without_a_browser_configured_or_loopback_pass() {
+        let policy = OriginPolicy::new(["https://app.example.com".to_owned()], true);
+        assert!(policy.allows(None)); // not a browser
+        assert!(policy.allows(Some("https://app.example.com"))); // configured
+        assert!(policy.allows(Some("http://localhost:5173"))); // loopback page
+        assert!(!policy.allows(Some("https://evil.example")));
+        assert!(!policy.allows(Some("null")));
     }
 }

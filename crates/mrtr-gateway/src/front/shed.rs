@@ -6,17 +6,6 @@
 //! semaphore: the check is one atomic add on the hot path. A request counts from its arrival
 //! until its response head (an SSE stream then runs on outside the count; what it holds is
 //! bounded by the layer's event limit).
-//!
-//! ```
-//! use mrtr_gateway::front::shed::LoadShed;
-//!
-//! let shed = LoadShed::new(1);
-//! let first = shed.admit().expect("one fits");
-//! assert!(shed.admit().is_none());
-//! drop(first);
-//! assert!(shed.admit().is_some());
-//! assert_eq!(mrtr_gateway::front::shed::overloaded().status(), 503);
-//! ```
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -29,25 +18,25 @@ use http_body_util::Full;
 use crate::jsonrpc;
 
 /// Default limit of requests in flight.
-pub const DEFAULT_MAX_IN_FLIGHT: NonZeroUsize = NonZeroUsize::new(1024).expect("not zero");
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: NonZeroUsize = NonZeroUsize::new(1024).expect("not zero");
 
 /// JSON-RPC code of the overload answer (implementation-defined server error range).
-pub const OVERLOADED: i64 = -32000;
+pub(crate) const OVERLOADED: i64 = -32000;
 
 /// Counts requests in flight against a limit. Cheap to clone (shared count).
 #[derive(Clone, Debug)]
-pub struct LoadShed {
+pub(crate) struct LoadShed {
     in_flight: Arc<AtomicUsize>,
     max: usize,
 }
 
 /// One admitted request; dropping it frees its place.
 #[derive(Debug)]
-pub struct Admission(Arc<AtomicUsize>);
+pub(crate) struct Admission(Arc<AtomicUsize>);
 
 impl LoadShed {
     /// At most `max` requests in flight (`usize::MAX`: no limit).
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             in_flight: Arc::default(),
             max,
@@ -55,15 +44,10 @@ impl LoadShed {
     }
 
     /// A place for one more request, if there is one.
-    pub fn admit(&self) -> Option<Admission> {
+    pub(crate) fn admit(&self) -> Option<Admission> {
         let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
         let admission = Admission(self.in_flight.clone());
         (before < self.max).then_some(admission)
-    }
-
-    /// Requests in flight now.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
     }
 }
 
@@ -75,7 +59,7 @@ impl Drop for Admission {
 
 /// The answer to a request over the limit: 503, `Retry-After: 1`, a JSON-RPC error with a
 /// `null` id (the body is not read: shedding must cost next to nothing).
-pub fn overloaded() -> Response<Full<Bytes>> {
+pub(crate) fn overloaded() -> Response<Full<Bytes>> {
     let body = jsonrpc::error_body(None, OVERLOADED, "The gateway is overloaded; retry shortly", None);
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
@@ -83,4 +67,19 @@ pub fn overloaded() -> Response<Full<Bytes>> {
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_is_freed_with_its_admission() {
+        let shed = LoadShed::new(1);
+        let first = shed.admit().expect("one fits");
+        assert!(shed.admit().is_none());
+        drop(first);
+        assert!(shed.admit().is_some());
+        assert_eq!(overloaded().status(), 503);
+    }
 }

@@ -6,19 +6,6 @@
 //!   `-32002` in 2025-11-25 (`-32602` since SEP-2164).
 //! * The client's own id replaces the id of the modern request.
 //! * `notifications/progress` and `notifications/message` pass through as they are.
-//!
-//! ```
-//! use mrtr_gateway::legacy::answer::{Modern, legacy_response};
-//! use serde_json::value::RawValue;
-//!
-//! let id = RawValue::from_string("42".into()).unwrap();
-//! let modern = br#"{"jsonrpc":"2.0","id":"gw-1","result":{"resultType":"complete","content":[],"ttlMs":0,"isError":false}}"#;
-//! let Some(Modern::Response(response)) = Modern::parse(modern) else { panic!() };
-//! assert_eq!(
-//!     &legacy_response(&id, "tools/call", &response)[..],
-//!     br#"{"jsonrpc":"2.0","id":42,"result":{"content":[],"isError":false}}"#
-//! );
-//! ```
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -30,11 +17,11 @@ use crate::jsonrpc::RawObject;
 const MODERN_ONLY_RESULT_MEMBERS: &[&str] = &["resultType", "ttlMs", "cacheScope"];
 
 /// 2025-11-25's code for "resource not found".
-pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+pub(super) const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A message on the modern answer stream.
 #[derive(Debug)]
-pub enum Modern {
+pub(super) enum Modern {
     /// A notification to relay (or drop).
     Notification {
         /// Its method.
@@ -50,7 +37,7 @@ pub enum Modern {
 
 /// A modern JSON-RPC response.
 #[derive(Debug, Deserialize)]
-pub struct ModernResponse {
+pub(super) struct ModernResponse {
     /// The result, raw.
     pub result: Option<Box<RawValue>>,
     /// The error, raw.
@@ -59,7 +46,7 @@ pub struct ModernResponse {
 
 /// What an `input_required` result asks for.
 #[derive(Debug)]
-pub struct InputRequired {
+pub(super) struct InputRequired {
     /// `inputRequests`, member by member (may be empty: a load-shedding round).
     pub requests: RawObject,
     /// `requestState` as a raw JSON string, if any.
@@ -68,7 +55,7 @@ pub struct InputRequired {
 
 impl Modern {
     /// Classifies one message; `None` if it is not a JSON-RPC message at all.
-    pub fn parse(message: &[u8]) -> Option<Self> {
+    pub(super) fn parse(message: &[u8]) -> Option<Self> {
         #[derive(Deserialize)]
         struct Head {
             method: Option<String>,
@@ -95,7 +82,7 @@ impl Modern {
 
 impl ModernResponse {
     /// The `inputRequests` and `requestState` of an `input_required` result.
-    pub fn input_required(&self) -> Option<InputRequired> {
+    pub(super) fn input_required(&self) -> Option<InputRequired> {
         let result: RawObject = serde_json::from_str(self.result.as_ref()?.get()).ok()?;
         if result.get("resultType")?.get() != r#""input_required""# {
             return None;
@@ -113,7 +100,7 @@ impl ModernResponse {
 }
 
 /// The legacy response to the client's request `id` (raw JSON) of `method`.
-pub fn legacy_response(id: &RawValue, method: &str, response: &ModernResponse) -> Bytes {
+pub(super) fn legacy_response(id: &RawValue, method: &str, response: &ModernResponse) -> Bytes {
     if let Some(result) = &response.result {
         let result = match serde_json::from_str::<RawObject>(result.get()) {
             Ok(mut object) => {
@@ -153,7 +140,12 @@ fn legacy_error(method: &str, error: &str) -> String {
 }
 
 /// A JSON-RPC error response to the client's request `id`.
-pub fn error_message(id: &RawValue, code: i64, message: &str, data: Option<serde_json::Value>) -> Bytes {
+pub(super) fn error_message(
+    id: &RawValue,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Bytes {
     crate::jsonrpc::error_body(Some(id.get()), code, message, data)
 }
 
@@ -211,5 +203,18 @@ mod tests {
             Some(Modern::Other)
         ));
         assert!(Modern::parse(b"nope").is_none());
+    }
+
+    #[test]
+    fn a_modern_result_goes_back_in_legacy_form() {
+        let id = RawValue::from_string("42".into()).unwrap();
+        let modern = br#"{"jsonrpc":"2.0","id":"gw-1","result":{"resultType":"complete","content":[],"ttlMs":0,"isError":false}}"#;
+        let Some(Modern::Response(response)) = Modern::parse(modern) else {
+            panic!()
+        };
+        assert_eq!(
+            &legacy_response(&id, "tools/call", &response)[..],
+            br#"{"jsonrpc":"2.0","id":42,"result":{"content":[],"isError":false}}"#
+        );
     }
 }

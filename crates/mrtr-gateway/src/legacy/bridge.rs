@@ -58,7 +58,7 @@ pub type ModernBody<B> = Either<B, Full<Bytes>>;
 const REQUEST_TIMEOUT: i64 = -32001;
 
 /// A legacy JSON answer.
-pub fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {
+pub(super) fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {
     let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response
@@ -68,7 +68,7 @@ pub fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {
 }
 
 /// A body of fixed bytes.
-pub fn full(bytes: Bytes) -> LegacyBody {
+pub(super) fn full(bytes: Bytes) -> LegacyBody {
     Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
 
@@ -85,7 +85,7 @@ fn sse_answer(body: CallBody) -> Response<LegacyBody> {
 }
 
 /// One legacy request on its way through the modern service.
-pub struct Bridge<S, B> {
+pub(super) struct Bridge<S, B> {
     /// The modern service (a clone the bridge may call many times).
     pub inner: S,
     /// The request.
@@ -147,7 +147,7 @@ where
 {
     /// Relays the request and answers the client: JSON when the modern answer is one complete
     /// result, an SSE stream otherwise.
-    pub async fn respond(self) -> Response<LegacyBody> {
+    pub(super) async fn respond(self) -> Response<LegacyBody> {
         let first = match self.send_first().await {
             Ok(First::Answer(response)) => response,
             Ok(First::Read(response)) => return self.answer(response),

@@ -1,30 +1,13 @@
 //! The legacy requests the front answers itself: the `initialize` result built from the modern
 //! `server/discover`, and the small answers (`ping`, `logging/setLevel`, the methods 2026-07-28
 //! removed without a modern counterpart).
-//!
-//! ```
-//! use mrtr_gateway::legacy::lifecycle::{initialize_result, negotiate};
-//! use serde_json::json;
-//!
-//! assert_eq!(negotiate("2025-06-18"), "2025-06-18");
-//! assert_eq!(negotiate("2024-11-05"), "2025-11-25"); // the client decides whether it can go on
-//!
-//! let discover = json!({
-//!     "supportedVersions": ["2026-07-28"],
-//!     "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "extensions": {"x": {}}},
-//!     "instructions": "Use the tools."
-//! });
-//! let result = initialize_result("2025-11-25", &discover, &json!({"name": "mrtr-gateway", "version": "1"}));
-//! assert_eq!(result["capabilities"], json!({"tools": {}, "resources": {}, "logging": {}}));
-//! assert_eq!(result["instructions"], "Use the tools.");
-//! ```
 
 use serde_json::{Map, Value, json};
 
 use super::config::LEGACY_VERSIONS;
 
 /// The protocol version the gateway answers an `initialize` asking for `requested` with.
-pub fn negotiate(requested: &str) -> &'static str {
+pub(super) fn negotiate(requested: &str) -> &'static str {
     LEGACY_VERSIONS
         .iter()
         .copied()
@@ -36,7 +19,7 @@ pub fn negotiate(requested: &str) -> &'static str {
 /// `server/discover` result: the same features (tools, prompts, resources, completions) without
 /// `listChanged` or `subscribe` (the front has no standalone stream to deliver them on), plus
 /// `logging` (log notifications are relayed on each call's stream), and the instructions.
-pub fn initialize_result(version: &str, discover: &Value, server_info: &Value) -> Value {
+pub(super) fn initialize_result(version: &str, discover: &Value, server_info: &Value) -> Value {
     let mut capabilities = Map::new();
     for feature in ["tools", "prompts", "resources", "completions"] {
         if discover["capabilities"][feature].is_object() {
@@ -53,4 +36,31 @@ pub fn initialize_result(version: &str, discover: &Value, server_info: &Value) -
         result["instructions"] = json!(instructions);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_answers_from_the_backends_discovery() {
+        assert_eq!(negotiate("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate("2024-11-05"), "2025-11-25"); // the client decides whether it can go on
+
+        let discover = json!({
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "extensions": {"x": {}}},
+            "instructions": "Use the tools."
+        });
+        let result = initialize_result(
+            "2025-11-25",
+            &discover,
+            &json!({"name": "mrtr-gateway", "version": "1"}),
+        );
+        assert_eq!(
+            result["capabilities"],
+            json!({"tools": {}, "resources": {}, "logging": {}})
+        );
+        assert_eq!(result["instructions"], "Use the tools.");
+    }
 }

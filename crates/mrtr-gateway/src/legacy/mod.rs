@@ -9,15 +9,15 @@
 //! modern round, so that:
 //!
 //! * a modern request pays one header comparison and reaches the modern stack untouched;
-//! * a legacy session lives in its sealed `Mcp-Session-Id` ([`session`]): no session store;
+//! * a legacy session lives in its sealed `Mcp-Session-Id` (`session.rs`): no session store;
 //! * a legacy request becomes a modern one with the session's `_meta` and the mirrored headers
-//!   ([`request`]), and its answer comes back in legacy form ([`answer`]), with progress and log
-//!   notifications relayed on the call's stream ([`stream`]);
+//!   (`request.rs`), and its answer comes back in legacy form (`answer.rs`), with progress and log
+//!   notifications relayed on the call's stream (`stream.rs`);
 //! * when a backend answers `input_required`, the call stays open for as long as the client takes
 //!   to answer (bounded): the input requests go to the client as legacy server-to-client
 //!   requests, its answers (separate POSTs) find the waiting call in this replica's
-//!   [`registry`], and the backend is asked again with `inputResponses` and the sealed state
-//!   ([`bridge`]).
+//!   `registry.rs`, and the backend is asked again with `inputResponses` and the sealed state
+//!   (`bridge.rs`).
 //!
 //! This is not the design the project rejected (parking a *legacy backend's* live request
 //! between a modern client's requests behind a resume token). The backends stay modern and
@@ -41,16 +41,17 @@
 //! # let _ = dual_era; Ok(()) }
 //! ```
 
-pub mod answer;
-pub mod bridge;
-pub mod config;
-pub mod lifecycle;
-pub mod notes;
-pub mod registry;
-pub mod request;
-pub mod service;
-pub mod session;
-pub mod stream;
+mod answer;
+mod bridge;
+mod config;
+mod lifecycle;
+mod notes;
+mod registry;
+mod request;
+mod service;
+pub(crate) mod session;
+pub(crate) mod stream;
 
+pub use bridge::{LegacyBody, ModernBody};
 pub use config::{LEGACY_VERSIONS, LegacyConfig};
 pub use service::{DualEra, Front, FrontFuture, MCP_SESSION_ID};

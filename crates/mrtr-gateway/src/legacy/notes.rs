@@ -8,22 +8,6 @@
 //! bounded in number, and are forgotten when the session id expires. A load balancer that hashes
 //! on `Mcp-Session-Id` sends the session's later requests to the replica that holds them (see
 //! `docs/gateway.md`).
-//!
-//! ```
-//! use std::time::{Duration, SystemTime};
-//! use mrtr_gateway::legacy::notes::{Notes, LogLevel};
-//! use mrtr_gateway::legacy::session::SessionDigest;
-//!
-//! let notes = Notes::new(2);
-//! let now = SystemTime::now();
-//! let session = SessionDigest::of("session-a");
-//! assert_eq!(notes.log_level(session, now), None);
-//! notes.set_log_level(session, LogLevel::parse("info").unwrap(), now + Duration::from_secs(60), now).unwrap();
-//! assert_eq!(notes.log_level(session, now).map(LogLevel::as_str), Some("info"));
-//! notes.end(session, now + Duration::from_secs(60), now).unwrap();
-//! assert!(notes.is_ended(session, now));
-//! assert!(!notes.is_ended(session, now + Duration::from_secs(61)), "forgotten with the session");
-//! ```
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -33,7 +17,7 @@ use super::session::SessionDigest;
 
 /// A logging level of MCP (RFC 5424 severities).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LogLevel(u8);
+pub(super) struct LogLevel(u8);
 
 const LEVELS: [&str; 8] = [
     "debug",
@@ -48,19 +32,19 @@ const LEVELS: [&str; 8] = [
 
 impl LogLevel {
     /// The level named `name`, if it is one of MCP's eight.
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(super) fn parse(name: &str) -> Option<Self> {
         LEVELS.iter().position(|l| *l == name).map(|i| Self(i as u8))
     }
 
     /// The level's name.
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         LEVELS[usize::from(self.0)]
     }
 }
 
 /// The replica has no room for another note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotesFull;
+pub(super) struct NotesFull;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Note {
@@ -71,14 +55,14 @@ struct Note {
 
 /// Per-replica notes about sessions, at most `capacity` of them.
 #[derive(Debug)]
-pub struct Notes {
+pub(super) struct Notes {
     capacity: usize,
     notes: Mutex<HashMap<SessionDigest, Note>>,
 }
 
 impl Notes {
     /// Room for `capacity` sessions' notes.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         Self {
             capacity,
             notes: Mutex::new(HashMap::new()),
@@ -117,7 +101,7 @@ impl Notes {
     }
 
     /// Records that the client ended the session (it expires at `expires_at` anyway).
-    pub fn end(
+    pub(super) fn end(
         &self,
         session: SessionDigest,
         expires_at: SystemTime,
@@ -127,12 +111,12 @@ impl Notes {
     }
 
     /// Whether the client ended the session on this replica.
-    pub fn is_ended(&self, session: SessionDigest, now: SystemTime) -> bool {
+    pub(super) fn is_ended(&self, session: SessionDigest, now: SystemTime) -> bool {
         self.get(session, now).is_some_and(|n| n.ended)
     }
 
     /// Records the level the client asked for.
-    pub fn set_log_level(
+    pub(super) fn set_log_level(
         &self,
         session: SessionDigest,
         level: LogLevel,
@@ -143,7 +127,7 @@ impl Notes {
     }
 
     /// The level the client asked for on this replica, if any.
-    pub fn log_level(&self, session: SessionDigest, now: SystemTime) -> Option<LogLevel> {
+    pub(super) fn log_level(&self, session: SessionDigest, now: SystemTime) -> Option<LogLevel> {
         self.get(session, now).and_then(|n| n.log_level)
     }
 }
@@ -178,5 +162,29 @@ mod tests {
         assert!(level("debug") < level("info") && level("error") < level("emergency"));
         assert!(LogLevel::parse("verbose").is_none());
         assert_eq!(level("notice").as_str(), "notice");
+    }
+
+    #[test]
+    fn a_note_is_forgotten_with_its_session() {
+        use std::time::Duration;
+        let notes = Notes::new(2);
+        let now = SystemTime::now();
+        let session = SessionDigest::of("session-a");
+        assert_eq!(notes.log_level(session, now), None);
+        notes
+            .set_log_level(
+                session,
+                LogLevel::parse("info").unwrap(),
+                now + Duration::from_secs(60),
+                now,
+            )
+            .unwrap();
+        assert_eq!(notes.log_level(session, now).map(LogLevel::as_str), Some("info"));
+        notes.end(session, now + Duration::from_secs(60), now).unwrap();
+        assert!(notes.is_ended(session, now));
+        assert!(
+            !notes.is_ended(session, now + Duration::from_secs(61)),
+            "forgotten with the session"
+        );
     }
 }

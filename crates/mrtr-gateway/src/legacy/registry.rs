@@ -6,26 +6,6 @@
 //! [`Registry::deliver`], which wakes the call if the id is waiting *and* belongs to the same
 //! session. Dropping a [`Pending`] (the call answered, timed out, or its client went away)
 //! removes the entry: nothing outlives the call. The number of waiting ids is bounded.
-//!
-//! ```
-//! use mrtr_gateway::legacy::registry::{Delivery, Registry};
-//! use mrtr_gateway::legacy::session::SessionDigest;
-//! use serde_json::value::RawValue;
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! let registry = Registry::new(16);
-//! let session = SessionDigest::of("session-a");
-//! let pending = registry.register(session).unwrap();
-//! let id = pending.id().to_owned();               // sent to the client as the request's id
-//! let answer = RawValue::from_string(r#"{"action":"accept"}"#.into()).unwrap();
-//!
-//! // Another session cannot answer it.
-//! assert_eq!(registry.deliver(SessionDigest::of("session-b"), &id, Ok(answer.clone())), Delivery::NotWaiting);
-//! assert_eq!(registry.deliver(session, &id, Ok(answer)), Delivery::Delivered);
-//! assert_eq!(pending.answer().await.unwrap().unwrap().get(), r#"{"action":"accept"}"#);
-//! assert_eq!(registry.waiting(), 0);
-//! # }
-//! ```
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,11 +17,11 @@ use tokio::sync::oneshot;
 use super::session::SessionDigest;
 
 /// A client's answer: the JSON-RPC `result`, or its `error` object.
-pub type Answer = Result<Box<RawValue>, Box<RawValue>>;
+pub(super) type Answer = Result<Box<RawValue>, Box<RawValue>>;
 
 /// What became of a delivered answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
+pub(super) enum Delivery {
     /// Handed to the waiting call.
     Delivered,
     /// No call on this replica waits for this id in this session (another replica's, already
@@ -51,7 +31,7 @@ pub enum Delivery {
 
 /// Too many ids are waiting on this replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegistryFull;
+pub(super) struct RegistryFull;
 
 #[derive(Debug)]
 struct Waiter {
@@ -70,13 +50,13 @@ struct Inner {
 
 /// The per-replica table of ids waiting for an answer. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Registry {
+pub(super) struct Registry {
     inner: Arc<Inner>,
 }
 
 impl Registry {
     /// At most `capacity` ids waiting at once.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         let mut random = [0u8; 8];
         // Uniqueness, not secrecy, is what the prefix is for (answers are also bound to the
         // session), so a failing random source falls back to the time.
@@ -105,7 +85,7 @@ impl Registry {
     }
 
     /// A fresh id waiting for an answer from `session`.
-    pub fn register(&self, session: SessionDigest) -> Result<Pending, RegistryFull> {
+    pub(super) fn register(&self, session: SessionDigest) -> Result<Pending, RegistryFull> {
         let (answer, receiver) = oneshot::channel();
         let mut waiting = self.waiting_map();
         if waiting.len() >= self.inner.capacity {
@@ -123,7 +103,7 @@ impl Registry {
 
     /// Hands `answer` to the call waiting for `id` (the JSON string value, without quotes) in
     /// `session`.
-    pub fn deliver(&self, session: SessionDigest, id: &str, answer: Answer) -> Delivery {
+    pub(super) fn deliver(&self, session: SessionDigest, id: &str, answer: Answer) -> Delivery {
         let mut waiting = self.waiting_map();
         match waiting.get(id) {
             Some(waiter) if waiter.session == session => {}
@@ -140,14 +120,14 @@ impl Registry {
     }
 
     /// How many ids wait right now.
-    pub fn waiting(&self) -> usize {
+    pub(super) fn waiting(&self) -> usize {
         self.waiting_map().len()
     }
 }
 
 /// One id waiting for its answer; dropping it forgets the id.
 #[derive(Debug)]
-pub struct Pending {
+pub(super) struct Pending {
     id: String,
     receiver: oneshot::Receiver<Answer>,
     registry: Registry,
@@ -155,12 +135,12 @@ pub struct Pending {
 
 impl Pending {
     /// The id to send the client (a JSON string).
-    pub fn id(&self) -> &str {
+    pub(super) fn id(&self) -> &str {
         &self.id
     }
 
     /// Waits for the answer. `None` if the entry was removed without one.
-    pub async fn answer(mut self) -> Option<Answer> {
+    pub(super) async fn answer(mut self) -> Option<Answer> {
         (&mut self.receiver).await.ok()
     }
 }
@@ -197,5 +177,26 @@ mod tests {
         let one = Registry::new(1).register(s).unwrap().id().to_owned();
         let two = Registry::new(1).register(s).unwrap().id().to_owned();
         assert_ne!(one, two);
+    }
+
+    #[tokio::test]
+    async fn only_the_session_that_was_asked_can_answer() {
+        let registry = Registry::new(16);
+        let session = SessionDigest::of("session-a");
+        let pending = registry.register(session).unwrap();
+        let id = pending.id().to_owned(); // sent to the client as the request's id
+        let answer = RawValue::from_string(r#"{"action":"accept"}"#.into()).unwrap();
+
+        // Another session cannot answer it.
+        assert_eq!(
+            registry.deliver(SessionDigest::of("session-b"), &id, Ok(answer.clone())),
+            Delivery::NotWaiting
+        );
+        assert_eq!(registry.deliver(session, &id, Ok(answer)), Delivery::Delivered);
+        assert_eq!(
+            pending.answer().await.unwrap().unwrap().get(),
+            r#"{"action":"accept"}"#
+        );
+        assert_eq!(registry.waiting(), 0);
     }
 }

@@ -8,25 +8,6 @@
 //! `Mcp-Method`, `Mcp-Name` and, for tools whose schema asks for them, `Mcp-Param-*`. An MRTR
 //! retry is the same request with a new id, `inputResponses` and `requestState` added: the
 //! `arguments` go to the backend byte for byte each round, as the envelope binding requires.
-//!
-//! ```
-//! use mrtr_gateway::legacy::request::LegacyRequest;
-//! use mrtr_gateway::legacy::session::Session;
-//!
-//! let body = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":"x"},"_meta":{"progressToken":"p1"}}}"#;
-//! let request = LegacyRequest::parse(body).unwrap();
-//! let session = Session::new("2025-11-25", r#"{"name":"old-client","version":"1"}"#, r#"{"elicitation":{}}"#).unwrap();
-//! let modern = request.modern_body("\"gw-1\"", &session, Some("info"), None);
-//! assert_eq!(
-//!     std::str::from_utf8(&modern).unwrap(),
-//!     concat!(
-//!         r#"{"jsonrpc":"2.0","id":"gw-1","method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":"x"},"#,
-//!         r#""_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
-//!         r#""io.modelcontextprotocol/clientInfo":{"name":"old-client","version":"1"},"#,
-//!         r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/logLevel":"info"}}}"#,
-//!     )
-//! );
-//! ```
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,7 +23,7 @@ use super::session::Session;
 use crate::jsonrpc::RawObject;
 
 /// The modern protocol version every translated request declares.
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub(super) const MODERN_VERSION: &str = "2026-07-28";
 
 /// `_meta` keys of the modern protocol's own prefix.
 const RESERVED_META_PREFIX: &str = "io.modelcontextprotocol/";
@@ -51,7 +32,7 @@ const RESERVED_META_PREFIX: &str = "io.modelcontextprotocol/";
 /// answer to a server-to-client request.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LegacyMessage {
+pub(super) struct LegacyMessage {
     /// Must be `"2.0"`.
     pub jsonrpc: Option<String>,
     /// Raw id, absent for notifications.
@@ -69,7 +50,7 @@ pub struct LegacyMessage {
 impl LegacyMessage {
     /// Reads one JSON-RPC message; `None` for anything else (not JSON, a batch, duplicate or
     /// unknown members, wrong `jsonrpc`).
-    pub fn parse(body: &[u8]) -> Option<Self> {
+    pub(super) fn parse(body: &[u8]) -> Option<Self> {
         let message: Self = serde_json::from_slice(body).ok()?;
         (message.jsonrpc.as_deref() == Some("2.0")).then_some(message)
     }
@@ -77,7 +58,7 @@ impl LegacyMessage {
 
 /// A legacy request to relay: method, id, target and the params it came with.
 #[derive(Debug)]
-pub struct LegacyRequest {
+pub(super) struct LegacyRequest {
     id: Box<RawValue>,
     method: String,
     /// `params` without `_meta`, member order and raw text kept.
@@ -89,13 +70,13 @@ pub struct LegacyRequest {
 
 impl LegacyRequest {
     /// Reads a request body; `None` if it is not a request with object (or no) params.
-    pub fn parse(body: &[u8]) -> Option<Self> {
+    pub(super) fn parse(body: &[u8]) -> Option<Self> {
         let message = LegacyMessage::parse(body)?;
         Self::from_message(message)
     }
 
     /// From a parsed message; `None` if it is not a request.
-    pub fn from_message(message: LegacyMessage) -> Option<Self> {
+    pub(super) fn from_message(message: LegacyMessage) -> Option<Self> {
         let (Some(id), Some(method)) = (message.id, message.method) else {
             return None;
         };
@@ -126,28 +107,28 @@ impl LegacyRequest {
     }
 
     /// The client's raw id.
-    pub fn id(&self) -> &RawValue {
+    pub(super) fn id(&self) -> &RawValue {
         &self.id
     }
 
     /// The JSON-RPC method.
-    pub fn method(&self) -> &str {
+    pub(super) fn method(&self) -> &str {
         &self.method
     }
 
     /// `params.name` (`params.uri` for `resources/read`), if a string.
-    pub fn target(&self) -> Option<&str> {
+    pub(super) fn target(&self) -> Option<&str> {
         self.target.as_deref()
     }
 
     /// A params member, raw.
-    pub fn param(&self, name: &str) -> Option<&RawValue> {
+    pub(super) fn param(&self, name: &str) -> Option<&RawValue> {
         self.params.get(name)
     }
 
     /// The modern body, with `id` (raw JSON) and the session's `_meta`; `retry` adds
     /// `inputResponses` (a raw JSON object) and `requestState` (a raw JSON string).
-    pub fn modern_body(
+    pub(super) fn modern_body(
         &self,
         id: &str,
         session: &Session,
@@ -192,7 +173,7 @@ impl LegacyRequest {
     /// The modern request's headers: the client's own (credentials, principal, trace context…)
     /// without the legacy session ones, plus the mirrored MCP headers of this request and the
     /// `Mcp-Param-*` headers `params` calls for.
-    pub fn modern_headers(&self, client: &HeaderMap, params: &[ParamHeader]) -> HeaderMap {
+    pub(super) fn modern_headers(&self, client: &HeaderMap, params: &[ParamHeader]) -> HeaderMap {
         let mut headers = client.clone();
         headers.remove("mcp-session-id");
         headers.remove("last-event-id");
@@ -239,7 +220,7 @@ impl LegacyRequest {
 /// A tool parameter annotated `x-mcp-header: Name`: its `Mcp-Param-Name` header mirrors the
 /// argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamHeader {
+pub(super) struct ParamHeader {
     /// The argument (property) name.
     pub property: String,
     /// The header name after `Mcp-Param-`.
@@ -272,7 +253,7 @@ fn param_headers(arguments: &RawValue, params: &[ParamHeader]) -> Vec<(HeaderNam
 /// The `x-mcp-header` annotations of the tools this replica has seen listed, so legacy calls
 /// (whose clients know nothing of `Mcp-Param-*`) can be sent with the headers the backend checks.
 #[derive(Debug, Default)]
-pub struct ToolHeaders {
+pub(super) struct ToolHeaders {
     tools: Mutex<HashMap<String, Vec<ParamHeader>>>,
 }
 
@@ -281,12 +262,12 @@ const MAX_TOOLS: usize = 10_000;
 
 impl ToolHeaders {
     /// The annotations of `tool`, as last listed.
-    pub fn get(&self, tool: &str) -> Vec<ParamHeader> {
+    pub(super) fn get(&self, tool: &str) -> Vec<ParamHeader> {
         self.lock().get(tool).cloned().unwrap_or_default()
     }
 
     /// Records the annotations of every tool in a `tools/list` result; whether any tool has one.
-    pub fn record(&self, list_result: &RawValue) -> bool {
+    pub(super) fn record(&self, list_result: &RawValue) -> bool {
         #[derive(Deserialize)]
         struct ListResult {
             tools: Vec<Tool>,
@@ -403,5 +384,27 @@ mod tests {
         assert!(LegacyMessage::parse(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#).is_none());
         let ping = LegacyRequest::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
         assert_eq!((ping.method(), ping.target()), ("ping", None));
+    }
+
+    #[test]
+    fn a_legacy_call_becomes_modern_with_the_sessions_meta() {
+        let body = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":"x"},"_meta":{"progressToken":"p1"}}}"#;
+        let request = LegacyRequest::parse(body).unwrap();
+        let session = Session::new(
+            "2025-11-25",
+            r#"{"name":"old-client","version":"1"}"#,
+            r#"{"elicitation":{}}"#,
+        )
+        .unwrap();
+        let modern = request.modern_body("\"gw-1\"", &session, Some("info"), None);
+        assert_eq!(
+            std::str::from_utf8(&modern).unwrap(),
+            concat!(
+                r#"{"jsonrpc":"2.0","id":"gw-1","method":"tools/call","params":{"name":"deploy","arguments":{"b":1.50,"a":"x"},"#,
+                r#""_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
+                r#""io.modelcontextprotocol/clientInfo":{"name":"old-client","version":"1"},"#,
+                r#""io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/logLevel":"info"}}}"#,
+            )
+        );
     }
 }

@@ -138,7 +138,7 @@ impl Front {
 }
 
 /// Serves legacy MCP clients in front of a modern MCP service `S`, which it calls once per
-/// modern round. See the [module docs](self).
+/// modern round. See the [module docs](crate::legacy).
 #[derive(Clone, Debug)]
 pub struct DualEra<S> {
     inner: S,

@@ -8,31 +8,6 @@
 //! keyring opens it. A session id that does not
 //! open (tampered, expired, sealed for another principal, under a retired key) is "not found",
 //! which a legacy client answers by starting a new session.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use std::time::{Duration, SystemTime};
-//! use mrtr_gateway::legacy::session::{Session, SessionSealer};
-//! use tower_mrtr::{Keyring, KeyringHandle};
-//!
-//! let keys = KeyringHandle::new(Keyring::generate("k1").unwrap());
-//! let sealer = SessionSealer::new(keys, Duration::from_secs(3600));
-//! let session = Session::new(
-//!     "2025-11-25",
-//!     r#"{"name":"claude-desktop","version":"1.0"}"#,
-//!     r#"{"elicitation":{},"tasks":{"requests":{}}}"#,
-//! ).unwrap();
-//! let now = SystemTime::now();
-//! let id = sealer.seal(&session, Some("alice"), now).unwrap();
-//! assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "visible ASCII, as legacy clients require");
-//!
-//! let opened = sealer.open(&id, Some("alice"), now).unwrap();
-//! assert_eq!(opened.protocol_version(), "2025-11-25");
-//! // The legacy `tasks` capability means nothing to a modern backend: it is dropped.
-//! assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
-//! assert!(sealer.open(&id, Some("bob"), now).is_none(), "bound to the principal");
-//! assert!(sealer.open(&id, Some("alice"), now + Duration::from_secs(3601)).is_none(), "expired");
-//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -53,18 +28,18 @@ pub const SESSION_PURPOSE: Purpose = Purpose::custom("tower-mrtr/v2/legacy-sessi
 
 /// The binding's method field for session envelopes (the purpose label already separates them
 /// from request states and task handles; this names what the binding is about).
-pub const SESSION_BINDING: &str = "mrtr-gateway/legacy-session";
+pub(crate) const SESSION_BINDING: &str = "mrtr-gateway/legacy-session";
 
 /// Longest session id accepted, checked before any decoding (legacy clients echo it in a header;
 /// common proxies refuse headers much above 8 KiB).
-pub const MAX_SESSION_ID_LEN: usize = 6 * 1024;
+pub(crate) const MAX_SESSION_ID_LEN: usize = 6 * 1024;
 
 /// Route recorded in a session envelope: not a backend, sessions are not routed.
 const SESSION_ROUTE: &str = "@legacy-session";
 
 /// What a legacy session is: the handshake's outcome.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Session {
+pub(crate) struct Session {
     #[serde(rename = "v")]
     protocol_version: String,
     #[serde(rename = "i")]
@@ -75,7 +50,7 @@ pub struct Session {
 
 /// Why a session could not be created from an `initialize` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     /// `clientInfo` or `capabilities` is not a JSON object.
     NotAnObject(&'static str),
     /// The sealed id would be longer than [`MAX_SESSION_ID_LEN`].
@@ -101,7 +76,11 @@ impl Session {
     /// A session for `protocol_version`, from the raw `clientInfo` and `capabilities` objects of
     /// an `initialize` request. Client capabilities that only a legacy server understands (the
     /// 2025-11-25 `tasks` capability) are left out: modern backends must ignore them anyway.
-    pub fn new(protocol_version: &str, client_info: &str, capabilities: &str) -> Result<Self, SessionError> {
+    pub(crate) fn new(
+        protocol_version: &str,
+        client_info: &str,
+        capabilities: &str,
+    ) -> Result<Self, SessionError> {
         let object = |raw: &str, what| {
             serde_json::from_str::<RawObject>(raw).map_err(|_| SessionError::NotAnObject(what))
         };
@@ -117,24 +96,24 @@ impl Session {
     }
 
     /// The legacy protocol version negotiated at `initialize`.
-    pub fn protocol_version(&self) -> &str {
+    pub(crate) fn protocol_version(&self) -> &str {
         &self.protocol_version
     }
 
     /// The client's `clientInfo`, raw.
-    pub fn client_info(&self) -> &RawValue {
+    pub(crate) fn client_info(&self) -> &RawValue {
         &self.client_info
     }
 
     /// The client's capabilities (as declared at `initialize`, legacy-only ones removed), raw.
-    pub fn capabilities(&self) -> &RawValue {
+    pub(crate) fn capabilities(&self) -> &RawValue {
         &self.capabilities
     }
 
     /// Whether the client declared the capability a server-to-client `method` needs
     /// (`elicitation/create` in `mode`, `sampling/createMessage`, `roots/list`). An empty
     /// `elicitation: {}` means form mode only.
-    pub fn declares(&self, method: &str, elicitation_mode: Option<&str>) -> bool {
+    pub(crate) fn declares(&self, method: &str, elicitation_mode: Option<&str>) -> bool {
         let Ok(caps) = serde_json::from_str::<serde_json::Value>(self.capabilities.get()) else {
             return false;
         };
@@ -158,7 +137,7 @@ impl Session {
 /// An opened session id: the session, its expiry and a digest that names it in per-replica
 /// bookkeeping without keeping the id itself.
 #[derive(Clone, Debug)]
-pub struct OpenedSession {
+pub(crate) struct OpenedSession {
     session: Arc<Session>,
     expires_at: SystemTime,
     digest: SessionDigest,
@@ -173,23 +152,23 @@ impl std::ops::Deref for OpenedSession {
 
 impl OpenedSession {
     /// When the session id stops opening.
-    pub fn expires_at(&self) -> SystemTime {
+    pub(crate) fn expires_at(&self) -> SystemTime {
         self.expires_at
     }
 
     /// The digest of the session id.
-    pub fn digest(&self) -> SessionDigest {
+    pub(crate) fn digest(&self) -> SessionDigest {
         self.digest
     }
 }
 
 /// SHA-256 of a session id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SessionDigest([u8; 32]);
+pub(crate) struct SessionDigest([u8; 32]);
 
 impl SessionDigest {
     /// The digest of `id`.
-    pub fn of(id: &str) -> Self {
+    pub(crate) fn of(id: &str) -> Self {
         Self(Sha256::digest(id.as_bytes()).into())
     }
 }
@@ -197,14 +176,14 @@ impl SessionDigest {
 /// Seals sessions into ids and opens them, with whatever keyring the handle holds at the time
 /// (a key rotation applies to session ids as to every other envelope).
 #[derive(Clone, Debug)]
-pub struct SessionSealer {
+pub(crate) struct SessionSealer {
     keys: KeyringHandle,
     ttl: Duration,
 }
 
 impl SessionSealer {
     /// Sessions sealed with the keys behind `keys`, valid for `ttl`.
-    pub fn new(keys: KeyringHandle, ttl: Duration) -> Self {
+    pub(crate) fn new(keys: KeyringHandle, ttl: Duration) -> Self {
         Self { keys, ttl }
     }
 
@@ -213,7 +192,7 @@ impl SessionSealer {
     }
 
     /// The session id for `session`, bound to `principal`, expiring `ttl` after `now`.
-    pub fn seal(
+    pub(crate) fn seal(
         &self,
         session: &Session,
         principal: Option<&str>,
@@ -237,7 +216,7 @@ impl SessionSealer {
 
     /// The session behind `id`, if it opens for `principal` at `now`. Every failure is `None`;
     /// the reason goes to the debug log.
-    pub fn open(&self, id: &str, principal: Option<&str>, now: SystemTime) -> Option<OpenedSession> {
+    pub(crate) fn open(&self, id: &str, principal: Option<&str>, now: SystemTime) -> Option<OpenedSession> {
         if id.len() > MAX_SESSION_ID_LEN {
             tracing::debug!("legacy session id refused: too long");
             return None;
@@ -425,6 +404,39 @@ mod tests {
         assert_eq!(
             Session::new("x", "{}", "1").unwrap_err(),
             SessionError::NotAnObject("capabilities")
+        );
+    }
+
+    #[test]
+    fn a_session_id_opens_for_its_principal_until_it_expires() {
+        let keys = KeyringHandle::new(tower_mrtr::Keyring::generate("k1").unwrap());
+        let sealer = SessionSealer::new(keys, Duration::from_secs(3600));
+        let session = Session::new(
+            "2025-11-25",
+            r#"{"name":"claude-desktop","version":"1.0"}"#,
+            r#"{"elicitation":{},"tasks":{"requests":{}}}"#,
+        )
+        .unwrap();
+        let now = SystemTime::now();
+        let id = sealer.seal(&session, Some("alice"), now).unwrap();
+        assert!(
+            id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+            "visible ASCII, as legacy clients require"
+        );
+
+        let opened = sealer.open(&id, Some("alice"), now).unwrap();
+        assert_eq!(opened.protocol_version(), "2025-11-25");
+        // The legacy `tasks` capability means nothing to a modern backend: it is dropped.
+        assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
+        assert!(
+            sealer.open(&id, Some("bob"), now).is_none(),
+            "bound to the principal"
+        );
+        assert!(
+            sealer
+                .open(&id, Some("alice"), now + Duration::from_secs(3601))
+                .is_none(),
+            "expired"
         );
     }
 }

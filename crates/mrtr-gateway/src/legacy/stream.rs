@@ -6,22 +6,6 @@
 //! bounded in size, so progress and log notifications can be relayed while a tool still runs.
 //! [`CallBody`] is the legacy response body: SSE events from a channel, together with the future
 //! that produces them, so dropping the body (the client went away) drops the call.
-//!
-//! ```
-//! use bytes::Bytes;
-//! use http_body_util::Full;
-//! use mrtr_gateway::legacy::stream::{Messages, sse_event};
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! let stream = "data: {\"method\":\"notifications/progress\"}\n\n: keep-alive\n\nevent: message\r\ndata: {\"id\":1,\r\ndata: \"result\":{}}\r\n\r\n";
-//! let mut messages = Messages::new(true, Full::new(Bytes::from(stream)), 1024);
-//! assert_eq!(&messages.next().await.unwrap().unwrap()[..], br#"{"method":"notifications/progress"}"#);
-//! assert_eq!(&messages.next().await.unwrap().unwrap()[..], b"{\"id\":1,\n\"result\":{}}");
-//! assert!(messages.next().await.unwrap().is_none());
-//!
-//! assert_eq!(&sse_event(b"{\"a\":\n1}")[..], b"event: message\ndata: {\"a\":\ndata: 1}\n\n");
-//! # }
-//! ```
 
 use std::convert::Infallible;
 use std::fmt;
@@ -39,7 +23,7 @@ use crate::upstream::sse::EventReader;
 
 /// Why the modern answer could not be read.
 #[derive(Debug)]
-pub enum StreamError {
+pub(crate) enum StreamError {
     /// A message (or an SSE event) is larger than the limit.
     TooLarge,
     /// The body failed.
@@ -57,7 +41,7 @@ impl fmt::Display for StreamError {
 
 /// The JSON-RPC messages of a modern answer, in order.
 #[derive(Debug)]
-pub struct Messages<B> {
+pub(crate) struct Messages<B> {
     body: B,
     max: usize,
     /// `Some` for an SSE answer: its events are read by the gateway's one SSE reader.
@@ -74,7 +58,7 @@ where
 {
     /// Messages of `body`, an SSE stream if `sse`, else one JSON message; each at most `max`
     /// bytes.
-    pub fn new(sse: bool, body: B, max: usize) -> Self {
+    pub(crate) fn new(sse: bool, body: B, max: usize) -> Self {
         Self {
             body,
             max,
@@ -85,7 +69,7 @@ where
     }
 
     /// The next message; `None` at the end of the answer.
-    pub async fn next(&mut self) -> Result<Option<Bytes>, StreamError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Bytes>, StreamError> {
         loop {
             if let Some(message) = self.events.as_mut().and_then(EventReader::next_event) {
                 return Ok(Some(message));
@@ -129,7 +113,7 @@ where
 }
 
 /// One SSE `message` event carrying `json` (each line of it as a `data:` line).
-pub fn sse_event(json: &[u8]) -> Bytes {
+pub(crate) fn sse_event(json: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(json.len() + 24);
     event.extend_from_slice(b"event: message\n");
     for line in json.split(|&b| b == b'\n') {
@@ -143,14 +127,14 @@ pub fn sse_event(json: &[u8]) -> Bytes {
 }
 
 /// An SSE comment that keeps proxies from closing an idle stream.
-pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+pub(crate) const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// The future producing a call's events.
-pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The body of a legacy call's SSE answer: the events its driver sends, as they come. The
 /// driver runs only while the body is polled, and is dropped with it.
-pub struct CallBody {
+pub(crate) struct CallBody {
     events: mpsc::Receiver<Bytes>,
     driver: Option<Driver>,
 }
@@ -164,11 +148,11 @@ impl fmt::Debug for CallBody {
 }
 
 /// Where a call's driver sends its events.
-pub type Events = mpsc::Sender<Bytes>;
+pub(crate) type Events = mpsc::Sender<Bytes>;
 
 impl CallBody {
     /// A body whose events come from the future `drive` builds around the sender it is given.
-    pub fn new<F, Fut>(drive: F) -> Self
+    pub(crate) fn new<F, Fut>(drive: F) -> Self
     where
         F: FnOnce(Events) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
@@ -255,5 +239,26 @@ mod tests {
             seen.push(frame.unwrap().into_data().unwrap());
         }
         assert_eq!(seen, [Bytes::from_static(b"one"), Bytes::from_static(b"two")]);
+    }
+
+    #[tokio::test]
+    async fn messages_come_one_by_one_and_events_are_written_line_by_line() {
+        use http_body_util::Full;
+        let stream = "data: {\"method\":\"notifications/progress\"}\n\n: keep-alive\n\nevent: message\r\ndata: {\"id\":1,\r\ndata: \"result\":{}}\r\n\r\n";
+        let mut messages = Messages::new(true, Full::new(Bytes::from(stream)), 1024);
+        assert_eq!(
+            &messages.next().await.unwrap().unwrap()[..],
+            br#"{"method":"notifications/progress"}"#
+        );
+        assert_eq!(
+            &messages.next().await.unwrap().unwrap()[..],
+            b"{\"id\":1,\n\"result\":{}}"
+        );
+        assert!(messages.next().await.unwrap().is_none());
+
+        assert_eq!(
+            &sse_event(b"{\"a\":\n1}")[..],
+            b"event: message\ndata: {\"a\":\ndata: 1}\n\n"
+        );
     }
 }

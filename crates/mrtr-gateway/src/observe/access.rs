@@ -13,12 +13,6 @@
 //! tracing-subscriber's formatters would (text or JSON) in about a third of their
 //! instructions, and reach stderr gathered, a write per tenth of a second instead of one per
 //! request ([`crate::observe::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
-//!
-//! ```
-//! use mrtr_gateway::observe::access::TARGET;
-//!
-//! assert_eq!(TARGET, "mrtr_gateway::access");
-//! ```
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
@@ -34,7 +28,7 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 /// The tracing target of access log events.
-pub const TARGET: &str = "mrtr_gateway::access";
+pub(crate) const TARGET: &str = "mrtr_gateway::access";
 
 /// What the access log line of one request needs from its request; `None` when the log is off.
 #[derive(Debug)]
@@ -95,33 +89,20 @@ impl Entry {
 /// the largest single cost of a plain call through the gateway (`docs/benchmarks.md`); this one
 /// writes the values as they are and the date once a second. An event inside a span, and every
 /// line on a terminal (colors), goes to `inner`, so nothing is lost when debugging.
-///
-/// ```
-/// use mrtr_gateway::observe::access::AccessLineFormat;
-/// use tracing_subscriber::fmt::format::Format;
-///
-/// let subscriber = tracing_subscriber::fmt()
-///     .event_format(AccessLineFormat::text(Format::default()))
-///     .with_writer(std::io::sink)
-///     .finish();
-/// tracing::subscriber::with_default(subscriber, || {
-///     tracing::info!(target: mrtr_gateway::observe::access::TARGET, status = 200u16, duration_ms = 0.5);
-/// });
-/// ```
 #[derive(Debug, Clone)]
-pub struct AccessLineFormat<F> {
+pub(crate) struct AccessLineFormat<F> {
     inner: F,
     json: bool,
 }
 
 impl<F> AccessLineFormat<F> {
     /// Access lines as tracing-subscriber's text format writes them; others by `inner`.
-    pub fn text(inner: F) -> Self {
+    pub(crate) fn text(inner: F) -> Self {
         Self { inner, json: false }
     }
 
     /// Access lines as tracing-subscriber's JSON format writes them; others by `inner`.
-    pub fn json(inner: F) -> Self {
+    pub(crate) fn json(inner: F) -> Self {
         Self { inner, json: true }
     }
 }
@@ -422,5 +403,10 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(json.replace("\"\"", "\"t\"").trim()).unwrap();
         assert_eq!(json["fields"]["duration_ms"], 1234.568);
         assert_eq!(json["fields"]["target"], r#"a"b\c"#);
+    }
+
+    #[test]
+    fn the_target_is_the_documented_one() {
+        assert_eq!(TARGET, "mrtr_gateway::access");
     }
 }

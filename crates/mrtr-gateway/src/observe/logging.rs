@@ -6,13 +6,6 @@
 //! late, in one `write` per batch instead of a system call per request (3 µs of a plain call's
 //! CPU, `docs/benchmarks.md`). Every other line is written at once, after the access lines
 //! gathered before it, so the order holds. [`init`]'s guard writes what is left when dropped.
-//!
-//! ```
-//! use mrtr_gateway::observe::logging::LogFormat;
-//!
-//! assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
-//! assert!("xml".parse::<LogFormat>().is_err());
-//! ```
 
 use std::io::{self, Write as _};
 use std::str::FromStr;
@@ -27,7 +20,7 @@ use tracing_subscriber::fmt::format::Format;
 use crate::observe::access::{self, AccessLineFormat};
 
 /// The filter used when `RUST_LOG` is unset or does not parse.
-pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
+pub(crate) const DEFAULT_FILTER: &str = "info,rmcp=warn";
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -65,7 +58,7 @@ impl FromStr for LogFormat {
 /// Installs the process-wide subscriber: stderr in `format`, filtered by `RUST_LOG`. Keep the
 /// guard until the process ends: dropping it writes the access lines still gathered.
 #[must_use = "dropping the guard at once writes gathered access lines only then; keep it for the process"]
-pub fn init(format: LogFormat) -> LogGuard {
+pub(crate) fn init(format: LogFormat) -> LogGuard {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::prelude::*;
     let filter: Targets = std::env::var("RUST_LOG")
@@ -102,7 +95,7 @@ pub fn init(format: LogFormat) -> LogGuard {
 
 /// Writes the access lines still gathered when dropped; see [`init`].
 #[derive(Debug)]
-pub struct LogGuard(Stderr);
+pub(crate) struct LogGuard(Stderr);
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
@@ -111,25 +104,16 @@ impl Drop for LogGuard {
 }
 
 /// How long an access line may wait to be written.
-pub const GATHER_FOR: Duration = Duration::from_millis(100);
+pub(crate) const GATHER_FOR: Duration = Duration::from_millis(100);
 
 /// How many gathered bytes are written at once without waiting.
-pub const GATHER_AT_MOST: usize = 32 * 1024;
+pub(crate) const GATHER_AT_MOST: usize = 32 * 1024;
 
 /// Standard error for tracing-subscriber: access lines are gathered and written every
 /// [`GATHER_FOR`] (or once [`GATHER_AT_MOST`] bytes wait); other lines are written at once,
 /// after the gathered ones.
-///
-/// ```
-/// use std::io::Write;
-/// use tracing_subscriber::fmt::MakeWriter;
-///
-/// let stderr = mrtr_gateway::observe::logging::Stderr::new();
-/// stderr.make_writer().write_all(b"written at once\n").unwrap();
-/// stderr.flush_gathered();
-/// ```
 #[derive(Debug, Clone, Default)]
-pub struct Stderr {
+pub(crate) struct Stderr {
     shared: Arc<Gathered>,
 }
 
@@ -143,13 +127,13 @@ struct Gathered {
 impl Stderr {
     /// A writer with nothing gathered; call [`Stderr::start_flushing`] to have gathered lines
     /// written on time.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Starts the thread that writes each batch [`GATHER_FOR`] after its first line. It sleeps
     /// while nothing is gathered.
-    pub fn start_flushing(&self) {
+    pub(crate) fn start_flushing(&self) {
         let shared = self.shared.clone();
         let started = std::thread::Builder::new()
             .name("log-writer".into())
@@ -172,7 +156,7 @@ impl Stderr {
     }
 
     /// Writes the gathered lines now.
-    pub fn flush_gathered(&self) {
+    pub(crate) fn flush_gathered(&self) {
         write_out(&mut lock(&self.shared.lines));
     }
 }
@@ -193,7 +177,7 @@ fn write_out(lines: &mut Vec<u8>) {
 
 /// One event's writer from [`Stderr`].
 #[derive(Debug)]
-pub struct StderrWriter<'a> {
+pub(crate) struct StderrWriter<'a> {
     stderr: &'a Stderr,
     gather: bool,
 }
@@ -240,5 +224,25 @@ impl<'a> MakeWriter<'a> for Stderr {
             stderr: self,
             gather: meta.target() == access::TARGET,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_formats_read_as_the_flag_names_them() {
+        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert!("xml".parse::<LogFormat>().is_err());
+    }
+
+    #[test]
+    fn a_write_outside_an_access_line_goes_out_at_once() {
+        use std::io::Write;
+        let stderr = Stderr::new();
+        stderr.make_writer().write_all(b"written at once\n").unwrap();
+        assert!(lock(&stderr.shared.lines).is_empty());
+        stderr.flush_gathered();
     }
 }

@@ -17,15 +17,6 @@
 //! The price is that a label set first counted before any recorder was installed stays
 //! uncounted: install the recorder before the gateway serves its first request, as
 //! `mrtr-gateway` does (and as the [`crate::ops::admin`] example shows).
-//!
-//! ```
-//! use mrtr_gateway::observe::metrics::method_label;
-//!
-//! assert_eq!(method_label(Some("tools/call")), "tools/call");
-//! assert_eq!(method_label(Some("x/made-up")), "other");
-//! assert_eq!(method_label(None), "none");
-//! assert_eq!(mrtr_gateway::observe::metrics::status_label(http::StatusCode::BAD_GATEWAY), "502");
-//! ```
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -35,39 +26,39 @@ use metrics::{Counter, Histogram, SharedString};
 use tower_mrtr::mcp_headers::MCP_METHOD;
 
 /// Counter: MCP requests answered, by `method`, `status` and `answered_by`.
-pub const REQUESTS_TOTAL: &str = "mrtr_gateway_requests_total";
+pub(crate) const REQUESTS_TOTAL: &str = "mrtr_gateway_requests_total";
 /// Histogram: seconds from a request's arrival to its response head, by `method`.
-pub const REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_request_duration_seconds";
+pub(crate) const REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_request_duration_seconds";
 /// Counter: requests sent to a backend, by `backend` and `method`.
-pub const BACKEND_REQUESTS_TOTAL: &str = "mrtr_gateway_backend_requests_total";
+pub(crate) const BACKEND_REQUESTS_TOTAL: &str = "mrtr_gateway_backend_requests_total";
 /// Counter: backend requests that failed, by `backend`, `method` and `reason`.
-pub const BACKEND_ERRORS_TOTAL: &str = "mrtr_gateway_backend_errors_total";
+pub(crate) const BACKEND_ERRORS_TOTAL: &str = "mrtr_gateway_backend_errors_total";
 /// Histogram: seconds until a backend's response head, by `backend` and `method`.
-pub const BACKEND_REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_backend_request_duration_seconds";
+pub(crate) const BACKEND_REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_backend_request_duration_seconds";
 /// Gauge: 1 when the backend answered its last catalog or discovery request, else 0.
-pub const BACKEND_UP: &str = "mrtr_gateway_backend_up";
+pub(crate) const BACKEND_UP: &str = "mrtr_gateway_backend_up";
 /// Counter: keyring reloads, by `result` (`ok`, `failed`).
-pub const KEYRING_RELOADS_TOTAL: &str = "mrtr_gateway_keyring_reloads_total";
+pub(crate) const KEYRING_RELOADS_TOTAL: &str = "mrtr_gateway_keyring_reloads_total";
 /// Gauge: 1 for the key id that seals (label `kid`), 0 for ids that sealed before.
-pub const KEYRING_ACTIVE_KEY: &str = "mrtr_gateway_keyring_active_key";
+pub(crate) const KEYRING_ACTIVE_KEY: &str = "mrtr_gateway_keyring_active_key";
 /// Gauge: keys in the keyring.
-pub const KEYRING_KEYS: &str = "mrtr_gateway_keyring_keys";
+pub(crate) const KEYRING_KEYS: &str = "mrtr_gateway_keyring_keys";
 /// Counter: listener certificate reloads, by `result` (`ok`, `failed`).
-pub const TLS_RELOADS_TOTAL: &str = "mrtr_gateway_tls_reloads_total";
+pub(crate) const TLS_RELOADS_TOTAL: &str = "mrtr_gateway_tls_reloads_total";
 /// Gauge: 1 from SIGTERM until exit.
-pub const DRAINING: &str = "mrtr_gateway_draining";
+pub(crate) const DRAINING: &str = "mrtr_gateway_draining";
 /// Counter: requests answered 503 because `--max-in-flight` requests were in flight.
-pub const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
+pub(crate) const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 /// Gauge: client connections open on the MCP listener.
-pub const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
+pub(crate) const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
 
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
-pub const SECONDS_BUCKETS: &[f64] = &[
+pub(crate) const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
 /// Histogram buckets for the `_bytes` histograms (the library's envelope sizes): 64 B to 64 KiB.
-pub const BYTES_BUCKETS: &[f64] = &[
+pub(crate) const BYTES_BUCKETS: &[f64] = &[
     64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 65536.0,
 ];
 
@@ -127,14 +118,8 @@ impl MethodLabel {
     }
 }
 
-/// The `method` label for an `Mcp-Method` header value: the method if it is an MCP method,
-/// `other` if not, `none` without the header.
-pub fn method_label(method: Option<&str>) -> &'static str {
-    MethodLabel::of(method).as_str()
-}
-
 /// The `status` label: the three digits of `status`, without allocating.
-pub fn status_label(status: StatusCode) -> &'static str {
+pub(crate) fn status_label(status: StatusCode) -> &'static str {
     // Every code from 100 to 999, three digits each; `StatusCode` guarantees the range.
     static DIGITS: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| (100..1000).map(|code: u16| code.to_string()).collect());
@@ -201,7 +186,7 @@ impl BackendMetrics {
 }
 
 /// Describes every gateway metric to the installed recorder (the `# HELP` lines).
-pub fn describe() {
+pub(crate) fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         REQUESTS_TOTAL,
@@ -245,7 +230,7 @@ pub fn describe() {
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).
-pub fn keyring_in_use(keyring: &tower_mrtr::Keyring) {
+pub(crate) fn keyring_in_use(keyring: &tower_mrtr::Keyring) {
     keyring_loaded(keyring.active_key_id().as_str(), keyring.len(), None);
 }
 
@@ -313,5 +298,13 @@ mod tests {
             assert!(seen.insert(method.index()));
         }
         assert_eq!(MethodLabel::of(Some("other")).as_str(), "other");
+    }
+
+    #[test]
+    fn labels_are_bounded() {
+        assert_eq!(MethodLabel::of(Some("tools/call")).as_str(), "tools/call");
+        assert_eq!(MethodLabel::of(Some("x/made-up")).as_str(), "other");
+        assert_eq!(MethodLabel::of(None).as_str(), "none");
+        assert_eq!(status_label(http::StatusCode::BAD_GATEWAY), "502");
     }
 }

@@ -2,6 +2,6 @@
 //! ([`access`]) and where log lines go ([`logging`]). Imports no stage of the request path (no
 //! `front`, `legacy`, `route`, `upstream`, `ops` or `cli`): every stage reports through it.
 
-pub mod access;
-pub mod logging;
-pub mod metrics;
+pub(crate) mod access;
+pub(crate) mod logging;
+pub(crate) mod metrics;

@@ -3,13 +3,13 @@
 //!
 //! | path | answer |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text: the gateway's metrics ([`crate::observe::metrics`]) and the MRTR layer's |
+//! | `GET /metrics` | Prometheus text: the gateway's metrics (`docs/operations.md` lists them) and the MRTR layer's |
 //! | `GET /healthz` | `200 ok` while the process serves (liveness) |
 //! | `GET /readyz` | `200` when ready, else `503`; JSON with the reasons, the active key id and each backend's state ([`Readiness::check`](crate::ops::readiness::Readiness::check)) |
 //!
 //! ```
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use mrtr_gateway::ops::admin;
+//! use mrtr_gateway::admin;
 //! use mrtr_gateway::{GatewayConfig, start};
 //!
 //! let config = GatewayConfig::new(vec!["alpha=http://127.0.0.1:9001/mcp".parse()?]);
@@ -41,7 +41,7 @@ use crate::observe::metrics::{BYTES_BUCKETS, SECONDS_BUCKETS};
 use crate::ops::readiness::Readiness;
 
 /// Installs the process-wide Prometheus recorder (histograms with the buckets in
-/// [`crate::observe::metrics`]) and describes the gateway's metrics. Call once per process.
+/// `observe/metrics.rs`) and describes the gateway's metrics. Call once per process.
 pub fn install_prometheus_recorder() -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)?

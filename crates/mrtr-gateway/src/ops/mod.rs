@@ -4,5 +4,5 @@
 //! the composition root (`app`) or [`crate::cli`].
 
 pub mod admin;
-pub mod readiness;
+pub(crate) mod readiness;
 pub mod reload;

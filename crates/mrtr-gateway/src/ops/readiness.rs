@@ -12,13 +12,6 @@
 //! reach some backends still serves them, and every replica sees the same backends, so taking all
 //! replicas out because one backend is down would turn a partial outage into a total one), or
 //! **all** of them.
-//!
-//! ```
-//! use mrtr_gateway::ops::readiness::ReadyRule;
-//!
-//! assert_eq!("all".parse::<ReadyRule>(), Ok(ReadyRule::All));
-//! assert!("most".parse::<ReadyRule>().is_err());
-//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -152,7 +145,7 @@ fn probe_headers() -> HeaderMap {
 
 /// Sends `server/discover` to every backend of `proxy` now and then every `interval`, forever
 /// (spawn it; abort the task to stop). The outcomes land in each backend's [`BackendHealth`](crate::upstream::health::BackendHealth).
-pub async fn probe(proxy: Proxy, interval: Duration) {
+pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
     let headers = probe_headers();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -164,5 +157,16 @@ pub async fn probe(proxy: Proxy, interval: Duration) {
             forwarder.exchange_recorded(backend, &headers, Bytes::from_static(PROBE_BODY.as_bytes()))
         });
         futures_util::future::join_all(probes).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_rules_read_as_the_flag_names_them() {
+        assert_eq!("all".parse::<ReadyRule>(), Ok(ReadyRule::All));
+        assert!("most".parse::<ReadyRule>().is_err());
     }
 }

@@ -13,7 +13,7 @@
 //! ([`tower_mrtr::KeyringHandle`]).
 //!
 //! ```
-//! use mrtr_gateway::ops::reload::{KeysFile, Reloaded};
+//! use mrtr_gateway::reload::{KeysFile, Reloaded};
 //!
 //! let dir = std::env::temp_dir().join(format!("mrtr-reload-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();

@@ -14,19 +14,6 @@
 //! that lists the URI, else to the first whose `resources/templates/list` has a matching template.
 //! A URI listed by several backends is exposed once, for the first of them.
 //!
-//! ```
-//! use mrtr_gateway::route::catalog::expose;
-//!
-//! let alpha = vec!["whoami".to_owned(), "provision_cluster".to_owned()];
-//! let beta = vec!["whoami".to_owned(), "archive_repo".to_owned()];
-//! let names = expose(&["alpha", "beta"], &[Some(alpha), Some(beta)]);
-//! assert_eq!(names.exposed(0, "whoami"), Some("alpha__whoami"));
-//! assert_eq!(names.exposed(1, "whoami"), Some("beta__whoami"));
-//! assert_eq!(names.resolve("provision_cluster"), Some((0, "provision_cluster")));
-//! assert_eq!(names.resolve("beta__whoami"), Some((1, "whoami")));
-//! assert_eq!(names.resolve("whoami"), None);
-//! ```
-//!
 //! # Freshness
 //!
 //! The name table is refreshed from every `*/list` call a client makes, and on demand: a call
@@ -45,7 +32,7 @@ use serde_json::{Map, Value, json};
 use crate::jsonrpc::RawObject;
 
 /// The Tasks extension (SEP-2663), advertised by the gateway if any backend advertises it.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 pub use crate::upstream::SEPARATOR;
 
@@ -119,7 +106,7 @@ impl Names {
     }
 }
 
-/// Applies the naming rule (see the [module docs](self)) to the names each backend offers
+/// Applies the naming rule (see the module docs) to the names each backend offers
 /// (`None`: unknown, contributes nothing).
 pub fn expose(backends: &[&str], offered: &[Option<Vec<String>>]) -> Names {
     let mut count: HashMap<&str, usize> = HashMap::new();
@@ -593,5 +580,17 @@ mod tests {
         );
         let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", plain)], &info);
         assert!(merged["capabilities"].get("extensions").is_none());
+    }
+
+    #[test]
+    fn a_shared_name_is_prefixed_and_a_unique_one_kept() {
+        let alpha = vec!["whoami".to_owned(), "provision_cluster".to_owned()];
+        let beta = vec!["whoami".to_owned(), "archive_repo".to_owned()];
+        let names = expose(&["alpha", "beta"], &[Some(alpha), Some(beta)]);
+        assert_eq!(names.exposed(0, "whoami"), Some("alpha__whoami"));
+        assert_eq!(names.exposed(1, "whoami"), Some("beta__whoami"));
+        assert_eq!(names.resolve("provision_cluster"), Some((0, "provision_cluster")));
+        assert_eq!(names.resolve("beta__whoami"), Some((1, "whoami")));
+        assert_eq!(names.resolve("whoami"), None);
     }
 }

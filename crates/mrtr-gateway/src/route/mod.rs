@@ -16,8 +16,8 @@
 //! | a notification | straight through | `202 Accepted`, not forwarded |
 //! | anything else | straight through | HTTP 404, `-32601` |
 
-pub mod catalog;
-pub mod headers;
+pub(crate) mod catalog;
+pub(crate) mod headers;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -50,7 +50,7 @@ use crate::upstream::{Backend, SEPARATOR};
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
-pub const GATEWAY_ROUTE: &str = "@gateway";
+pub(crate) const GATEWAY_ROUTE: &str = "@gateway";
 
 /// Most pages fetched from one backend for one list call.
 const MAX_PAGES: usize = 64;

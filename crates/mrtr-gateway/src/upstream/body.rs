@@ -22,14 +22,6 @@
 //!
 //! The answer passes through the MRTR layer after this, which sees a well-formed stream either
 //! way (the error event is an ordinary event to it).
-//!
-//! ```
-//! use mrtr_gateway::upstream::body::end_event;
-//!
-//! let event = end_event(Some("7"), "alpha", "the connection failed");
-//! assert!(event.starts_with(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,"));
-//! assert!(event.ends_with(b"}}\n\n"));
-//! ```
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -47,7 +39,7 @@ use http_body_util::{Either, Full};
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
 /// A backend's streamed body (`Left`) or the gateway's own (`Right`).
-pub type ProxyBody = Either<BackendBody, Full<Bytes>>;
+pub(crate) type ProxyBody = Either<BackendBody, Full<Bytes>>;
 
 /// The gateway's own body of `bytes`.
 pub(crate) fn full(bytes: Bytes) -> ProxyBody {
@@ -56,7 +48,7 @@ pub(crate) fn full(bytes: Bytes) -> ProxyBody {
 
 /// Most bytes of an unfinished SSE event held back; a longer event is passed on as it comes
 /// (and a failure inside it then cuts the stream, as without this module).
-pub const MAX_HELD: usize = 1024 * 1024;
+pub(crate) const MAX_HELD: usize = 1024 * 1024;
 
 pin_project! {
     /// A backend's answer body; see the [module docs](self).
@@ -160,7 +152,7 @@ impl Stall {
 }
 
 /// The event that ends a stream whose backend failed: a JSON-RPC error for `id` (raw JSON).
-pub fn end_event(id: Option<&str>, backend: &str, reason: &str) -> Bytes {
+pub(crate) fn end_event(id: Option<&str>, backend: &str, reason: &str) -> Bytes {
     let message = format!("Backend {backend:?} failed before answering: {reason}");
     let error = jsonrpc::error_body(id, INTERNAL_ERROR, &message, None);
     let mut event = BytesMut::with_capacity(error.len() + 8);
@@ -404,5 +396,12 @@ mod tests {
         let big = Bytes::from(vec![b'x'; MAX_HELD + 1]);
         assert_eq!(end.pass(big).unwrap().len(), MAX_HELD + 1);
         assert!(end.end("the connection failed").is_none());
+    }
+
+    #[test]
+    fn the_end_event_answers_the_pending_request() {
+        let event = end_event(Some("7"), "alpha", "the connection failed");
+        assert!(event.starts_with(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,"));
+        assert!(event.ends_with(b"}}\n\n"));
     }
 }

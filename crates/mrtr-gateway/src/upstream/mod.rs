@@ -1,28 +1,9 @@
 //! Backends: a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP URL,
 //! and per-backend settings: a response timeout, TLS, and static headers (credentials).
-//!
-//! ```
-//! use std::time::Duration;
-//! use mrtr_gateway::Backend;
-//!
-//! let backend: Backend = "github=http://127.0.0.1:9001/mcp".parse().unwrap();
-//! assert_eq!(backend.name(), "github");
-//! assert_eq!(backend.url().to_string(), "http://127.0.0.1:9001/mcp");
-//! assert!("git hub=http://x/mcp".parse::<Backend>().is_err());
-//! assert!("github=ftp://x/mcp".parse::<Backend>().is_err());
-//!
-//! // Credentials are headers the backend receives; Debug shows their names, never their values.
-//! let backend = Backend::new("jira", "https://jira.example/mcp")
-//!     .unwrap()
-//!     .with_timeout(Duration::from_secs(5))
-//!     .with_header("authorization".parse().unwrap(), "Bearer s3cret".parse().unwrap());
-//! let debug = format!("{backend:?}");
-//! assert!(debug.contains("authorization") && !debug.contains("s3cret"), "{debug}");
-//! ```
 
-pub mod body;
-pub mod forward;
-pub mod health;
+pub(crate) mod body;
+pub(crate) mod forward;
+pub(crate) mod health;
 pub(crate) mod sse;
 
 use std::fmt;
@@ -42,13 +23,32 @@ pub const SEPARATOR: &str = "__";
 
 /// How long an idle connection to a backend is kept by default: below the keep-alive timeout
 /// of common servers (uvicorn closes idle connections after 5 s, Node.js after 5 s).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How long a backend's answer may send nothing before it is ended, by default. Long, because
 /// a tool may legitimately work for minutes without a progress notification.
-pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One backend MCP server the gateway forwards to.
+///
+/// ```
+/// use std::time::Duration;
+/// use mrtr_gateway::Backend;
+///
+/// let backend: Backend = "github=http://127.0.0.1:9001/mcp".parse().unwrap();
+/// assert_eq!(backend.name(), "github");
+/// assert_eq!(backend.url().to_string(), "http://127.0.0.1:9001/mcp");
+/// assert!("git hub=http://x/mcp".parse::<Backend>().is_err());
+/// assert!("github=ftp://x/mcp".parse::<Backend>().is_err());
+///
+/// // Credentials are headers the backend receives; Debug shows their names, never their values.
+/// let backend = Backend::new("jira", "https://jira.example/mcp")
+///     .unwrap()
+///     .with_timeout(Duration::from_secs(5))
+///     .with_header("authorization".parse().unwrap(), "Bearer s3cret".parse().unwrap());
+/// let debug = format!("{backend:?}");
+/// assert!(debug.contains("authorization") && !debug.contains("s3cret"), "{debug}");
+/// ```
 #[derive(Clone)]
 pub struct Backend {
     route: Route,
@@ -168,7 +168,7 @@ impl Backend {
     }
 
     /// Keeps an idle connection to this backend open for at most `idle` (instead of the
-    /// gateway's default, [`DEFAULT_IDLE_TIMEOUT`]). Keep it below the backend server's own
+    /// gateway's default, `backend-idle-timeout`). Keep it below the backend server's own
     /// keep-alive timeout, so that the gateway never writes a request onto a connection the
     /// backend is closing.
     pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
@@ -177,7 +177,7 @@ impl Backend {
     }
 
     /// Ends an answer of this backend that sends nothing for `stall` (instead of the
-    /// gateway's default, [`DEFAULT_STALL_TIMEOUT`]; see [`crate::upstream::body`]).
+    /// gateway's default, `backend-stall-timeout`; see `upstream/body.rs`).
     pub fn with_stall_timeout(mut self, stall: Duration) -> Self {
         self.stall_timeout = Some(stall);
         self
@@ -219,7 +219,7 @@ impl Backend {
         self.tls.as_ref()
     }
 
-    /// This backend's health, shared by every clone (see [`crate::upstream::health`]).
+    /// This backend's health, shared by every clone (see `upstream/health.rs`).
     pub fn health(&self) -> &BackendHealth {
         &self.health
     }
