@@ -105,8 +105,8 @@ where
             // hyper's floor for its read buffer is 8 KiB.
             .max_buf_size(limits.max_header_bytes.max(8192));
         // hyper enforces its default of 100 with arrays on the stack, left uninitialised; a limit
-        // set explicitly, even 100, costs two filled arrays per request (about 0.5k
-        // instructions), so it is set only when it differs.
+        // set explicitly, even 100, fills two arrays per request, so it is set only when it
+        // differs.
         if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
             http1.max_headers(limits.max_headers);
         }
@@ -204,12 +204,9 @@ where
             }
         };
         accepting.store(false, Ordering::SeqCst);
-        // Connections the kernel has completed but this loop has not accepted may already hold
-        // a request; closing the listener would reset them, and a load balancer does not resend
-        // a POST it has written (the nginx soak saw these as 502s at the end of the drain
-        // delay). So the backlog is taken, to its end, before the listener closes; those
-        // connections are answered (with `Connection: close`) outside the graceful shutdown,
-        // which would close them before their request is read.
+        // Connections queued in the kernel may already hold a request, which closing the
+        // listener would reset (a load balancer does not resend a POST): take and answer them,
+        // outside the graceful shutdown, which would close them before their request is read.
         let mut backlog = tokio::task::JoinSet::new();
         for stream in take_backlog(listener) {
             backlog.spawn(open(stream, None, None));
@@ -224,13 +221,9 @@ where
                 graceful.shutdown().await;
                 while backlog.join_next().await.is_some() {}
             }
-            // A drain first leaves connections to end on their own for a moment: every answer
-            // now closes its connection, and a connection accepted just before the listener
-            // closed gets its request read. Signalling hyper's graceful shutdown at once would
-            // close every connection not inside a request, including one whose request is still
-            // unread in its socket, and that close resets it: the 502s the nginx soak saw at the
-            // end of the drain delay. After the moment, idle connections are closed as before
-            // (a load balancer reuses its most recent connections, which by then have closed).
+            // A drain lets connections end on their own for a moment first (every answer now
+            // closes its connection): hyper's graceful shutdown at once would also close, and so
+            // reset, a connection whose request is still unread in its socket. Then idle ones close.
             Some(deadline) => {
                 let settled = async {
                     while graceful.count() > 0 {

@@ -1,6 +1,9 @@
 //! The legacy front: `mrtr-gateway` serves MCP clients of the `initialize` era (2025-06-18,
 //! 2025-11-25) in front of the same modern (2026-07-28) backends, with multi round-trip
-//! requests bridged inside the legacy request.
+//! requests bridged inside the legacy request. Imports `route` (the mirrored-header names),
+//! `upstream` (its SSE reader) and the ground floor; its own floors, lowest first: `config`,
+//! `session` and `answer`; `lifecycle`, `notes`, `registry`, `request` and `stream`; `bridge`;
+//! `service`.
 //!
 //! The specification defines a *dual-era* server: the era is chosen by how a client opens
 //! (`initialize` selects legacy semantics for that session; per-request `_meta` is served

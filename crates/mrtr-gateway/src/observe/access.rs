@@ -1,4 +1,4 @@
-//! The access log: one event per request at `info` level, target `mrtr_gateway::observe::access`,
+//! The access log: one event per request at `info` level, target `mrtr_gateway::access`,
 //! written when the response head is ready.
 //!
 //! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`, `-` without
@@ -10,9 +10,9 @@
 //! It is on the hot path, so it costs nothing when the target is filtered out (one cached
 //! check, no clock read) and, when on, allocates nothing of its own: the two header values are
 //! kept by reference count. Its lines are written by [`AccessLineFormat`], which writes what
-//! tracing-subscriber's formatters would (text or JSON) in about a third of their
-//! instructions, and reach stderr gathered, a write per tenth of a second instead of one per
-//! request ([`crate::observe::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
+//! tracing-subscriber's formatters would (text or JSON) at a fraction of their cost
+//! (`docs/benchmarks.md` has the counts), and reach stderr gathered, a write per tenth of a
+//! second instead of one per request ([`crate::observe::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
@@ -82,11 +82,11 @@ impl Entry {
 /// (tracing-subscriber's text or JSON format).
 ///
 /// An access line comes out as `inner` would write it (`2026-07-28T09:00:00.123456Z  INFO
-/// mrtr_gateway::observe::access: http="POST" ... duration_ms=0.412`, or the JSON object with
+/// mrtr_gateway::access: http="POST" ... duration_ms=0.412`, or the JSON object with
 /// `timestamp`, `level`, `fields` and `target`), except that `duration_ms` has three decimals
 /// (a microsecond) instead of a float's seventeen digits. The generic formatters write every
-/// field through `Debug` and format the date anew each time, about 11k instructions per line,
-/// the largest single cost of a plain call through the gateway (`docs/benchmarks.md`); this one
+/// field through `Debug` and format the date anew for each line, the largest single cost of a
+/// plain call through the gateway when they wrote access lines (`docs/benchmarks.md`); this one
 /// writes the values as they are and the date once a second. An event inside a span, and every
 /// line on a terminal (colors), goes to `inner`, so nothing is lost when debugging.
 #[derive(Debug, Clone)]

@@ -1,10 +1,10 @@
 //! Where the gateway's logs go: stderr, as text or as JSON lines, filtered by `RUST_LOG`
 //! (default `info,rmcp=warn`; the [access log](crate::observe::access) is the target
-//! `mrtr_gateway::observe::access`).
+//! `mrtr_gateway::access`).
 //!
 //! Access lines are gathered and written together ([`Stderr`]): at most a tenth of a second
-//! late, in one `write` per batch instead of a system call per request (3 µs of a plain call's
-//! CPU, `docs/benchmarks.md`). Every other line is written at once, after the access lines
+//! late, in one `write` per batch instead of a system call per request (`docs/benchmarks.md`
+//! has its cost). Every other line is written at once, after the access lines
 //! gathered before it, so the order holds. [`init`]'s guard writes what is left when dropped.
 
 use std::io::{self, Write as _};

@@ -1,5 +1,9 @@
-//! The proxy service the MRTR layer wraps: picks a backend for each request (or fans out to all),
-//! forwards, and reports the backend as a [`Route`].
+//! Routing: the [`Proxy`] the MRTR layer wraps, the merged catalog of what the backends offer
+//! ([`catalog`]) and the checks of the mirrored MCP headers ([`headers`]). Imports `upstream`
+//! (to forward) and the ground floor.
+//!
+//! The proxy picks a backend for each request (or fans out to all), forwards, and reports the
+//! backend as a [`Route`].
 //!
 //! Routing reads the [`McpRequestHead`] the layer parsed; the body is parsed again only where
 //! the gateway must change or inspect something the head does not carry (a prefixed name to

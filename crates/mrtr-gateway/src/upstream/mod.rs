@@ -1,5 +1,10 @@
-//! Backends: a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP URL,
-//! and per-backend settings: a response timeout, TLS, and static headers (credentials).
+//! The backend side: what a backend is ([`Backend`]), forwarding to it ([`forward`]), its
+//! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]) and
+//! its health state ([`health`]). Imports `observe` and the ground floor only. A new kind of
+//! backend (another transport) goes here.
+//!
+//! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
+//! URL, and per-backend settings: a response timeout, TLS, and static headers (credentials).
 
 pub(crate) mod body;
 pub(crate) mod forward;
