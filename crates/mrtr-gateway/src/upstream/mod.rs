@@ -142,6 +142,13 @@ impl Backend {
         let authority = url
             .authority()
             .ok_or_else(|| BackendSpecError(format!("the URL{whose} has no host")))?;
+        // Credentials in the URL would reach the startup log and the backend's `Host` header.
+        if authority.as_str().contains('@') {
+            return Err(BackendSpecError(format!(
+                "the URL{whose} carries credentials (user:password@host): give them as a header instead, \
+                 e.g. `headers.authorization = {{ env = \"BACKEND_TOKEN\", prefix = \"Basic \" }}` in its [[backend]] section"
+            )));
+        }
         let host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| BackendSpecError(format!("the URL{whose}: {e}")))?;
         Ok((url, host))
@@ -264,5 +271,20 @@ impl FromStr for Backend {
             .split_once('=')
             .ok_or_else(|| BackendSpecError(format!("expected NAME=URL, got {spec:?}")))?;
         Self::new(name.trim(), url.trim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_with_credentials_are_refused_without_showing_them() {
+        for url in ["http://user:s3cret@127.0.0.1:9001/mcp", "https://token@backend.internal/mcp"] {
+            let error = Backend::new("crm", url).unwrap_err().to_string();
+            assert!(error.contains("carries credentials") && error.contains("headers.authorization"), "{error}");
+            assert!(!error.contains("s3cret") && !error.contains("token@"), "{error}");
+        }
+        assert!(Backend::new("crm", "http://127.0.0.1:9001/mcp").is_ok());
     }
 }
