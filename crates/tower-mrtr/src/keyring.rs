@@ -127,6 +127,10 @@ impl Key {
         if decoded.len() != KEY_LEN {
             return Err(KeyringError::InvalidKeyLength(decoded.len()));
         }
+        // All zeros or all one byte: a placeholder or a broken generator, not a secret.
+        if decoded.iter().all(|&b| b == decoded[0]) {
+            return Err(KeyringError::WeakKey);
+        }
         let mut key = Self::zeroed();
         key.0.copy_from_slice(&decoded);
         Ok(key)
@@ -176,10 +180,18 @@ impl Keyring {
         Ok(Self::new(KeyId::new(id)?, Key::generate()?))
     }
 
-    /// Adds an open-only key (step 1 of a rotation). Fails if the id is already in the ring.
+    /// Adds an open-only key (step 1 of a rotation). Fails if the id is already in the ring, or
+    /// if another id already holds the same key bytes (one key under two ids would make a
+    /// retired id live on).
     pub fn with_key(mut self, id: KeyId, key: Key) -> Result<Self, KeyringError> {
         if self.entries.iter().any(|e| e.id == id) {
             return Err(KeyringError::DuplicateKeyId(id.to_string()));
+        }
+        if let Some(other) = self.entries.iter().find(|e| e.key.0[..] == key.0[..]) {
+            return Err(KeyringError::DuplicateKey {
+                id: id.to_string(),
+                other: other.id.to_string(),
+            });
         }
         self.entries.push(Self::entry(id, key));
         Ok(self)
@@ -402,6 +414,15 @@ pub enum KeyringError {
     InvalidKeyEncoding,
     /// A key decodes to the wrong number of bytes.
     InvalidKeyLength(usize),
+    /// A key's 32 bytes are all one value (all zeros, say): not a secret.
+    WeakKey,
+    /// Two key ids hold the same key bytes.
+    DuplicateKey {
+        /// The id added second.
+        id: String,
+        /// The id that already held them.
+        other: String,
+    },
     /// The operating system's random number generator failed.
     Rng,
 }
@@ -431,6 +452,12 @@ impl fmt::Display for KeyringError {
             Self::InvalidKey { id, source } => write!(f, "key {id:?}: {source}"),
             Self::InvalidKeyEncoding => f.write_str("key is not valid base64url (alphabet A-Z a-z 0-9 - _)"),
             Self::InvalidKeyLength(n) => write!(f, "key decodes to {n} bytes, expected {KEY_LEN}"),
+            Self::WeakKey => f.write_str(
+                "key bytes are all one value, which is no secret: generate a key with `mrtr-gateway --generate-key KID`",
+            ),
+            Self::DuplicateKey { id, other } => {
+                write!(f, "key {id:?} has the same bytes as key {other:?}: every id needs its own key")
+            }
             Self::Rng => f.write_str("the operating system's random number generator failed"),
         }
     }
@@ -449,11 +476,43 @@ impl std::error::Error for KeyringError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn keys_of_one_repeated_byte_are_refused() {
+        for byte in [0u8, 0xff, 7] {
+            let text = format!("k1:{}", Key::from_bytes([byte; KEY_LEN]).to_base64url().as_str());
+            let error = text.parse::<Keyring>().expect_err("refused");
+            assert!(
+                matches!(&error, KeyringError::InvalidKey { source, .. } if matches!(**source, KeyringError::WeakKey)),
+                "{error}"
+            );
+        }
+        let mut bytes = [0u8; KEY_LEN];
+        bytes[31] = 1;
+        let nearly = format!("k1:{}", Key::from_bytes(bytes).to_base64url().as_str());
+        assert!(nearly.parse::<Keyring>().is_ok(), "one byte differs: accepted");
+    }
+
+    #[test]
+    fn one_key_under_two_ids_is_refused() {
+        let key = Key::generate().unwrap().to_base64url();
+        let text = format!("k2:{},k1:{}", key.as_str(), key.as_str());
+        let error = text.parse::<Keyring>().expect_err("refused");
+        assert!(
+            matches!(&error, KeyringError::DuplicateKey { id, other } if id == "k1" && other == "k2"),
+            "{error}"
+        );
+        assert!(
+            !error.to_string().contains(key.as_str()),
+            "no key material in the message"
+        );
+    }
+
     const K1: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+    const K2: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8";
 
     #[test]
     fn parses_padded_and_unpadded_keys_active_first() {
-        let ring: Keyring = format!(" a:{K1} ,\n b:{K1}= ").parse().unwrap();
+        let ring: Keyring = format!(" a:{K1} ,\n b:{K2}= ").parse().unwrap();
         assert_eq!(ring.active_key_id().as_str(), "a");
         assert_eq!(ring.key_ids().map(KeyId::as_str).collect::<Vec<_>>(), ["a", "b"]);
     }

@@ -71,6 +71,11 @@ where
             }
         }
     }
+    if let Some(Keys::File(file)) = &keys
+        && let Some(warning) = file.exposure()
+    {
+        tracing::warn!("{warning}");
+    }
     let keys = match keys {
         Some(keys) => keys,
         None => match Keyring::generate("demo") {

@@ -92,6 +92,12 @@ impl KeysFile {
         &self.path
     }
 
+    /// Why the file's permissions expose its keys, if they do: readable or writable by its group
+    /// or by others (anyone who can read it can open every envelope).
+    pub fn exposure(&self) -> Option<String> {
+        exposure(&self.path)
+    }
+
     /// Re-reads the file and swaps the keyring in if its content changed and parses.
     pub fn reload(&self) -> Reloaded {
         let text = match read(&self.path) {
@@ -117,6 +123,9 @@ impl KeysFile {
         self.handle.store(keyring);
         telemetry::keyring_reloaded(Ok((&active, keys)), Some(previous.active_key_id().as_str()));
         tracing::info!(file = %self.path.display(), active_key = %active, keys, "keyring reloaded");
+        if let Some(warning) = self.exposure() {
+            tracing::warn!("{warning}");
+        }
         Reloaded::Applied
     }
 
@@ -138,6 +147,24 @@ pub fn parse_keys(text: &str) -> Result<Keyring, tower_mrtr::KeyringError> {
         .filter(|e| !e.is_empty())
         .collect();
     entries.join(",").parse()
+}
+
+#[cfg(unix)]
+fn exposure(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "the keys file {} can be read or written by its group or others (mode {mode:03o}): \
+             anyone who reads it can open every envelope; make it 0600 or 0400",
+            path.display()
+        )
+    })
+}
+
+#[cfg(not(unix))]
+fn exposure(_path: &Path) -> Option<String> {
+    None
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -311,5 +338,32 @@ mod tests {
         let ring = parse_keys(&format!("# active first\n{}\n{}\n", *a, *b)).unwrap();
         assert_eq!(ring.active_key_id().as_str(), "new");
         assert_eq!(ring.len(), 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_keys_file_others_can_read_is_reported() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("mrtr-keys-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("keys");
+        std::fs::write(
+            &path,
+            Keyring::generate("k1").unwrap().to_config_string().as_bytes(),
+        )
+        .unwrap();
+        let set = |mode| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        set(0o600);
+        let keys = KeysFile::load(&path).unwrap();
+        assert_eq!(keys.exposure(), None);
+        set(0o644);
+        let warning = keys.exposure().expect("group and others can read it");
+        assert!(
+            warning.contains("mode 644") && warning.contains("0600"),
+            "{warning}"
+        );
+        set(0o620);
+        assert!(keys.exposure().is_some(), "writable by the group");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

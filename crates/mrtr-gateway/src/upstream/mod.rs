@@ -280,9 +280,15 @@ mod tests {
 
     #[test]
     fn urls_with_credentials_are_refused_without_showing_them() {
-        for url in ["http://user:s3cret@127.0.0.1:9001/mcp", "https://token@backend.internal/mcp"] {
+        for url in [
+            "http://user:s3cret@127.0.0.1:9001/mcp",
+            "https://token@backend.internal/mcp",
+        ] {
             let error = Backend::new("crm", url).unwrap_err().to_string();
-            assert!(error.contains("carries credentials") && error.contains("headers.authorization"), "{error}");
+            assert!(
+                error.contains("carries credentials") && error.contains("headers.authorization"),
+                "{error}"
+            );
             assert!(!error.contains("s3cret") && !error.contains("token@"), "{error}");
         }
         assert!(Backend::new("crm", "http://127.0.0.1:9001/mcp").is_ok());
