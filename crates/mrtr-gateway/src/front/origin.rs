@@ -118,7 +118,7 @@ impl Guard {
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            if !starts_with_ignore_case(content_type.trim_start(), "application/json") {
+            if !is_media_type(content_type, "application/json") {
                 return Err(Refusal(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "Content-Type must be application/json",
@@ -148,9 +148,13 @@ impl Guard {
     }
 }
 
-fn starts_with_ignore_case(text: &str, prefix: &str) -> bool {
-    text.get(..prefix.len())
-        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+/// Whether a `Content-Type` value names exactly the media type `expected` (parameters such as
+/// `charset` aside, case aside): `application/jsonx` is not `application/json`.
+fn is_media_type(value: &str, expected: &str) -> bool {
+    value
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(expected))
 }
 
 /// Why the guard refused a request: the status and the `text/plain` explanation to send.
@@ -204,5 +208,37 @@ mod tests {
         assert!(policy.allows(Some("http://localhost:5173"))); // loopback page
         assert!(!policy.allows(Some("https://evil.example")));
         assert!(!policy.allows(Some("null")));
+    }
+
+    #[test]
+    fn a_post_must_name_application_json_exactly() {
+        let guard = Guard {
+            origins: OriginPolicy::new([], true),
+            hosts: HostPolicy::any(),
+        };
+        let post = |content_type: &str| {
+            let request = Request::post("/mcp")
+                .header(header::CONTENT_TYPE, content_type)
+                .header(header::ACCEPT, "application/json, text/event-stream")
+                .body(())
+                .unwrap();
+            guard.check(&request).map_err(|refusal| refusal.0)
+        };
+        assert_eq!(post("application/json"), Ok(()));
+        assert_eq!(post("Application/JSON; charset=utf-8"), Ok(()));
+        assert_eq!(post(" application/json ;charset=utf-8"), Ok(()));
+        for refused in [
+            "application/jsonx",
+            "application/json-seq",
+            "application/json5",
+            "text/json",
+            "",
+        ] {
+            assert_eq!(
+                post(refused),
+                Err(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+                "{refused:?}"
+            );
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! The gateway's readiness, and the probe that keeps the backends' health current.
 //!
-//! A backend ([`crate::upstream::health`] holds its state) is **up** when it answered its last catalog or discovery request (`*/list` or
-//! `server/discover`, from a client's call, a catalog refresh, or the gateway's own probe) with a
-//! JSON-RPC response, success or error: it is reachable and speaks MCP. It is **down** when that
-//! request failed (unreachable, timed out, or an answer that is no JSON-RPC response), and
-//! **unknown** before its first such request. [`probe`] sends `server/discover` to every backend
-//! at start-up and then at a fixed interval, so the state is never older than that interval.
+//! A backend (`upstream/health.rs` holds its state) is **up** when it answered the gateway's last
+//! probe, a `server/discover` with fixed headers, with a JSON-RPC response, success or error: it
+//! is reachable and speaks MCP. It is **down** when the probe failed (unreachable, timed out, or an
+//! answer that is no JSON-RPC response), and **unknown** before the first probe. [`probe`] sends it
+//! to every backend at start-up and then at a fixed interval, so the state is never older than
+//! that interval. Only the probe decides: what a client's request gets from a backend says as much
+//! about the request as about the backend, and one bad request must not take a replica out of a
+//! load balancer's rotation.
 //!
 //! The gateway is **ready** when its keyring is loaded, it is listening, it is not draining, and
 //! the backends satisfy the [`ReadyRule`]: by default **any** one backend up (a replica that can
@@ -152,9 +154,16 @@ pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
     loop {
         ticks.tick().await;
         let forwarder = proxy.forwarder();
-        let probes = proxy.backends().iter().map(|backend| {
-            // `exchange_recorded` records the outcome in the backend's health.
-            forwarder.exchange_recorded(backend, &headers, Bytes::from_static(PROBE_BODY.as_bytes()))
+        let probes = proxy.backends().iter().map(|backend| async {
+            let outcome = forwarder
+                .exchange(backend, &headers, Bytes::from_static(PROBE_BODY.as_bytes()))
+                .await;
+            let health = match &outcome {
+                Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
+                Ok(answer) => Err(format!("no JSON-RPC response (HTTP {})", answer.status)),
+                Err(error) => Err(error.to_string()),
+            };
+            backend.health().record(backend.name(), health);
         });
         futures_util::future::join_all(probes).await;
     }

@@ -473,7 +473,7 @@ impl Inner {
         let answers = join_all(
             self.backends
                 .iter()
-                .map(|backend| self.forwarder.exchange_recorded(backend, headers, body.clone())),
+                .map(|backend| self.forwarder.exchange(backend, headers, body.clone())),
         )
         .await;
         let mut results = Vec::new();
@@ -541,7 +541,7 @@ impl Inner {
         for _ in 0..MAX_PAGES {
             let answer = self
                 .forwarder
-                .exchange_recorded(backend, headers, body.clone())
+                .exchange(backend, headers, body.clone())
                 .await
                 .map_err(Failure::Unavailable)?;
             let Some(result) = answer.result().map(ToOwned::to_owned) else {

@@ -282,24 +282,6 @@ impl Forwarder {
             .map_err(|_| ForwardError::Timeout)??;
         Ok(Answer { status, message })
     }
-
-    /// [`Self::exchange`] for a catalog or discovery request: the outcome is also the backend's
-    /// health (see [`crate::upstream::health`]).
-    pub(crate) async fn exchange_recorded(
-        &self,
-        backend: &Backend,
-        client_headers: &HeaderMap,
-        body: Bytes,
-    ) -> Result<Answer, ForwardError> {
-        let outcome = self.exchange(backend, client_headers, body).await;
-        let health = match &outcome {
-            Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
-            Ok(answer) => Err(format!("no JSON-RPC response (HTTP {})", answer.status)),
-            Err(error) => Err(error.to_string()),
-        };
-        backend.health().record(backend.name(), health);
-        outcome
-    }
 }
 
 /// Which of a backend's clients a request goes out on.
