@@ -15,6 +15,7 @@
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
 //! boxing). A new front door (another path) is one more arm in [`Gateway::call`].
 
+mod connection;
 pub(crate) mod deadline;
 pub(crate) mod drain;
 pub(crate) mod http_layers;

@@ -19,18 +19,22 @@ use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 use tower_mrtr::BoxError;
 use tower_service::Service;
 
+use super::connection::{self, Activity, Prefixed, Protocol, Tracked, serve_until_closed};
 use crate::front::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
+
+/// How long an HTTP/2 keep-alive ping may go unanswered before the connection is closed.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Longest a client may take to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -113,9 +117,18 @@ where
         builder
             .http2()
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-        let builder = Arc::new(builder);
-        let graceful = GracefulShutdown::new();
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            // Pings find a peer that went away while a stream was open.
+            .keep_alive_interval(Some(limits.idle_timeout))
+            .keep_alive_timeout(H2_PING_TIMEOUT);
+        // The protocol is read before hyper sees the connection (`front/connection.rs`).
+        let builders = Arc::new(Builders {
+            http1: builder.clone().http1_only(),
+            http2: builder.http2_only(),
+        });
+        // The connections being served, and the signal that tells them to close.
+        let connections = TaskTracker::new();
+        let (close, closing) = watch::channel(false);
 
         // When to stop accepting, and the deadline for what is still open then.
         let stop_requested = |mut stop: watch::Receiver<bool>| async move {
@@ -147,33 +160,24 @@ where
         tokio::pin!(stop_accepting);
         // What serving one accepted connection takes; `place` is its share of
         // `--max-connections` (none for the backlog taken as the listener closes).
-        let open = |stream: TcpStream, place: Option<OwnedSemaphorePermit>, watcher| {
+        let open = |stream: TcpStream, place: Option<OwnedSemaphorePermit>, close| {
             // Answers go out as soon as they are ready (SSE events one by one); Nagle's
             // algorithm would hold small writes back until the client's ACK.
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
             let connection = Connection {
-                builder: builder.clone(),
+                builders: builders.clone(),
                 service: service.clone(),
                 lifecycle: drain.as_ref().map(|(l, _)| l.clone()),
-                watcher,
+                close,
+                idle: limits.idle_timeout,
             };
-            let idle = limits.idle_timeout;
             let tls = tls.clone();
             async move {
                 let _place = place;
                 match tls {
-                    None => {
-                        // hyper's header read timeout starts only once the HTTP/1-or-2
-                        // detection has read a first byte: a connection that never sends one
-                        // is closed here instead.
-                        let mut first = [0u8; 1];
-                        match tokio::time::timeout(idle, stream.peek(&mut first)).await {
-                            Ok(Ok(1..)) => connection.serve(stream).await,
-                            _ => tracing::debug!("a client connection sent nothing; closed"),
-                        }
-                    }
+                    None => connection.serve(stream).await,
                     Some(tls) => {
                         let acceptor = tls.acceptor();
                         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -196,8 +200,7 @@ where
                 deadline = &mut stop_accepting => break deadline,
                 (place, accepted) = next => match accepted {
                     Ok((stream, _peer)) => {
-                        let watcher = Some(graceful.watcher());
-                        tokio::spawn(open(stream, Some(place), watcher));
+                        connections.spawn(open(stream, Some(place), Some(closing.clone())));
                     }
                     Err(error) => accept_failed(error).await,
                 },
@@ -211,29 +214,27 @@ where
         for stream in take_backlog(listener) {
             backlog.spawn(open(stream, None, None));
         }
-        let open = graceful.count();
+        connections.close();
+        let open = connections.len();
         if open > 0 && drain.is_some() {
             tracing::info!(open, "listener closed; waiting for open connections");
         }
         match deadline {
-            // A stop without drain: hyper's graceful shutdown closes idle connections at once.
+            // A stop without drain: idle connections close at once.
             None => {
-                graceful.shutdown().await;
+                let _ = close.send(true);
+                connections.wait().await;
                 while backlog.join_next().await.is_some() {}
             }
             // A drain lets connections end on their own for a moment first (every answer now
             // closes its connection): hyper's graceful shutdown at once would also close, and so
             // reset, a connection whose request is still unread in its socket. Then idle ones close.
             Some(deadline) => {
-                let settled = async {
-                    while graceful.count() > 0 {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                };
                 let settle_until = deadline.min(Instant::now() + LISTENER_SETTLE);
-                let _ = tokio::time::timeout_at(settle_until, settled).await;
-                let finished = async move {
-                    graceful.shutdown().await;
+                let _ = tokio::time::timeout_at(settle_until, connections.wait()).await;
+                let finished = async {
+                    let _ = close.send(true);
+                    connections.wait().await;
                     while backlog.join_next().await.is_some() {}
                 };
                 if tokio::time::timeout_at(deadline, finished).await.is_err() {
@@ -306,14 +307,22 @@ async fn accept_failed(error: io::Error) {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
+/// hyper's servers for a connection whose protocol is known.
+struct Builders {
+    http1: auto::Builder<TokioExecutor>,
+    http2: auto::Builder<TokioExecutor>,
+}
+
 /// One accepted connection.
 struct Connection<S> {
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builders: Arc<Builders>,
     service: S,
     lifecycle: Option<Lifecycle>,
-    /// `None` for a connection taken from the backlog as the listener closes: the graceful
-    /// shutdown has begun by then, and watching would close it before its request is read.
-    watcher: Option<hyper_util::server::graceful::Watcher>,
+    /// `None` for a connection taken from the backlog as the listener closes: it is told to
+    /// close already, which would close it before its request is read.
+    close: Option<watch::Receiver<bool>>,
+    /// How long it may send nothing: until its protocol is known, and (HTTP/2) with no request open.
+    idle: Duration,
 }
 
 impl<S, B> Connection<S>
@@ -324,28 +333,58 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    async fn serve<I>(self, io: I)
+    async fn serve<I>(self, mut io: I)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let Self {
-            builder,
+            builders,
             service,
             lifecycle,
-            watcher,
+            close,
+            idle,
         } = self;
+        let (protocol, prefix) = match tokio::time::timeout(idle, connection::detect(&mut io)).await {
+            Ok(Ok(Some(detected))) => detected,
+            Ok(Ok(None)) => return tracing::debug!("a client connection closed before its first byte"),
+            Ok(Err(error)) => {
+                return tracing::debug!(%error, "a client connection failed before its first request");
+            }
+            Err(_) => return tracing::debug!("a client connection sent no request head in time; closed"),
+        };
+        let io = TokioIo::new(Prefixed::new(prefix, io));
         let counted = lifecycle.is_some();
-        let service = TowerToHyperService::new(CloseWhenDraining {
+        let service = CloseWhenDraining {
             inner: service,
             lifecycle,
-        });
+        };
         if counted {
             crate::observe::metrics::connection(1.0);
         }
-        let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
-        let served = match watcher {
-            Some(watcher) => watcher.watch(connection).await,
-            None => connection.await,
+        let served = match protocol {
+            Protocol::Http1 => {
+                let connection = builders
+                    .http1
+                    .serve_connection(io, TowerToHyperService::new(service));
+                serve_until_closed(connection, auto::Connection::graceful_shutdown, close, None).await
+            }
+            Protocol::Http2 => {
+                let activity = Activity::new();
+                let service = Tracked {
+                    inner: service,
+                    activity: activity.clone(),
+                };
+                let connection = builders
+                    .http2
+                    .serve_connection(io, TowerToHyperService::new(service));
+                serve_until_closed(
+                    connection,
+                    auto::Connection::graceful_shutdown,
+                    close,
+                    Some((activity, idle)),
+                )
+                .await
+            }
         };
         if let Err(error) = served {
             tracing::debug!(%error, "connection ended with an error");

@@ -1,0 +1,362 @@
+//! One client connection, from its first byte to its end: the protocol it speaks is read within
+//! the idle timeout ([`detect`]), and it is served until it ends, until the gateway tells it to
+//! close, or (HTTP/2) once it has had no open request for the idle timeout.
+//!
+//! hyper-util reads the HTTP/2 preface itself, with no time limit: a client that sent `P` and
+//! nothing more held its connection, and its place under `--max-connections`, for good. Reading
+//! the preface here bounds that, and it tells which of hyper's two servers to hand the
+//! connection to, with the bytes read so far put back in front ([`Prefixed`]). HTTP/1.1 idles
+//! are hyper's header read timeout; HTTP/2 has none, so its open requests are counted
+//! ([`Activity`]) and an idle connection is shut down gracefully (`GOAWAY`).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tower_service::Service;
+
+/// What every HTTP/2 connection starts with (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Reads the start of `io` until it is HTTP/2's preface or cannot be: the protocol and the bytes
+/// read. `None` when the connection ends before its first byte.
+pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Bytes)>> {
+    let mut read = [0u8; H2_PREFACE.len()];
+    let mut len = 0;
+    while len < read.len() {
+        let n = io.read(&mut read[len..]).await?;
+        if n == 0 {
+            // Ended inside what could have been the preface: hyper's HTTP/1 server answers or
+            // closes what little came.
+            return Ok((len > 0).then(|| (Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+        }
+        len += n;
+        if read[..len] != H2_PREFACE[..len] {
+            return Ok(Some((Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+        }
+    }
+    Ok(Some((Protocol::Http2, Bytes::copy_from_slice(&read))))
+}
+
+pin_project! {
+    /// `io` with `prefix` read back first: the bytes [`detect`] took.
+    #[derive(Debug)]
+    pub(crate) struct Prefixed<I> {
+        prefix: Bytes,
+        #[pin]
+        io: I,
+    }
+}
+
+impl<I> Prefixed<I> {
+    pub(crate) fn new(prefix: Bytes, io: I) -> Self {
+        Self { prefix, io }
+    }
+}
+
+impl<I: AsyncRead> AsyncRead for Prefixed<I> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.project();
+        if this.prefix.is_empty() {
+            return this.io.poll_read(cx, buf);
+        }
+        let n = this.prefix.len().min(buf.remaining());
+        buf.put_slice(&this.prefix[..n]);
+        this.prefix.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncWrite> AsyncWrite for Prefixed<I> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
+}
+
+/// An HTTP/2 connection's requests: how many are open (until their answer's body ends) and
+/// when the last one ended.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    open: AtomicUsize,
+    since: Instant,
+    /// Milliseconds from `since` to the end of the last request.
+    last_end_ms: AtomicU64,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            open: AtomicUsize::new(0),
+            since: Instant::now(),
+            last_end_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// When the connection becomes idle for `idle` if nothing more happens; `None` while a
+    /// request is open.
+    fn idle_at(&self, idle: Duration) -> Option<Instant> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_end_ms.load(Ordering::Acquire));
+        Some(self.since + last + idle)
+    }
+
+    fn start(self: &Arc<Self>) -> Open {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        Open(self.clone())
+    }
+}
+
+/// One open request of an [`Activity`]; it ends when dropped.
+#[derive(Debug)]
+struct Open(Arc<Activity>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let ms = u64::try_from(self.0.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.last_end_ms.fetch_max(ms, Ordering::AcqRel);
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts the requests of `S` in an [`Activity`], each until its answer's body ends.
+#[derive(Clone, Debug)]
+pub(crate) struct Tracked<S> {
+    pub(crate) inner: S,
+    pub(crate) activity: Arc<Activity>,
+}
+
+impl<S, ReqBody, B> Service<Request<ReqBody>> for Tracked<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<B>>,
+{
+    type Response = Response<TrackedBody<B>>;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        TrackedFuture {
+            open: Some(self.activity.start()),
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`Tracked`].
+    pub(crate) struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        open: Option<Open>,
+    }
+}
+
+impl<F, B, E> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<TrackedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = ready!(this.inner.poll(cx));
+        let open = this.open.take();
+        Poll::Ready(output.map(|response| response.map(|inner| TrackedBody { inner, _open: open })))
+    }
+}
+
+pin_project! {
+    /// An answer body that keeps its request open until it ends or is dropped.
+    pub(crate) struct TrackedBody<B> {
+        #[pin]
+        inner: B,
+        _open: Option<Open>,
+    }
+}
+
+impl<B: Body> Body for TrackedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Drives `connection` to its end. When `close` turns true (a drain or a stop), or once
+/// `idle` says the connection has had no open request for its timeout, it is shut down
+/// gracefully with `shutdown` (the answers in flight finish; nothing new is accepted).
+pub(crate) async fn serve_until_closed<C, E>(
+    connection: C,
+    shutdown: impl Fn(Pin<&mut C>),
+    mut close: Option<watch::Receiver<bool>>,
+    idle: Option<(Arc<Activity>, Duration)>,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut connection = std::pin::pin!(connection);
+    let mut shut = false;
+    loop {
+        let closing = async {
+            match &mut close {
+                Some(close) => {
+                    let _ = close.wait_for(|closing| *closing).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let idled = async {
+            let Some((activity, timeout)) = &idle else {
+                return std::future::pending().await;
+            };
+            loop {
+                match activity.idle_at(*timeout) {
+                    Some(at) if at <= Instant::now() => return,
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    // A request is open: look again after a timeout (its end moves `at` on).
+                    None => tokio::time::sleep(*timeout).await,
+                }
+            }
+        };
+        tokio::select! {
+            served = connection.as_mut() => return served,
+            () = closing, if !shut => {}
+            () = idled, if !shut => tracing::debug!("an HTTP/2 connection was idle; closing it"),
+        }
+        shutdown(connection.as_mut());
+        shut = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn detected(chunks: &[&[u8]]) -> Option<(Protocol, Bytes)> {
+        let mut builder = tokio_test::io::Builder::new();
+        for chunk in chunks {
+            builder.read(chunk);
+        }
+        detect(&mut builder.build()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_preface_is_read_to_its_end_or_its_first_difference() {
+        assert_eq!(
+            detected(&[b"PRI * HTTP/2.0\r\n", b"\r\nSM\r\n\r\n"]).await,
+            Some((Protocol::Http2, Bytes::from_static(H2_PREFACE)))
+        );
+        assert_eq!(
+            detected(&[b"POST /mcp HTTP/1.1\r\n"]).await,
+            Some((Protocol::Http1, Bytes::from_static(b"POST /mcp HTTP/1.1\r\n")))
+        );
+        assert_eq!(
+            detected(&[b"P", b"R", b"X"]).await.map(|(p, b)| (p, b.len())),
+            Some((Protocol::Http1, 3))
+        );
+        assert_eq!(
+            detected(&[b"PR"]).await,
+            Some((Protocol::Http1, Bytes::from_static(b"PR")))
+        );
+        assert_eq!(detected(&[]).await, None);
+    }
+
+    #[tokio::test]
+    async fn the_prefix_is_read_back_first() {
+        let mut io = Prefixed::new(Bytes::from_static(b"GET "), &b"/ HTTP/1.1\r\n"[..]);
+        let mut all = String::new();
+        io.read_to_string(&mut all).await.unwrap();
+        assert_eq!(all, "GET / HTTP/1.1\r\n");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_shut_down_and_an_open_request_holds_it() {
+        let activity = Activity::new();
+        let shut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // A "connection" that ends once shut down.
+        struct Connection(Arc<std::sync::atomic::AtomicBool>);
+        impl Future for Connection {
+            type Output = Result<(), ()>;
+            fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
+                if self.0.load(Ordering::SeqCst) {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+        let open = activity.start();
+        let served = tokio::spawn(serve_until_closed(
+            Connection(shut.clone()),
+            {
+                let shut = shut.clone();
+                move |_| shut.store(true, Ordering::SeqCst)
+            },
+            None,
+            Some((activity.clone(), Duration::from_secs(30))),
+        ));
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        assert!(!shut.load(Ordering::SeqCst), "a request is open");
+        drop(open);
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert!(!shut.load(Ordering::SeqCst), "idle for less than the timeout");
+        tokio::time::sleep(Duration::from_secs(32)).await;
+        assert!(shut.load(Ordering::SeqCst), "idle for the timeout");
+        served.await.unwrap().unwrap();
+    }
+}
