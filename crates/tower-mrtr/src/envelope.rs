@@ -54,7 +54,9 @@ use chacha20poly1305::aead::{Aead, Generate, Payload};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{CanonicalError, canonicalize, canonicalize_value};
+use crate::canonical::{
+    CanonicalError, canonicalize_doubles as canonicalize, canonicalize_value_doubles as canonicalize_value,
+};
 use crate::keyring::Keyring;
 use crate::route::Route;
 
