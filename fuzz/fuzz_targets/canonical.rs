@@ -73,7 +73,7 @@ fn check(text: &str, len: usize, form: Form) {
             }
             let digest = ArgumentsDigest::of(Some(text)).ok();
             let digest_of = |t: &str| {
-                ArgumentsDigest::of(Some(t)).ok().map(|d| match form {
+                ArgumentsDigest::of_with_v2(Some(t)).ok().map(|d| match form {
                     Form::Exact => Some(*d.as_bytes()),
                     Form::Doubles => d.v2_bytes().copied(),
                 })

@@ -41,14 +41,15 @@ fuzz_target!(|data: &[u8]| {
     };
     // The binding of one of the mints (with or without its arguments), the same under another
     // audience (or none, or one), or one of no mint.
-    let deploy = ArgumentsDigest::of(Some(tower_mrtr_fuzz::mint::DEPLOY_ARGUMENTS)).expect("canonical");
+    let deploy =
+        ArgumentsDigest::of_with_v2(Some(tower_mrtr_fuzz::mint::DEPLOY_ARGUMENTS)).expect("canonical");
     let bindings: Vec<Binding<'static>> = mints()
         .iter()
         .map(Mint::binding)
         .chain([
             Binding::new("tools/call", Some("deploy"), None),
             Binding::new("tools/call", Some("deploy"), Some("alice"))
-                .with_arguments(ArgumentsDigest::of(Some(r#"{"env":"dev"}"#)).expect("canonical")),
+                .with_arguments(ArgumentsDigest::of_with_v2(Some(r#"{"env":"dev"}"#)).expect("canonical")),
             Binding::new("tools/call", Some("deploy"), None)
                 .with_arguments(deploy)
                 .with_audience(Some(AUDIENCE)),
@@ -59,7 +60,8 @@ fuzz_target!(|data: &[u8]| {
             Binding::new("tasks", None, None),
             // The exact-decimal neighbours of E17's arguments.
             Binding::new("tools/call", Some("transfer"), None).with_arguments(
-                ArgumentsDigest::of(Some(r#"{"amount":100,"id":9007199254740992}"#)).expect("canonical"),
+                ArgumentsDigest::of_with_v2(Some(r#"{"amount":100,"id":9007199254740992}"#))
+                    .expect("canonical"),
             ),
         ])
         .collect();

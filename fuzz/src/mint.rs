@@ -112,7 +112,7 @@ impl Mint {
     /// `prompts/get` (the relay binds arguments by default).
     pub fn digest(&self) -> Option<ArgumentsDigest> {
         (self.purpose == Purpose::REQUEST_STATE && self.method != "resources/read")
-            .then(|| ArgumentsDigest::of(self.arguments).expect("mint arguments are canonical"))
+            .then(|| ArgumentsDigest::of_with_v2(self.arguments).expect("mint arguments are canonical"))
     }
 
     /// The route sealed in it, name and identity.

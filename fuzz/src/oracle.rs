@@ -242,7 +242,7 @@ fn check_bound_request(
     assert_eq!(fields.target.as_deref(), target, "opened for another target");
     if binds.arguments && digest.is_some() {
         assert_eq!(
-            ArgumentsDigest::of(fields.arguments.as_deref()).ok(),
+            ArgumentsDigest::of_with_v2(fields.arguments.as_deref()).ok(),
             digest,
             "opened with other arguments"
         );

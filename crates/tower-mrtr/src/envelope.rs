@@ -384,7 +384,9 @@ impl<'a> Binding<'a> {
 /// It holds the digest of the exact-decimal form ([`canonical::canonicalize`]), which v3
 /// envelopes are bound to, and, when it was computed and the arguments have one, the digest of
 /// v2's form ([`canonical::canonicalize_doubles`]), without which a v2 envelope bound to
-/// arguments does not open. [`ArgumentsDigest::of`] computes both.
+/// arguments does not open. [`ArgumentsDigest::of`] computes the first (all that sealing and
+/// opening v3 need), [`ArgumentsDigest::of_with_v2`] both. (The layer computes the v2 digest
+/// only for a retry that presents a v2 envelope.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ArgumentsDigest {
     exact: [u8; 32],
@@ -392,10 +394,20 @@ pub struct ArgumentsDigest {
 }
 
 impl ArgumentsDigest {
-    /// The digests of raw JSON `arguments`. Absent, `null` and `{}` all mean "no arguments" and
-    /// digest alike. Fails if the arguments have no exact-decimal canonical form; the v2 digest
-    /// is left out if they have no v2 form (a number beyond the range of a double).
+    /// The exact-decimal digest of raw JSON `arguments`: what sealing, and opening a v3
+    /// envelope, need. Absent, `null` and `{}` all mean "no arguments" and digest alike. Fails
+    /// if the arguments have no canonical form.
     pub fn of(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        match arguments.map(str::trim).filter(|a| *a != "null") {
+            None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
+            Some(arguments) => Ok(Self::exact(sha256(&canonical::canonicalize(arguments)?))),
+        }
+    }
+
+    /// [`ArgumentsDigest::of`] and the digest of v2's form, so that the binding also opens v2
+    /// envelopes (see [format v2](self#format-v2)). The v2 digest is left out if the arguments
+    /// have no v2 form (a number beyond the range of a double).
+    pub fn of_with_v2(arguments: Option<&str>) -> Result<Self, CanonicalError> {
         let arguments = arguments.map(str::trim).filter(|a| *a != "null").unwrap_or("{}");
         let exact = sha256(&canonical::canonicalize(arguments)?);
         let doubles = canonical::canonicalize_doubles(arguments)
@@ -404,27 +416,12 @@ impl ArgumentsDigest {
         Ok(Self { exact, doubles })
     }
 
-    /// The exact-decimal digest alone, of raw JSON `arguments` (absent, `null` and `{}` alike):
-    /// what sealing needs.
-    pub(crate) fn exact_of(arguments: Option<&str>) -> Result<Self, CanonicalError> {
-        match arguments.map(str::trim).filter(|a| *a != "null") {
-            None => Ok(*EMPTY_ARGUMENTS),
-            Some(arguments) => Ok(Self {
-                exact: sha256(&canonical::canonicalize(arguments)?),
-                doubles: None,
-            }),
-        }
-    }
-
     /// The exact-decimal digest alone, of a value the layer has parsed (and so validated)
     /// already: what sealing, and opening a v3 envelope, need.
     pub(crate) fn exact_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
         match arguments.filter(|a| a.get() != "null") {
-            None => Ok(*EMPTY_ARGUMENTS),
-            Some(raw) => Ok(Self {
-                exact: sha256(&canonical::canonicalize_value(raw)?),
-                doubles: None,
-            }),
+            None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
+            Some(raw) => Ok(Self::exact(sha256(&canonical::canonicalize_value(raw)?))),
         }
     }
 
@@ -432,12 +429,19 @@ impl ArgumentsDigest {
     /// round after it, sealed as v3).
     pub(crate) fn both_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
         match arguments.filter(|a| a.get() != "null") {
-            None => Ok(*EMPTY_ARGUMENTS),
+            None => Ok(Self {
+                exact: *EMPTY_ARGUMENTS,
+                doubles: Some(*EMPTY_ARGUMENTS),
+            }),
             Some(raw) => Ok(Self {
                 exact: sha256(&canonical::canonicalize_value(raw)?),
                 doubles: Some(sha256(&canonical::canonicalize_value_doubles(raw)?)),
             }),
         }
+    }
+
+    fn exact(exact: [u8; 32]) -> Self {
+        Self { exact, doubles: None }
     }
 
     /// A digest from the 32 bytes of the exact-decimal digest (it opens no v2 envelope bound to
@@ -465,13 +469,7 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 }
 
 /// The digest of no arguments (`{}`, the same in both forms), computed once.
-static EMPTY_ARGUMENTS: std::sync::LazyLock<ArgumentsDigest> = std::sync::LazyLock::new(|| {
-    let empty = sha256(b"{}");
-    ArgumentsDigest {
-        exact: empty,
-        doubles: Some(empty),
-    }
-});
+static EMPTY_ARGUMENTS: std::sync::LazyLock<[u8; 32]> = std::sync::LazyLock::new(|| sha256(b"{}"));
 
 impl fmt::Debug for ArgumentsDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

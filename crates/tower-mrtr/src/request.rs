@@ -98,7 +98,7 @@ impl SealContext {
             ArgumentsBinding::Raw(raw) => {
                 let text = raw.as_deref().map(std::str::from_utf8).transpose();
                 let text = text.map_err(|_| crate::canonical::CanonicalError::Syntax)?;
-                binding.with_arguments(ArgumentsDigest::exact_of(text)?)
+                binding.with_arguments(ArgumentsDigest::of(text)?)
             }
         })
     }

@@ -322,7 +322,7 @@ async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v3_rou
     let keys = Arc::new(Keyring::generate("k1").unwrap());
     let arguments = r#"{"repo":"acme/api"}"#;
     let binding = Binding::new("tools/call", Some("t"), None)
-        .with_arguments(tower_mrtr::envelope::ArgumentsDigest::of(Some(arguments)).unwrap());
+        .with_arguments(tower_mrtr::envelope::ArgumentsDigest::of_with_v2(Some(arguments)).unwrap());
     let sealed = Sealed {
         route: Route::new("a"),
         state: Some("v2-state".into()),

@@ -56,7 +56,8 @@ impl Vector {
         let binding = Binding::new(self.method, self.target, self.principal).with_audience(self.audience);
         match self.arguments {
             None => binding,
-            Some(arguments) => binding.with_arguments(ArgumentsDigest::of(arguments).unwrap()),
+            // Both digests: v2 vectors open with the v2 one, v3 vectors with the exact one.
+            Some(arguments) => binding.with_arguments(ArgumentsDigest::of_with_v2(arguments).unwrap()),
         }
     }
 
@@ -337,8 +338,8 @@ fn v2_vectors_still_open_as_round_one_without_identity() {
             );
         }
     }
-    // A v2 envelope bound to arguments needs the digest of v2's form, which `of` computes and
-    // an exact-decimal digest alone lacks.
+    // A v2 envelope bound to arguments needs the digest of v2's form, which `of_with_v2`
+    // computes and the exact-decimal digest alone (`of`) lacks.
     let v = &V2_VECTORS[4];
     let exact_only = ArgumentsDigest::from_bytes(*ArgumentsDigest::of(Some(TRANSFER_V2)).unwrap().as_bytes());
     let binding = Binding::new(v.method, v.target, v.principal).with_arguments(exact_only);
@@ -433,7 +434,10 @@ fn argument_digests_match_the_independent_implementation() {
                 assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
             }
         }
-        let v2 = ArgumentsDigest::of(arguments).unwrap().v2_bytes().map(hex);
+        let v2 = ArgumentsDigest::of_with_v2(arguments)
+            .unwrap()
+            .v2_bytes()
+            .map(hex);
         assert_eq!(v2.as_deref(), Some(digest));
         if let Some(doc) = &doc {
             assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
