@@ -541,7 +541,7 @@ async fn forged_truncated_and_malformed_envelopes() {
         ("padded", json!(format!("{envelope}=")).to_string()),
         (
             "old version prefix",
-            json!(envelope.replacen("mrtr2.", "mrtr1.", 1)).to_string(),
+            json!(envelope.replacen("mrtr3.", "mrtr1.", 1)).to_string(),
         ),
         (
             "over the length limit",
@@ -829,7 +829,7 @@ async fn wrong_content_types() {
         assert!(
             message["result"]["requestState"]
                 .as_str()
-                .is_some_and(|s| s.starts_with("mrtr2.")),
+                .is_some_and(|s| s.starts_with("mrtr3.")),
             "{case}: {message}"
         );
     }

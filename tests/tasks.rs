@@ -163,7 +163,7 @@ async fn a_task_is_created_polled_answered_through_tasks_update_and_completed_on
 
     let handle = create_task(&client, "b__confirm_delete", json!({ "filename": "report.txt" })).await?;
     assert!(
-        handle.starts_with("mrtr2."),
+        handle.starts_with("mrtr3."),
         "the client sees a sealed handle, not the backend's id: {handle}"
     );
     assert_eq!(stack.fixture_b.running_tasks(), 1, "the task runs on b");
@@ -306,7 +306,7 @@ async fn mrtr_rounds_then_a_task_on_the_same_backend() -> anyhow::Result<()> {
     let state = round1.result()["requestState"]
         .as_str()
         .context("no requestState")?;
-    assert!(state.starts_with("mrtr2."), "the backend's state is sealed");
+    assert!(state.starts_with("mrtr3."), "the backend's state is sealed");
 
     let mut retry = call.clone();
     retry["inputResponses"] = json!({ "user_name": { "action": "accept", "content": { "name": "Alice" } } });
@@ -318,7 +318,7 @@ async fn mrtr_rounds_then_a_task_on_the_same_backend() -> anyhow::Result<()> {
         .as_str()
         .context("no taskId")?
         .to_owned();
-    assert!(handle.starts_with("mrtr2.") && handle != state);
+    assert!(handle.starts_with("mrtr3.") && handle != state);
 
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     let done = loop {

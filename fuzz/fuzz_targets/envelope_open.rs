@@ -3,22 +3,24 @@
 //!
 //! Input: a byte choosing the purpose and time, a byte choosing the binding to open with (that of
 //! mint `n`, or one of no mint), then the envelope text,
-//! in which `@E<n>@` stands for minted envelope `n` (seeds also hold minted envelopes written
-//! out, so that mutations reach inside them).
+//! in which `@E<n>@` stands for minted envelope `n` (format v3) and `@V<n>@` for its v2 twin
+//! (seeds also hold minted envelopes written out, so that mutations reach inside them).
 //!
-//! Invariant, exact: `open` succeeds if and only if the text is an envelope this keyring minted,
-//! under a key the ring still holds, opened with the purpose and binding it was minted for,
-//! before its expiry; it then returns exactly what was sealed. Anything else (a mutation of any
-//! byte, another binding, a retired key, an expired envelope) is refused, with a text that does
-//! not start with the prefix refused as not an envelope.
+//! Invariant, exact: `open` succeeds if and only if the text is an envelope this keyring minted
+//! (v3, or v2 while v2 still opens), under a key the ring still holds, opened with the purpose
+//! and binding (audience included) it was minted for, before its expiry; it then returns exactly
+//! what was sealed: the route with its identity and the round for v3, the route without identity
+//! and round 1 for v2. Anything else (a mutation of any byte, another binding or audience, a
+//! retired key, an expired envelope) is refused, with a text that starts with neither prefix
+//! refused as not an envelope.
 #![no_main]
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use mrtr_gateway::fuzzing::SESSION_PURPOSE;
-use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer};
-use tower_mrtr_fuzz::mint::{Mint, mints, now, relay_keyring, substitute};
+use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer, V2_PREFIX};
+use tower_mrtr_fuzz::mint::{AUDIENCE, Mint, mints, now, relay_keyring, substitute};
 
 fuzz_target!(|data: &[u8]| {
     let [choice, binding_choice, rest @ ..] = data else {
@@ -37,36 +39,54 @@ fuzz_target!(|data: &[u8]| {
         6 => now() + Duration::from_secs(86_400 * 365),
         _ => now() - Duration::from_secs(86_400),
     };
-    // The binding of one of the mints (with or without its arguments), or one of no mint.
+    // The binding of one of the mints (with or without its arguments), the same under another
+    // audience (or none, or one), or one of no mint.
+    let deploy =
+        ArgumentsDigest::of_with_v2(Some(tower_mrtr_fuzz::mint::DEPLOY_ARGUMENTS)).expect("canonical");
     let bindings: Vec<Binding<'static>> = mints()
         .iter()
         .map(Mint::binding)
         .chain([
             Binding::new("tools/call", Some("deploy"), None),
             Binding::new("tools/call", Some("deploy"), Some("alice"))
-                .with_arguments(ArgumentsDigest::of(Some(r#"{"env":"dev"}"#)).expect("canonical")),
+                .with_arguments(ArgumentsDigest::of_with_v2(Some(r#"{"env":"dev"}"#)).expect("canonical")),
+            Binding::new("tools/call", Some("deploy"), None)
+                .with_arguments(deploy)
+                .with_audience(Some(AUDIENCE)),
+            Binding::new("tools/call", Some("deploy"), None)
+                .with_arguments(deploy)
+                .with_audience(Some("staging")),
+            Binding::new("tasks", None, None).with_audience(Some("staging")),
+            Binding::new("tasks", None, None),
+            // The exact-decimal neighbours of E17's arguments.
+            Binding::new("tools/call", Some("transfer"), None).with_arguments(
+                ArgumentsDigest::of_with_v2(Some(r#"{"amount":100,"id":9007199254740992}"#))
+                    .expect("canonical"),
+            ),
         ])
         .collect();
     let binding = &bindings[usize::from(*binding_choice) % bindings.len()];
 
     let sealer = Sealer::new(relay_keyring());
     let opened = sealer.open(purpose, binding, &text, at);
-    let minted = mints().iter().find(|m| m.envelope == text);
-    let should_open = minted
-        .filter(|m| m.kid != "k0" && m.purpose == purpose && *binding == m.binding() && at < m.expires_at);
+    let minted = mints()
+        .iter()
+        .find_map(|m| m.version_of(&text).map(|version| (m, version)));
+    let should_open = minted.filter(|(m, _)| {
+        m.kid != "k0" && m.purpose == purpose && *binding == m.binding() && at < m.expires_at
+    });
     match (opened, should_open) {
-        (Ok(sealed), Some(mint)) => {
-            assert_eq!(sealed.route.as_str(), mint.route);
-            assert_eq!(sealed.state.as_deref(), mint.state);
-            assert_eq!(sealed.expires_at, mint.expires_at);
+        (Ok(sealed), Some((mint, version))) => {
+            // v3: the route with its identity, the round; v2: no identity, round 1.
+            assert_eq!(sealed, mint.sealed(version), "version {version}");
         }
         (Ok(sealed), None) => panic!("opened what it must refuse: {text:?} -> {sealed:?}"),
         (Err(error), Some(mint)) => panic!("refused a valid envelope ({error}): mint {mint:?}"),
         (Err(error), None) => {
-            if !text.starts_with(PREFIX) {
+            if !text.starts_with(PREFIX) && !text.starts_with(V2_PREFIX) {
                 assert_eq!(error, OpenError::NotAnEnvelope);
             }
-            if let Some(mint) = minted
+            if let Some((mint, _)) = minted
                 && mint.kid == "k0"
             {
                 assert_eq!(

@@ -4,24 +4,29 @@
 //! Input (`tower_mrtr_fuzz::script`): an options line (an HTTP method; `principal`, `require`:
 //! bind the `x-user` header, required or not; `noargs`: arguments not bound; `default`: a default
 //! route; `limit=N`: body limit; `envlimit=N`: envelope limit; `split=A,B`: the client's body in
-//! chunks; `error`: the client's body fails; `sse`, `task`, `nostate`, `noroute`, `misroute`: how
-//! the backend answers), header lines, a blank line, the body (`@E<n>@`: a minted envelope).
+//! chunks; `error`: the client's body fails; `audience`: the relay's audience is `prod`;
+//! `rounds=N`: its cap on rounds; `sse`, `task`, `nostate`, `noroute`, `misroute`: how the
+//! backend answers), header lines, a blank line, the body (`@E<n>@`: a minted envelope, `@V<n>@`:
+//! its v2 twin).
 //!
 //! Invariants:
 //! * a request reaching the backend carries no `requestState` or task id the backend did not
-//!   mint and that did not open for exactly this request (method, target, arguments, principal),
-//!   and is pinned to the minting backend; one in which nothing was opened arrives byte for byte;
+//!   mint and that did not open for exactly this request (audience, method, target, arguments,
+//!   principal), none of a round at or past the cap, and is pinned to the minting backend (name
+//!   and identity); one in which nothing was opened arrives byte for byte;
 //! * a refused request gets a JSON-RPC error whose status matches its code;
 //! * no state or task id of the backend (markers `BKSTATE-`, `BKTASK-`) reaches the client;
-//! * every envelope the client gets opens, for this request, to what the backend sent.
+//! * every envelope the client gets is of format v3 and opens, for this request, to what the
+//!   backend sent, in the round after the one the request presented (1 for a first round).
 #![no_main]
 
 use http::{HeaderMap, Method, Request};
 use libfuzzer_sys::fuzz_target;
+use tower_mrtr::Route;
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose};
 use tower_mrtr_fuzz::MARKERS;
 use tower_mrtr_fuzz::backend::{self, NEW_STATE, NEW_TASK, Style};
-use tower_mrtr_fuzz::mint::mints;
+use tower_mrtr_fuzz::mint::{AUDIENCE, mint_of_state, mints};
 use tower_mrtr_fuzz::oracle::{self, Binds};
 use tower_mrtr_fuzz::relay::{Step, StepBody, exchange, relay_layer, with_principal};
 use tower_mrtr_fuzz::script::{Script, chunks};
@@ -36,8 +41,19 @@ fuzz_target!(|data: &[u8]| {
     let binds = Binds {
         principal: script.flag("principal"),
         arguments: !script.flag("noargs"),
+        audience: script.flag("audience").then_some(AUDIENCE),
+        max_rounds: script
+            .number("rounds")
+            .map_or(tower_mrtr::DEFAULT_MAX_ROUNDS, |n| {
+                u16::try_from(n).unwrap_or(u16::MAX)
+            }),
     };
-    let mut layer = relay_layer().bind_arguments(binds.arguments);
+    let mut layer = relay_layer()
+        .bind_arguments(binds.arguments)
+        .max_rounds(binds.max_rounds);
+    if let Some(audience) = binds.audience {
+        layer = layer.audience(audience);
+    }
     if binds.principal {
         layer = with_principal(layer, script.flag("require"));
     }
@@ -108,22 +124,35 @@ fuzz_target!(|data: &[u8]| {
     let principal = binds.principal_of(&seen.headers);
     let fields = oracle::request_fields(&seen.body);
     let method = fields.method.as_deref().unwrap_or("");
-    let mut binding = Binding::new(method, fields.target.as_deref(), principal);
+    let mut binding = Binding::new(method, fields.target.as_deref(), principal).with_audience(binds.audience);
     if binds.arguments
         && matches!(method, "tools/call" | "prompts/get")
         && let Ok(digest) = ArgumentsDigest::of(fields.arguments.as_deref())
     {
         binding = binding.with_arguments(digest);
     }
-    let task_binding = Binding::new("tasks", None, principal);
+    let task_binding = Binding::new("tasks", None, principal).with_audience(binds.audience);
     let mut states: Vec<String> = vec![NEW_STATE.to_owned(), NEW_TASK.to_owned()];
     states.extend(mints().iter().filter_map(|m| m.decoded_state()));
     // The backend reports the pinned route, or alpha; a misrouting proxy reports gamma (an
     // unpinned request then seals gamma, the route that answered; a pinned one fails closed).
     let route = match (&seen.pinned, style.misroute) {
-        (_, true) => "gamma".to_owned(),
-        (Some(pinned), false) => pinned.as_str().to_owned(),
-        (None, false) => "alpha".to_owned(),
+        (_, true) => Route::new("gamma"),
+        (Some(pinned), false) => pinned.clone(),
+        (None, false) => Route::new("alpha"),
+    };
+    // The round after the presented one: the mint whose state the backend got back (a retry of
+    // a state-less mint, all of round 1, gets none back), or 1 for a first round.
+    let round = match seen.head.as_ref().is_some_and(|head| head.is_retry()) {
+        false => 1,
+        true => {
+            let restored = fields.request_state.as_deref().and_then(|state| {
+                serde_json::from_str::<String>(state)
+                    .ok()
+                    .and_then(|state| mint_of_state(Purpose::REQUEST_STATE, &state))
+            });
+            restored.map_or(1, |mint| mint.round) + 1
+        }
     };
     oracle::check_envelopes(
         &received,
@@ -134,5 +163,6 @@ fuzz_target!(|data: &[u8]| {
         ],
         &states,
         Some(&route),
+        round,
     );
 });

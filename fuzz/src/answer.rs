@@ -518,12 +518,15 @@ pub fn run(input: &[u8], mode: Mode) {
         .flatten()
         .collect();
     states.extend(kind.backend_task_id());
+    // A retry's answer is sealed as round 2 (every kind presents a mint of round 1).
+    let round = if kind.pinned.is_some() { 2 } else { 1 };
     oracle::check_envelopes(
         &received,
         answer.sent(),
         &kind.bindings(),
         &states,
-        route.as_deref(),
+        route.map(Route::new).as_ref(),
+        round,
     );
     // A body the layer changed has a Content-Length that fits it, or none (an unchanged one keeps
     // whatever the backend declared, right or wrong: the HTTP client in front of it checks that).

@@ -1,9 +1,11 @@
 //! Fixed keys, a fixed clock and a table of envelopes minted from them, so that every input
 //! reproduces a crash by itself.
 //!
-//! Inputs name the minted envelopes with placeholders: `@E0@` … `@E11@` in an input stand for
-//! [`mints()`]`[0..]`'s envelopes. Each one is valid for exactly one binding (method, target,
-//! arguments, principal) and purpose, or deliberately invalid (expired, under a retired key).
+//! Inputs name the minted envelopes with placeholders: `@E0@` … `@E17@` in an input stand for
+//! [`mints()`]`[0..]`'s envelopes (format v3), `@V0@` … for the same mint sealed in format v2
+//! where v2 can hold it (no audience, no route identity, round 1; v2 envelopes still open).
+//! Each one is valid for exactly one binding (audience, method, target, arguments, principal) and
+//! purpose, or deliberately invalid (expired, under a retired key, at the round cap).
 //!
 //! ```
 //! use tower_mrtr_fuzz::mint::{mints, substitute};
@@ -17,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::keyring::{Key, KeyId};
-use tower_mrtr::{Clock, Keyring, Route};
+use tower_mrtr::{Clock, Keyring, Route, RouteIdentity};
 
 /// The instant the fixed clock shows.
 pub fn now() -> SystemTime {
@@ -76,8 +78,14 @@ pub struct Mint {
     pub arguments: Option<&'static str>,
     /// The principal it is bound to.
     pub principal: Option<&'static str>,
+    /// The deployment it was minted for.
+    pub audience: Option<&'static str>,
     /// The backend that minted the state.
     pub route: &'static str,
+    /// The identity of that backend's route, if it has one.
+    pub identity: Option<RouteIdentity>,
+    /// The round sealed in it (request states from 1; task handles 0).
+    pub round: u16,
     /// The backend's state, raw (between the quotes, escapes kept).
     pub state: Option<&'static str>,
     /// When it expires.
@@ -86,8 +94,10 @@ pub struct Mint {
     pub valid: bool,
     /// The key it is sealed under.
     pub kid: &'static str,
-    /// The envelope text.
+    /// The envelope text (format v3).
     pub envelope: String,
+    /// The same contents and binding sealed in format v2, where v2 can hold them.
+    pub v2_envelope: Option<String>,
 }
 
 impl Mint {
@@ -102,12 +112,47 @@ impl Mint {
     /// `prompts/get` (the relay binds arguments by default).
     pub fn digest(&self) -> Option<ArgumentsDigest> {
         (self.purpose == Purpose::REQUEST_STATE && self.method != "resources/read")
-            .then(|| ArgumentsDigest::of(self.arguments).expect("mint arguments are canonical"))
+            .then(|| ArgumentsDigest::of_with_v2(self.arguments).expect("mint arguments are canonical"))
+    }
+
+    /// The route sealed in it, name and identity.
+    pub fn route(&self) -> Route {
+        let route = Route::new(self.route);
+        match self.identity {
+            Some(identity) => route.with_identity(identity),
+            None => route,
+        }
+    }
+
+    /// Whether `text` is this mint's envelope: `Some(3)` for its v3 one, `Some(2)` for its v2
+    /// twin.
+    pub fn version_of(&self, text: &str) -> Option<u8> {
+        if self.envelope == text {
+            Some(3)
+        } else if self.v2_envelope.as_deref() == Some(text) {
+            Some(2)
+        } else {
+            None
+        }
+    }
+
+    /// What opening its envelope of `version` gives: a v2 one opens as round 1, without identity.
+    pub fn sealed(&self, version: u8) -> Sealed {
+        Sealed {
+            route: if version == 2 {
+                Route::new(self.route)
+            } else {
+                self.route()
+            },
+            state: self.state.map(str::to_owned),
+            expires_at: self.expires_at,
+            round: if version == 2 { 1 } else { self.round },
+        }
     }
 
     /// The binding the relay computes for a request matching this mint (arguments bound).
     pub fn binding(&self) -> Binding<'static> {
-        let binding = Binding::new(self.method, self.target, self.principal);
+        let binding = Binding::new(self.method, self.target, self.principal).with_audience(self.audience);
         match self.digest() {
             Some(digest) => binding.with_arguments(digest),
             None => binding,
@@ -121,11 +166,22 @@ struct Spec {
     target: Option<&'static str>,
     arguments: Option<&'static str>,
     principal: Option<&'static str>,
+    audience: Option<&'static str>,
     route: &'static str,
+    identity: bool,
+    round: u16,
     state: Option<&'static str>,
     lifetime_secs: i64,
     kid: &'static str,
 }
+
+/// The identity the mints with one give their route.
+pub fn alpha_identity() -> RouteIdentity {
+    RouteIdentity::digest("https://alpha.internal/mcp")
+}
+
+/// The audience the mints with one were minted for.
+pub const AUDIENCE: &str = "prod";
 
 const fn request_state(
     method: &'static str,
@@ -140,7 +196,10 @@ const fn request_state(
         target: Some(target),
         arguments,
         principal: None,
+        audience: None,
         route,
+        identity: false,
+        round: 1,
         state,
         lifetime_secs: 600,
         kid: "k2",
@@ -154,7 +213,10 @@ const fn task_handle(route: &'static str, task_id: &'static str) -> Spec {
         target: None,
         arguments: None,
         principal: None,
+        audience: None,
         route,
+        identity: false,
+        round: 0,
         state: Some(task_id),
         lifetime_secs: 3600,
         kid: "k2",
@@ -221,6 +283,40 @@ fn specs() -> Vec<Spec> {
         ),
         // E11: an empty state, distinct from none.
         request_state("tools/call", "deploy", Some(DEPLOY_ARGUMENTS), "alpha", Some("")),
+        // E12: minted for the audience `prod` (opens only where the relay has that audience).
+        Spec {
+            audience: Some(AUDIENCE),
+            ..deploy("BKSTATE-E12.")
+        },
+        // E13: alpha's route with an identity (the scripted proxy reports the pinned route).
+        Spec {
+            identity: true,
+            ..deploy("BKSTATE-E13.")
+        },
+        // E14: round 15, one below the default cap: opens, and the next round is 16.
+        Spec {
+            round: 15,
+            ..deploy("BKSTATE-E14.")
+        },
+        // E15: round 16, the default cap: refused before the backend.
+        Spec {
+            round: 16,
+            ..deploy("BKSTATE-E15.")
+        },
+        // E16: a task handle minted for the audience `prod`.
+        Spec {
+            audience: Some(AUDIENCE),
+            ..task_handle("beta", "BKTASK-E16.")
+        },
+        // E17: arguments whose numbers only exact decimals tell apart (9007199254740993.0 is
+        // not 9007199254740992, 100.000000000000001 is not 100).
+        request_state(
+            "tools/call",
+            "transfer",
+            Some(r#"{"amount":100.000000000000001,"id":9007199254740993.0}"#),
+            "beta",
+            Some("BKSTATE-E17."),
+        ),
     ]
 }
 
@@ -242,22 +338,34 @@ pub fn mints() -> &'static [Mint] {
                     target: spec.target,
                     arguments: spec.arguments,
                     principal: spec.principal,
+                    audience: spec.audience,
                     route: spec.route,
+                    identity: spec.identity.then(alpha_identity),
+                    round: spec.round,
                     state: spec.state,
                     expires_at,
                     valid: spec.lifetime_secs > 0 && spec.kid != "k0",
                     kid: spec.kid,
                     envelope: String::new(),
-                };
-                let sealed = Sealed {
-                    route: Route::new(spec.route),
-                    state: spec.state.map(str::to_owned),
-                    expires_at,
+                    v2_envelope: None,
                 };
                 let sealer = Sealer::new(Arc::new(sealing_ring(spec.kid)));
+                // v3 under nonce 0x80 + i; the v2 twin under nonce i, as the mints were sealed
+                // before v3 (so seeds holding those envelopes written out still name a mint).
                 mint.envelope = sealer
-                    .seal_with_nonce(spec.purpose, &mint.binding(), &sealed, [i as u8; 24])
+                    .seal_with_nonce(
+                        spec.purpose,
+                        &mint.binding(),
+                        &mint.sealed(3),
+                        [0x80 + i as u8; 24],
+                    )
                     .expect("sealing a fixed mint");
+                let v2_fits = spec.audience.is_none() && !spec.identity && spec.round <= 1;
+                mint.v2_envelope = v2_fits.then(|| {
+                    sealer
+                        .seal_v2_with_nonce(spec.purpose, &mint.binding(), &mint.sealed(2), [i as u8; 24])
+                        .expect("sealing a fixed v2 mint")
+                });
                 mint
             })
             .collect()
@@ -272,31 +380,49 @@ pub fn mint_of_state(purpose: Purpose, state: &str) -> Option<&'static Mint> {
         .find(|m| m.purpose == purpose && m.decoded_state().as_deref() == Some(state))
 }
 
-/// Replaces every `@E<n>@` placeholder by the envelope of mint `n`; other bytes are kept.
+/// Replaces every `@E<n>@` placeholder by the envelope of mint `n`, and every `@V<n>@` by its
+/// v2 twin; other bytes are kept.
 pub fn substitute(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len() + 64);
     pieces(input, |piece| match piece {
         Piece::Text(text) => out.extend_from_slice(text),
         Piece::Mint(index) => out.extend_from_slice(mints()[index].envelope.as_bytes()),
+        Piece::V2(envelope) => out.extend_from_slice(envelope.as_bytes()),
     });
     out
 }
 
-/// The mints whose envelopes `input` names with `@E<n>@` placeholders, in order.
+/// The mints whose envelopes `input` names with placeholders (`@E<n>@`, `@V<n>@`), in order.
 pub fn placeholders(input: &[u8]) -> Vec<usize> {
+    placeholder_envelopes(input)
+        .into_iter()
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// The mints `input` names with placeholders, with the envelope each placeholder stands for.
+pub fn placeholder_envelopes(input: &[u8]) -> Vec<(usize, &'static str)> {
     let mut found = Vec::new();
-    pieces(input, |piece| {
-        if let Piece::Mint(index) = piece {
-            found.push(index);
+    pieces(input, |piece| match piece {
+        Piece::Mint(index) => found.push((index, mints()[index].envelope.as_str())),
+        Piece::V2(envelope) => {
+            let index = mints()
+                .iter()
+                .position(|m| m.v2_envelope.as_deref() == Some(envelope))
+                .expect("a v2 placeholder names a mint");
+            found.push((index, envelope));
         }
+        Piece::Text(_) => {}
     });
     found
 }
 
-/// A part of a text with placeholders: bytes kept as they are, or the mint a placeholder names.
+/// A part of a text with placeholders: bytes kept as they are, the mint an `@E<n>@` names, or
+/// the v2 envelope an `@V<n>@` names.
 enum Piece<'a> {
     Text(&'a [u8]),
     Mint(usize),
+    V2(&'static str),
 }
 
 /// Hands `each` the pieces of `input`, in order.
@@ -306,6 +432,14 @@ fn pieces<'a>(input: &'a [u8], mut each: impl FnMut(Piece<'a>)) {
         each(Piece::Text(&rest[..at]));
         rest = &rest[at..];
         match placeholder(rest) {
+            Some((index, len)) if rest[1] == b'V' => {
+                // A mint without a v2 twin: the placeholder stays text.
+                match mints()[index].v2_envelope.as_deref() {
+                    Some(envelope) => each(Piece::V2(envelope)),
+                    None => each(Piece::Text(&rest[..len])),
+                }
+                rest = &rest[len..];
+            }
             Some((index, len)) => {
                 each(Piece::Mint(index));
                 rest = &rest[len..];
@@ -319,9 +453,9 @@ fn pieces<'a>(input: &'a [u8], mut each: impl FnMut(Piece<'a>)) {
     each(Piece::Text(rest));
 }
 
-/// `@E<n>@` at the start of `text`: the mint index and the placeholder's length.
+/// `@E<n>@` or `@V<n>@` at the start of `text`: the mint index and the placeholder's length.
 fn placeholder(text: &[u8]) -> Option<(usize, usize)> {
-    let digits = text.strip_prefix(b"@E")?;
+    let digits = text.strip_prefix(b"@E").or_else(|| text.strip_prefix(b"@V"))?;
     let len = digits.iter().take(2).take_while(|b| b.is_ascii_digit()).count();
     if len == 0 || digits.get(len) != Some(&b'@') {
         return None;

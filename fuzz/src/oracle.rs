@@ -2,6 +2,7 @@
 //! crash) with a message saying which promise was broken.
 
 use http::{HeaderMap, Method, header};
+use tower_mrtr::Route;
 use tower_mrtr::envelope::{ArgumentsDigest, Binding, Purpose, Sealer};
 use tower_mrtr::mcp_headers::decode_header_value;
 
@@ -15,12 +16,16 @@ use crate::relay::Seen;
 pub const TASK_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
 
 /// The request-side settings of the relay under test that decide how envelopes are bound.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Binds {
     /// The relay binds the `x-user` header as principal.
     pub principal: bool,
     /// The relay binds `tools/call` and `prompts/get` arguments (its default).
     pub arguments: bool,
+    /// The relay's audience.
+    pub audience: Option<&'static str>,
+    /// The relay's cap on rounds: a state of this round or later never reaches the backend.
+    pub max_rounds: u16,
 }
 
 impl Binds {
@@ -109,9 +114,17 @@ fn check_states(seen: &Seen, message: &Node, binds: Binds) {
             let mint = mint_of_state(Purpose::REQUEST_STATE, state)
                 .unwrap_or_else(|| panic!("an unverified requestState reached the backend: {state:?}"));
             assert!(mint.valid, "an expired or retired envelope was opened: {mint:?}");
+            assert!(
+                mint.round < binds.max_rounds,
+                "a state of round {} reached the backend past the cap of {}",
+                mint.round,
+                binds.max_rounds
+            );
+            assert_eq!(mint.audience, binds.audience, "opened for another audience");
+            // Name and identity (a v2 twin has neither an identity nor its mint one).
             assert_eq!(
-                seen.pinned.as_ref().map(|r| r.as_str()),
-                Some(mint.route),
+                seen.pinned.as_ref(),
+                Some(&mint.route()),
                 "a restored state not pinned to its backend"
             );
             assert_eq!(principal, mint.principal, "opened for another principal");
@@ -148,7 +161,11 @@ fn check_states(seen: &Seen, message: &Node, binds: Binds) {
         let mint = mint_of_state(Purpose::TASK_HANDLE, task_id)
             .unwrap_or_else(|| panic!("an unverified task id reached the backend: {task_id:?}"));
         assert!(mint.valid, "an expired or retired task handle was opened");
-        assert_eq!(seen.pinned.as_ref().map(|r| r.as_str()), Some(mint.route));
+        assert_eq!(seen.pinned.as_ref(), Some(&mint.route()));
+        assert_eq!(
+            mint.audience, binds.audience,
+            "a task handle opened for another audience"
+        );
         assert_eq!(
             principal, mint.principal,
             "a task handle opened for another principal"
@@ -178,6 +195,8 @@ pub struct RequestFields {
     pub target: Option<String>,
     /// `params.arguments`, raw.
     pub arguments: Option<String>,
+    /// `params.requestState`, raw.
+    pub request_state: Option<String>,
 }
 
 /// The [`RequestFields`] of a body (all `None` where it has none, or is no JSON object).
@@ -201,6 +220,7 @@ pub fn request_fields(body: &[u8]) -> RequestFields {
     RequestFields {
         target: member(&params, key).and_then(|t| serde_json::from_str(&t).ok()),
         arguments: member(&params, "arguments"),
+        request_state: member(&params, "requestState"),
         method,
     }
 }
@@ -222,7 +242,7 @@ fn check_bound_request(
     assert_eq!(fields.target.as_deref(), target, "opened for another target");
     if binds.arguments && digest.is_some() {
         assert_eq!(
-            ArgumentsDigest::of(fields.arguments.as_deref()).ok(),
+            ArgumentsDigest::of_with_v2(fields.arguments.as_deref()).ok(),
             digest,
             "opened with other arguments"
         );
@@ -324,24 +344,38 @@ pub fn assert_hidden(markers: &[String], headers: &HeaderMap, received: &Receive
     }
 }
 
-/// Every envelope in the answer that the backend did not send itself opens, under `binding`
-/// for `purpose` (or a task handle's binding), to a state among `states` and the route `route`.
+/// Every envelope in the answer that the backend did not send itself is of format v3 and opens,
+/// under `binding` for `purpose` (or a task handle's binding), to a state among `states`, the
+/// route `route` (name and identity) and, for a request state, the round `round` (a task
+/// handle: round 0).
 pub fn check_envelopes(
     received: &[u8],
     answer: &[u8],
     bindings: &[(Purpose, Binding<'_>)],
     states: &[String],
-    route: Option<&str>,
+    route: Option<&Route>,
+    round: u16,
 ) {
     let sealer = Sealer::new(relay_keyring());
     for envelope in envelopes_in(received) {
         if contains(answer, envelope.as_bytes()) {
             continue;
         }
-        let opened = bindings
+        assert!(
+            envelope.starts_with(tower_mrtr::envelope::PREFIX),
+            "the relay handed out an envelope of another format than v3: {envelope}"
+        );
+        let (purpose, opened) = bindings
             .iter()
-            .find_map(|(purpose, binding)| sealer.open(*purpose, binding, &envelope, now()).ok())
+            .find_map(|(purpose, binding)| {
+                sealer
+                    .open(*purpose, binding, &envelope, now())
+                    .ok()
+                    .map(|opened| (*purpose, opened))
+            })
             .unwrap_or_else(|| panic!("the client got an envelope that does not open: {envelope}"));
+        let expected_round = if purpose == Purpose::TASK_HANDLE { 0 } else { round };
+        assert_eq!(opened.round, expected_round, "the round sealed in {purpose:?}");
         // No state: the backend sent none (legal with inputRequests); the envelope carries the route.
         if let Some(state) = opened.state {
             // Decoded as the lenient reading that listed `states` decodes: a backend's state may
@@ -357,16 +391,27 @@ pub fn check_envelopes(
             );
         }
         if let Some(route) = route {
-            assert_eq!(opened.route.as_str(), route, "an envelope names another backend");
+            assert_eq!(&opened.route, route, "an envelope names another backend");
         }
     }
 }
 
-/// The `mrtr2.` envelopes in `bytes`.
+/// Where the next envelope (`mrtr3.` or `mrtr2.`) at or after `from` starts.
+fn next_envelope(bytes: &[u8], from: usize) -> Option<usize> {
+    match (
+        find_from(bytes, b"mrtr3.", from),
+        find_from(bytes, b"mrtr2.", from),
+    ) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The envelopes (`mrtr3.`, and `mrtr2.` ones of the format that still opens) in `bytes`.
 pub fn envelopes_in(bytes: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     let mut at = 0;
-    while let Some(start) = find_from(bytes, b"mrtr2.", at) {
+    while let Some(start) = next_envelope(bytes, at) {
         let end = bytes[start + 6..]
             .iter()
             .position(|b| !(b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_'))
@@ -377,14 +422,15 @@ pub fn envelopes_in(bytes: &[u8]) -> Vec<String> {
     found
 }
 
-/// `bytes` with every envelope replaced by `mrtr2.*`: what stays the same between two runs
-/// (envelopes have random nonces).
+/// `bytes` with every envelope replaced by `mrtr3.*` (or `mrtr2.*`): what stays the same
+/// between two runs (envelopes have random nonces).
 pub fn without_envelopes(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
-    while let Some(start) = find_from(bytes, b"mrtr2.", at) {
+    while let Some(start) = next_envelope(bytes, at) {
         out.extend_from_slice(&bytes[at..start]);
-        out.extend_from_slice(b"mrtr2.*");
+        out.extend_from_slice(&bytes[start..start + 6]);
+        out.push(b'*');
         at = bytes[start + 6..]
             .iter()
             .position(|b| !(b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_'))

@@ -3,8 +3,9 @@
 //! number another way). The canonicaliser must map all of them to one form.
 //!
 //! Numbers are rewritten only where the value is provably the same: the decimal value of a
-//! literal is kept (`1.5` as `15e-1`), and an integer literal above 2^53, which the canonical form
-//! keeps exact, is never turned into a double literal.
+//! literal is kept (`1.5` as `15e-1`). [`reserialise`] never turns an integer literal above 2^53
+//! into a double literal (the double-based form of envelope v2 keeps only integer literals
+//! exact); [`reserialise_exact`] does, since the exact-decimal form (v3) keeps every value.
 //!
 //! ```
 //! use tower_mrtr::canonical::canonicalize;
@@ -48,13 +49,24 @@ impl Rng {
     }
 }
 
-/// Another text of the same JSON value, chosen by `seed`; `None` if `text` is not JSON.
+/// Another text of the same JSON value, chosen by `seed`, for both canonical forms; `None` if
+/// `text` is not JSON.
 pub fn reserialise(text: &str, seed: u64) -> Option<String> {
+    reserialise_with(text, seed, false)
+}
+
+/// Another text of the same JSON value, chosen by `seed`, that only the exact-decimal form must
+/// map to one form: integer literals above 2^53 may be written as double literals too.
+pub fn reserialise_exact(text: &str, seed: u64) -> Option<String> {
+    reserialise_with(text, seed, true)
+}
+
+fn reserialise_with(text: &str, seed: u64, exact: bool) -> Option<String> {
     let raw: &RawValue = serde_json::from_str(text).ok()?;
     let mut out = String::with_capacity(text.len() * 2);
     let mut rng = Rng::new(seed);
     space(&mut rng, &mut out);
-    value(raw, &mut rng, &mut out)?;
+    value(raw, &mut rng, &mut out, exact)?;
     space(&mut rng, &mut out);
     Some(out)
 }
@@ -63,7 +75,7 @@ fn space(rng: &mut Rng, out: &mut String) {
     out.push_str(["", "", " ", "\n", "\t", "\r\n  "][rng.below(6)]);
 }
 
-fn value(raw: &RawValue, rng: &mut Rng, out: &mut String) -> Option<()> {
+fn value(raw: &RawValue, rng: &mut Rng, out: &mut String, exact: bool) -> Option<()> {
     let text = raw.get();
     match text.as_bytes().first()? {
         b'{' => {
@@ -82,7 +94,7 @@ fn value(raw: &RawValue, rng: &mut Rng, out: &mut String) -> Option<()> {
                 space(rng, out);
                 out.push(':');
                 space(rng, out);
-                value(member, rng, out)?;
+                value(member, rng, out, exact)?;
                 space(rng, out);
             }
             out.push('}');
@@ -95,13 +107,13 @@ fn value(raw: &RawValue, rng: &mut Rng, out: &mut String) -> Option<()> {
                     out.push(',');
                 }
                 space(rng, out);
-                value(item, rng, out)?;
+                value(item, rng, out, exact)?;
                 space(rng, out);
             }
             out.push(']');
         }
         b'"' => string(&serde_json::from_str::<String>(text).ok()?, rng, out),
-        b'-' | b'0'..=b'9' => number(text, rng, out),
+        b'-' | b'0'..=b'9' => number(text, rng, out, exact),
         _ => out.push_str(text),
     }
     Some(())
@@ -141,7 +153,7 @@ fn string(s: &str, rng: &mut Rng, out: &mut String) {
 
 /// A number literal written another way with the same decimal value, where that keeps its
 /// canonical form.
-fn number(text: &str, rng: &mut Rng, out: &mut String) {
+fn number(text: &str, rng: &mut Rng, out: &mut String, exact: bool) {
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
@@ -154,7 +166,7 @@ fn number(text: &str, rng: &mut Rng, out: &mut String) {
     let integer_literal = exponent.is_none() && !mantissa.contains('.');
     // An integer literal above 2^53 is canonicalised with its own digits; as a double literal it
     // would be rounded. 15 digits stay below 2^53.
-    if integer_literal && int.len() > 15 {
+    if integer_literal && int.len() > 15 && !exact {
         out.push_str(text);
         return;
     }

@@ -25,6 +25,9 @@ pub const DEFAULT_MAX_SSE_EVENT: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Default cap on the length of an envelope, checked before any decoding.
 pub const DEFAULT_MAX_ENVELOPE_LEN: usize = 64 * 1024;
+/// Default cap on the rounds of one call: a retry presenting the envelope of round 16 (or later)
+/// is refused, so a call reaches its backend at most 16 times.
+pub const DEFAULT_MAX_ROUNDS: u16 = 16;
 
 /// Computes the principal an envelope is bound to, from the request head (for example the `sub`
 /// claim an authentication layer put into the extensions).
@@ -40,6 +43,10 @@ pub(crate) struct Config {
     pub(crate) max_task_ttl: Duration,
     pub(crate) default_route: Option<Route>,
     pub(crate) principal: Option<PrincipalFn>,
+    /// The deployment's name, bound into every envelope's associated data.
+    pub(crate) audience: Option<Arc<str>>,
+    /// A retry presenting a request state of this round or later is refused.
+    pub(crate) max_rounds: u16,
     /// With a principal function: refuse requests it finds no principal for.
     pub(crate) principal_required: bool,
     /// Bind `tools/call` and `prompts/get` envelopes to the call's `params.arguments`.
@@ -59,6 +66,8 @@ impl Config {
             max_task_ttl: DEFAULT_MAX_TASK_TTL,
             default_route: None,
             principal: None,
+            audience: None,
+            max_rounds: DEFAULT_MAX_ROUNDS,
             principal_required: true,
             bind_arguments: true,
             clock: Arc::new(SystemClock),
@@ -82,6 +91,8 @@ impl fmt::Debug for Config {
                 &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"),
             )
             .field("principal_required", &self.principal_required)
+            .field("audience", &self.audience)
+            .field("max_rounds", &self.max_rounds)
             .field("bind_arguments", &self.bind_arguments)
             .field("clock", &self.clock)
             .field("max_request_body", &self.max_request_body)

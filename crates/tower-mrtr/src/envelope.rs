@@ -1,15 +1,27 @@
-//! The sealed envelope (format v2): what the client holds between rounds.
+//! The sealed envelope (format v3): what the client holds between rounds.
 //!
 //! An envelope carries the backend's own `requestState` (or task id), the [`Route`] of the backend
-//! that minted it and an expiry, encrypted and authenticated with XChaCha20-Poly1305 under the
-//! active key of a [`Keyring`]. The associated data binds it to a [`Purpose`] (a request state can
-//! never be opened as a task handle, or the reverse) and to a [`Binding`]: the JSON-RPC method, the
-//! target name, the call's arguments ([`ArgumentsDigest`]) and, optionally, the principal. An
-//! envelope presented for another method, tool, prompt, resource, set of arguments or user fails
-//! authentication exactly like a tampered one.
+//! that minted it (its name and, if it has one, its [identity](crate::RouteIdentity)), the MRTR
+//! round it belongs to and an expiry, encrypted and authenticated with XChaCha20-Poly1305 under
+//! the active key of a [`Keyring`]. The associated data binds it to a [`Purpose`] (a request
+//! state can never be opened as a task handle, or the reverse) and to a [`Binding`]: the
+//! deployment's audience, the JSON-RPC method, the target name, the call's arguments
+//! ([`ArgumentsDigest`]) and, optionally, the principal. An envelope presented for another
+//! deployment, method, tool, prompt, resource, set of arguments or user fails authentication
+//! exactly like a tampered one.
 //!
 //! The byte layout is specified in `docs/envelope.md`, with test vectors that the crate's tests
 //! check.
+//!
+//! # Format v2
+//!
+//! Envelopes of format v2 (prefix `mrtr2.`, before the audience, the route identity, the round
+//! and the exact decimal form of arguments) still **open**, so that those in flight at an upgrade
+//! keep working: as envelopes bound to no audience (so never where an audience is configured), of
+//! a route without identity, in round 1, with arguments digested in v2's form
+//! ([`canonical::canonicalize_doubles`]). Nothing seals v2 any more. Opening v2 stays for at least
+//! one envelope lifetime after the upgrade (the longest: a task handle's) and will be removed in
+//! a later release, as a keyring rotation retires an old key.
 //!
 //! # Example
 //!
@@ -17,26 +29,33 @@
 //! use std::sync::Arc;
 //! use std::time::{Duration, SystemTime};
 //! use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
-//! use tower_mrtr::{Keyring, Route};
+//! use tower_mrtr::{Keyring, Route, RouteIdentity};
 //!
 //! let sealer = Sealer::new(Arc::new(Keyring::generate("k1").unwrap()));
 //! let now = SystemTime::now();
-//! let binding = Binding::new("tools/call", Some("delete_branch"), Some("alice"));
+//! let binding = Binding::new("tools/call", Some("delete_branch"), Some("alice")).with_audience(Some("prod"));
+//! let route = Route::new("git-backend").with_identity(RouteIdentity::digest("https://git.internal/mcp"));
 //! let sealed = Sealed {
-//!     route: Route::new("git-backend"),
+//!     route: route.clone(),
 //!     state: Some("backend-state-123".into()),
 //!     expires_at: now + Duration::from_secs(600),
+//!     round: 1,
 //! };
 //! let envelope = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
-//! assert!(envelope.starts_with("mrtr2."));
+//! assert!(envelope.starts_with("mrtr3."));
 //!
 //! let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &envelope, now).unwrap();
 //! assert_eq!(opened.state.as_deref(), Some("backend-state-123"));
-//! assert_eq!(opened.route.as_str(), "git-backend");
+//! assert_eq!(opened.route, route); // name and identity
+//! assert_eq!(opened.round, 1);
 //!
 //! // Bound to the tool: the same envelope does not open for another one.
-//! let other = Binding::new("tools/call", Some("drop_database"), Some("alice"));
+//! let other = Binding::new("tools/call", Some("drop_database"), Some("alice")).with_audience(Some("prod"));
 //! assert!(sealer.open(Purpose::REQUEST_STATE, &other, &envelope, now).is_err());
+//! // Nor in another deployment, nor in one without an audience.
+//! let staging = Binding { audience: Some("staging"), ..binding };
+//! assert!(sealer.open(Purpose::REQUEST_STATE, &staging, &envelope, now).is_err());
+//! assert!(sealer.open(Purpose::REQUEST_STATE, &binding.with_audience(None), &envelope, now).is_err());
 //! // Nor after it expired.
 //! let later = now + Duration::from_secs(601);
 //! assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &envelope, later).is_err());
@@ -54,17 +73,24 @@ use chacha20poly1305::aead::{Aead, Generate, Payload};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{CanonicalError, canonicalize, canonicalize_value};
+use crate::canonical::{self, CanonicalError};
 use crate::keyring::Keyring;
-use crate::route::Route;
+use crate::route::{Route, RouteIdentity};
 
-/// Text every v2 envelope starts with. The `.` is outside the base64url alphabet, so the prefix
-/// can never be confused with encoded bytes.
-pub const PREFIX: &str = "mrtr2.";
+/// Text every envelope sealed today (format v3) starts with. The `.` is outside the base64url
+/// alphabet, so the prefix can never be confused with encoded bytes.
+pub const PREFIX: &str = "mrtr3.";
 
-/// Version byte of the v2 header. Version 1 (prefix `mrtr1.`) bound no arguments; its envelopes
+/// Version byte of the v3 header.
+pub const VERSION: u8 = 3;
+
+/// Text every envelope of format v2 starts with: they still open (see the
+/// [module docs](self#format-v2)). Version 1 (prefix `mrtr1.`) bound no arguments; its envelopes
 /// are refused.
-pub const VERSION: u8 = 2;
+pub const V2_PREFIX: &str = "mrtr2.";
+
+/// Version byte of the v2 header.
+pub const V2_VERSION: u8 = 2;
 
 /// Nonce length of XChaCha20-Poly1305 (192 bits: random nonces are safe at any realistic volume).
 pub const NONCE_LEN: usize = 24;
@@ -72,8 +98,15 @@ pub const NONCE_LEN: usize = 24;
 /// Poly1305 tag length.
 pub const TAG_LEN: usize = 16;
 
-/// Smallest plaintext: expiry (8) + route length (2) + state flag (1).
-const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 1;
+/// Length of a route identity in the plaintext.
+const IDENTITY_LEN: usize = 32;
+
+/// Smallest v3 plaintext: expiry (8) + round (2) + route length (2) + identity flag (1) + state
+/// flag (1).
+const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 2 + 1 + 1;
+
+/// Smallest v2 plaintext: expiry (8) + route length (2) + state flag (1).
+const MIN_V2_PLAINTEXT_LEN: usize = 8 + 2 + 1;
 
 /// What an envelope stands for: the domain-separation label at the start of its associated data.
 ///
@@ -121,6 +154,7 @@ const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 1;
 ///     route: Route::new("worker-3"),
 ///     state: Some("cursor=42".into()),
 ///     expires_at: now + Duration::from_secs(60),
+///     round: 0,
 /// };
 /// let token = sealer.seal(RESUME_TOKEN, &binding, &sealed).unwrap();
 /// let opened = sealer.open(RESUME_TOKEN, &binding, &token, now).unwrap();
@@ -278,6 +312,10 @@ impl std::error::Error for LabelError {}
 /// The request context an envelope is bound to. Never the JSON-RPC id: retries use a new one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding<'a> {
+    /// The deployment's name ([`MrtrLayer::audience`](crate::MrtrLayer::audience)), when one is
+    /// configured. An envelope minted with one audience opens only where the same audience is
+    /// configured, and one minted without opens only where none is (absent and empty differ).
+    pub audience: Option<&'a str>,
     /// JSON-RPC method, e.g. `tools/call`.
     pub method: &'a str,
     /// `params.name` (tools, prompts) or `params.uri` (resources); `None` when absent.
@@ -289,14 +327,21 @@ pub struct Binding<'a> {
 }
 
 impl<'a> Binding<'a> {
-    /// A binding from method, target and principal, without arguments.
+    /// A binding from method, target and principal, without audience or arguments.
     pub fn new(method: &'a str, target: Option<&'a str>, principal: Option<&'a str>) -> Self {
         Self {
+            audience: None,
             method,
             target,
             principal,
             arguments: None,
         }
+    }
+
+    /// The same binding, bound to the deployment `audience` (`None`: to no audience).
+    pub fn with_audience(mut self, audience: Option<&'a str>) -> Self {
+        self.audience = audience;
+        self
     }
 
     /// The same binding, also bound to a call's arguments.
@@ -305,57 +350,137 @@ impl<'a> Binding<'a> {
         self
     }
 
+    /// The v3 fields: the audience, then the fields of v2 with the exact-decimal digest.
     fn write_to(&self, out: &mut Vec<u8>) {
+        write_field(out, self.audience.map(str::as_bytes));
         write_field(out, Some(self.method.as_bytes()));
         write_field(out, self.target.map(str::as_bytes));
         write_field(out, self.principal.map(str::as_bytes));
-        write_field(out, self.arguments.as_ref().map(|d| &d.0[..]));
+        write_field(out, self.arguments.as_ref().map(|d| &d.exact[..]));
+    }
+
+    /// The v2 fields (no audience; the digest of v2's canonical form), or `None` if this binding
+    /// cannot be that of a v2 envelope: it has an audience, or arguments without a v2 digest.
+    fn write_v2_to(&self, out: &mut Vec<u8>) -> Option<()> {
+        if self.audience.is_some() {
+            return None;
+        }
+        let arguments = match &self.arguments {
+            None => None,
+            Some(digest) => Some(&digest.doubles.as_ref()?[..]),
+        };
+        write_field(out, Some(self.method.as_bytes()));
+        write_field(out, self.target.map(str::as_bytes));
+        write_field(out, self.principal.map(str::as_bytes));
+        write_field(out, arguments);
+        Some(())
     }
 }
 
 /// SHA-256 of the canonical form ([`crate::canonical`]) of a call's `params.arguments`: what
 /// binds an envelope to the arguments of the request that minted it, so that a retry carrying
 /// other arguments does not open it.
+///
+/// It holds the digest of the exact-decimal form ([`canonical::canonicalize`]), which v3
+/// envelopes are bound to, and, when it was computed and the arguments have one, the digest of
+/// v2's form ([`canonical::canonicalize_doubles`]), without which a v2 envelope bound to
+/// arguments does not open. [`ArgumentsDigest::of`] computes the first (all that sealing and
+/// opening v3 need), [`ArgumentsDigest::of_with_v2`] both. (The layer computes the v2 digest
+/// only for a retry that presents a v2 envelope.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ArgumentsDigest([u8; 32]);
+pub struct ArgumentsDigest {
+    exact: [u8; 32],
+    doubles: Option<[u8; 32]>,
+}
 
 impl ArgumentsDigest {
-    /// The digest of raw JSON `arguments`. Absent, `null` and `{}` all mean "no arguments" and
-    /// digest alike.
+    /// The exact-decimal digest of raw JSON `arguments`: what sealing, and opening a v3
+    /// envelope, need. Absent, `null` and `{}` all mean "no arguments" and digest alike. Fails
+    /// if the arguments have no canonical form.
     pub fn of(arguments: Option<&str>) -> Result<Self, CanonicalError> {
-        let arguments = arguments.map(str::trim).filter(|a| *a != "null").unwrap_or("{}");
-        let canonical = canonicalize(arguments)?;
-        Ok(Self(Sha256::digest(&canonical).into()))
-    }
-
-    /// [`ArgumentsDigest::of`] of a value the layer has parsed (and so validated) already.
-    pub(crate) fn of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
-        match arguments.filter(|a| a.get() != "null") {
-            None => Ok(*EMPTY_ARGUMENTS),
-            Some(raw) => Ok(Self(Sha256::digest(&canonicalize_value(raw)?).into())),
+        match arguments.map(str::trim).filter(|a| *a != "null") {
+            None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
+            Some(arguments) => Ok(Self::exact(sha256(&canonical::canonicalize(arguments)?))),
         }
     }
 
-    /// A digest from its 32 bytes.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+    /// [`ArgumentsDigest::of`] and the digest of v2's form, so that the binding also opens v2
+    /// envelopes (see [format v2](self#format-v2)). The v2 digest is left out if the arguments
+    /// have no v2 form (a number beyond the range of a double).
+    pub fn of_with_v2(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        let arguments = arguments.map(str::trim).filter(|a| *a != "null").unwrap_or("{}");
+        let exact = sha256(&canonical::canonicalize(arguments)?);
+        let doubles = canonical::canonicalize_doubles(arguments)
+            .ok()
+            .map(|c| sha256(&c));
+        Ok(Self { exact, doubles })
     }
 
-    /// The 32 bytes.
+    /// The exact-decimal digest alone, of a value the layer has parsed (and so validated)
+    /// already: what sealing, and opening a v3 envelope, need.
+    pub(crate) fn exact_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| a.get() != "null") {
+            None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
+            Some(raw) => Ok(Self::exact(sha256(&canonical::canonicalize_value(raw)?))),
+        }
+    }
+
+    /// Both digests of a parsed value, both required: what opening a v2 envelope needs (and the
+    /// round after it, sealed as v3).
+    pub(crate) fn both_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| a.get() != "null") {
+            None => Ok(Self {
+                exact: *EMPTY_ARGUMENTS,
+                doubles: Some(*EMPTY_ARGUMENTS),
+            }),
+            Some(raw) => Ok(Self {
+                exact: sha256(&canonical::canonicalize_value(raw)?),
+                doubles: Some(sha256(&canonical::canonicalize_value_doubles(raw)?)),
+            }),
+        }
+    }
+
+    fn exact(exact: [u8; 32]) -> Self {
+        Self { exact, doubles: None }
+    }
+
+    /// A digest from the 32 bytes of the exact-decimal digest (it opens no v2 envelope bound to
+    /// arguments).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self {
+            exact: bytes,
+            doubles: None,
+        }
+    }
+
+    /// The 32 bytes of the exact-decimal digest, which v3 envelopes are bound to.
     pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
+        &self.exact
+    }
+
+    /// The 32 bytes of the v2 digest, if computed and the arguments have a v2 form.
+    pub fn v2_bytes(&self) -> Option<&[u8; 32]> {
+        self.doubles.as_ref()
     }
 }
 
-/// The digest of no arguments (`{}`), computed once.
-static EMPTY_ARGUMENTS: std::sync::LazyLock<ArgumentsDigest> =
-    std::sync::LazyLock::new(|| ArgumentsDigest(Sha256::digest(b"{}").into()));
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// The digest of no arguments (`{}`, the same in both forms), computed once.
+static EMPTY_ARGUMENTS: std::sync::LazyLock<[u8; 32]> = std::sync::LazyLock::new(|| sha256(b"{}"));
 
 impl fmt::Debug for ArgumentsDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex = |f: &mut fmt::Formatter<'_>, bytes: &[u8; 32]| {
+            bytes.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+        };
         f.write_str("ArgumentsDigest(")?;
-        for byte in &self.0 {
-            write!(f, "{byte:02x}")?;
+        hex(f, &self.exact)?;
+        if let Some(doubles) = &self.doubles {
+            f.write_str(", v2 ")?;
+            hex(f, doubles)?;
         }
         f.write_str(")")
     }
@@ -386,6 +511,11 @@ pub struct Sealed {
     pub state: Option<String>,
     /// Instant after which the envelope no longer opens.
     pub expires_at: SystemTime,
+    /// The MRTR round of a request state: 1 for the state of a call's first `input_required`,
+    /// `r + 1` for the state answering a retry that presented round `r`. Task handles carry 0
+    /// (they belong to no round), and so do the gateway's session ids; a custom purpose may use
+    /// it as it likes. A v2 envelope, which carries no round, opens as round 1.
+    pub round: u16,
 }
 
 /// Seals and opens envelopes with a shared [`Keyring`].
@@ -426,46 +556,87 @@ impl Sealer {
         sealed: &Sealed,
         nonce: [u8; NONCE_LEN],
     ) -> Result<String, SealError> {
-        let (kid, cipher) = self.keyring.active();
         let route = sealed.route.as_str().as_bytes();
         let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
-        let expires_ms = unix_millis(sealed.expires_at);
-
         let state_len = sealed.state.as_ref().map_or(0, String::len);
-        let mut plaintext = Vec::with_capacity(MIN_PLAINTEXT_LEN + route.len() + state_len);
-        plaintext.extend_from_slice(&expires_ms.to_be_bytes());
+        let mut plaintext = Vec::with_capacity(MIN_PLAINTEXT_LEN + route.len() + IDENTITY_LEN + state_len);
+        plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
+        plaintext.extend_from_slice(&sealed.round.to_be_bytes());
         plaintext.extend_from_slice(&route_len.to_be_bytes());
         plaintext.extend_from_slice(route);
-        match &sealed.state {
+        match sealed.route.identity() {
             None => plaintext.push(0),
-            Some(state) => {
+            Some(identity) => {
                 plaintext.push(1);
-                plaintext.extend_from_slice(state.as_bytes());
+                plaintext.extend_from_slice(identity.as_bytes());
             }
         }
+        push_state(&mut plaintext, sealed.state.as_deref());
+        self.encrypt(VERSION, nonce, plaintext, |header| {
+            let mut aad = aad_start(purpose, header);
+            binding.write_to(&mut aad);
+            Some(aad)
+        })
+    }
 
+    /// Seals in format v2, with a caller-chosen nonce: only for the tests (and fuzz targets)
+    /// that check that v2 envelopes still open. The route's identity and the round are not
+    /// sealed (v2 has neither); a binding with an audience, or arguments without a v2 digest,
+    /// cannot be sealed ([`SealError::NotV2`]). Goes away with v2 opening.
+    #[doc(hidden)]
+    pub fn seal_v2_with_nonce(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        sealed: &Sealed,
+        nonce: [u8; NONCE_LEN],
+    ) -> Result<String, SealError> {
+        let route = sealed.route.as_str().as_bytes();
+        let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
+        let mut plaintext = Vec::with_capacity(MIN_V2_PLAINTEXT_LEN + route.len());
+        plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
+        plaintext.extend_from_slice(&route_len.to_be_bytes());
+        plaintext.extend_from_slice(route);
+        push_state(&mut plaintext, sealed.state.as_deref());
+        self.encrypt(V2_VERSION, nonce, plaintext, |header| {
+            let mut aad = aad_start(purpose, header);
+            binding.write_v2_to(&mut aad)?;
+            Some(aad)
+        })
+    }
+
+    /// Encrypts `plaintext` (then wiped) under the active key, with the header of `version` and
+    /// the associated data `aad` makes of that header; returns the wire form.
+    fn encrypt(
+        &self,
+        version: u8,
+        nonce: [u8; NONCE_LEN],
+        mut plaintext: Vec<u8>,
+        aad: impl FnOnce(&[u8]) -> Option<Vec<u8>>,
+    ) -> Result<String, SealError> {
+        let (kid, cipher) = self.keyring.active();
         let mut header = Vec::with_capacity(2 + kid.as_str().len() + NONCE_LEN);
-        header.push(VERSION);
+        header.push(version);
         // Key ids are at most 32 bytes (checked by `KeyId::new`).
         header.push(kid.as_str().len() as u8);
         header.extend_from_slice(kid.as_str().as_bytes());
         header.extend_from_slice(&nonce);
-
-        let aad = associated_data(purpose, &header, binding);
-        let ciphertext = cipher
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: &plaintext,
-                    aad: &aad,
-                },
-            )
-            .map_err(|_| SealError::Cipher)?;
+        let Some(aad) = aad(&header) else {
+            zero(&mut plaintext);
+            return Err(SealError::NotV2);
+        };
+        let ciphertext = cipher.encrypt(
+            &XNonce::from(nonce),
+            Payload {
+                msg: &plaintext,
+                aad: &aad,
+            },
+        );
         zero(&mut plaintext);
-
-        header.extend_from_slice(&ciphertext);
-        let mut wire = String::with_capacity(PREFIX.len() + header.len().div_ceil(3) * 4);
-        wire.push_str(PREFIX);
+        header.extend_from_slice(&ciphertext.map_err(|_| SealError::Cipher)?);
+        let prefix = if version == V2_VERSION { V2_PREFIX } else { PREFIX };
+        let mut wire = String::with_capacity(prefix.len() + header.len().div_ceil(3) * 4);
+        wire.push_str(prefix);
         URL_SAFE_NO_PAD.encode_string(&header, &mut wire);
         Ok(wire)
     }
@@ -473,6 +644,8 @@ impl Sealer {
     /// Opens an envelope: checks format, key id, authenticity under `purpose` and `binding`, and
     /// expiry against `now`. Every failure is an [`OpenError`] whose variant is for logs only;
     /// clients must get one uniform answer.
+    ///
+    /// Opens v3 envelopes and, during an upgrade, v2 ones (see the [module docs](self#format-v2)).
     pub fn open(
         &self,
         purpose: Purpose,
@@ -480,15 +653,27 @@ impl Sealer {
         envelope: &str,
         now: SystemTime,
     ) -> Result<Sealed, OpenError> {
-        let encoded = envelope.strip_prefix(PREFIX).ok_or(OpenError::NotAnEnvelope)?;
+        let (version, encoded) = match envelope.strip_prefix(PREFIX) {
+            Some(encoded) => (VERSION, encoded),
+            None => (
+                V2_VERSION,
+                envelope.strip_prefix(V2_PREFIX).ok_or(OpenError::NotAnEnvelope)?,
+            ),
+        };
         let raw = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| OpenError::Encoding)?;
-        let (&version, rest) = raw.split_first().ok_or(OpenError::Truncated)?;
-        if version != VERSION {
-            return Err(OpenError::UnknownVersion(version));
+        let (&found, rest) = raw.split_first().ok_or(OpenError::Truncated)?;
+        // The version byte must be the prefix's: the prefix is not authenticated, the byte is.
+        if found != version {
+            return Err(OpenError::UnknownVersion(found));
         }
+        let min_plaintext = if version == VERSION {
+            MIN_PLAINTEXT_LEN
+        } else {
+            MIN_V2_PLAINTEXT_LEN
+        };
         let (&kid_len, rest) = rest.split_first().ok_or(OpenError::Truncated)?;
         let kid_len = usize::from(kid_len);
-        if rest.len() < kid_len + NONCE_LEN + TAG_LEN + MIN_PLAINTEXT_LEN {
+        if rest.len() < kid_len + NONCE_LEN + TAG_LEN + min_plaintext {
             return Err(OpenError::Truncated);
         }
         let (kid, rest) = rest.split_at(kid_len);
@@ -498,7 +683,14 @@ impl Sealer {
 
         let cipher = self.keyring.find(kid).ok_or(OpenError::UnknownKey)?;
         let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| OpenError::Truncated)?;
-        let aad = associated_data(purpose, header, binding);
+        let mut aad = aad_start(purpose, header);
+        if version == VERSION {
+            binding.write_to(&mut aad);
+        } else if binding.write_v2_to(&mut aad).is_none() {
+            // Bound to no audience, or to arguments this binding has no v2 digest of: what the
+            // cipher would refuse, refused without it.
+            return Err(OpenError::Authentication);
+        }
         let mut plaintext = cipher
             .decrypt(
                 &XNonce::from(nonce),
@@ -508,7 +700,11 @@ impl Sealer {
                 },
             )
             .map_err(|_| OpenError::Authentication)?;
-        let parsed = parse_plaintext(&plaintext);
+        let parsed = if version == VERSION {
+            parse_plaintext(&plaintext)
+        } else {
+            parse_v2_plaintext(&plaintext)
+        };
         zero(&mut plaintext);
         let sealed = parsed?;
         if now >= sealed.expires_at {
@@ -518,44 +714,99 @@ impl Sealer {
     }
 }
 
-fn associated_data(purpose: Purpose, header: &[u8], binding: &Binding<'_>) -> Vec<u8> {
+/// The associated data up to the binding: the label, `0x00`, the header.
+fn aad_start(purpose: Purpose, header: &[u8]) -> Vec<u8> {
     let label = purpose.label();
-    let mut aad = Vec::with_capacity(label.len() + 1 + header.len() + 64);
+    let mut aad = Vec::with_capacity(label.len() + 1 + header.len() + 96);
     aad.extend_from_slice(label);
     aad.push(0);
     aad.extend_from_slice(header);
-    binding.write_to(&mut aad);
     aad
 }
 
+/// The state flag and the state.
+fn push_state(plaintext: &mut Vec<u8>, state: Option<&str>) {
+    match state {
+        None => plaintext.push(0),
+        Some(state) => {
+            plaintext.push(1);
+            plaintext.extend_from_slice(state.as_bytes());
+        }
+    }
+}
+
+/// A v3 plaintext: expiry, round, route, identity, state.
 fn parse_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
-    let expires = pt.get(..8).ok_or(OpenError::Malformed)?;
-    let expires_ms = u64::from_be_bytes(expires.try_into().map_err(|_| OpenError::Malformed)?);
-    let route_len = pt.get(8..10).ok_or(OpenError::Malformed)?;
-    let route_len = usize::from(u16::from_be_bytes([route_len[0], route_len[1]]));
-    let route = pt.get(10..10 + route_len).ok_or(OpenError::Malformed)?;
-    let route = std::str::from_utf8(route).map_err(|_| OpenError::Malformed)?;
-    let (flag, state) = pt
-        .get(10 + route_len..)
-        .and_then(<[u8]>::split_first)
-        .ok_or(OpenError::Malformed)?;
-    let state = match (flag, state) {
-        (0, []) => None,
-        (1, bytes) => Some(
-            std::str::from_utf8(bytes)
-                .map_err(|_| OpenError::Malformed)?
-                .to_owned(),
-        ),
+    let (expires_at, rest) = take_expiry(pt)?;
+    let (round, rest) = take_u16(rest)?;
+    let (name, rest) = take_route_name(rest)?;
+    let (flag, rest) = rest.split_first().ok_or(OpenError::Malformed)?;
+    let mut route = Route::new(name);
+    let rest = match flag {
+        0 => rest,
+        1 => {
+            let identity = rest.get(..IDENTITY_LEN).ok_or(OpenError::Malformed)?;
+            let identity: [u8; IDENTITY_LEN] = identity.try_into().map_err(|_| OpenError::Malformed)?;
+            route = route.with_identity(RouteIdentity::from_bytes(identity));
+            &rest[IDENTITY_LEN..]
+        }
         _ => return Err(OpenError::Malformed),
     };
+    Ok(Sealed {
+        route,
+        state: take_state(rest)?,
+        expires_at,
+        round,
+    })
+}
+
+/// A v2 plaintext: expiry, route, state; it opens as round 1, its route without identity.
+fn parse_v2_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
+    let (expires_at, rest) = take_expiry(pt)?;
+    let (name, rest) = take_route_name(rest)?;
+    Ok(Sealed {
+        route: Route::new(name),
+        state: take_state(rest)?,
+        expires_at,
+        round: 1,
+    })
+}
+
+fn take_expiry(pt: &[u8]) -> Result<(SystemTime, &[u8]), OpenError> {
+    let expires = pt.get(..8).ok_or(OpenError::Malformed)?;
+    let expires_ms = u64::from_be_bytes(expires.try_into().map_err(|_| OpenError::Malformed)?);
     let expires_at = UNIX_EPOCH
         .checked_add(Duration::from_millis(expires_ms))
         .ok_or(OpenError::Malformed)?;
-    Ok(Sealed {
-        route: Route::new(route),
-        state,
-        expires_at,
-    })
+    Ok((expires_at, &pt[8..]))
+}
+
+fn take_u16(pt: &[u8]) -> Result<(u16, &[u8]), OpenError> {
+    match pt {
+        [high, low, rest @ ..] => Ok((u16::from_be_bytes([*high, *low]), rest)),
+        _ => Err(OpenError::Malformed),
+    }
+}
+
+/// The route name: `u16` length, then that many bytes of UTF-8.
+fn take_route_name(pt: &[u8]) -> Result<(&str, &[u8]), OpenError> {
+    let (len, rest) = take_u16(pt)?;
+    let name = rest.get(..usize::from(len)).ok_or(OpenError::Malformed)?;
+    let name = std::str::from_utf8(name).map_err(|_| OpenError::Malformed)?;
+    Ok((name, &rest[usize::from(len)..]))
+}
+
+/// The state flag and the rest: `0x00` and nothing (no state), or `0x01` and UTF-8.
+fn take_state(pt: &[u8]) -> Result<Option<String>, OpenError> {
+    match pt.split_first() {
+        Some((0, [])) => Ok(None),
+        Some((1, bytes)) => Ok(Some(
+            std::str::from_utf8(bytes)
+                .map_err(|_| OpenError::Malformed)?
+                .to_owned(),
+        )),
+        _ => Err(OpenError::Malformed),
+    }
 }
 
 fn unix_millis(t: SystemTime) -> u64 {
@@ -580,6 +831,9 @@ pub enum SealError {
     RouteTooLong,
     /// The cipher refused the input (plaintext beyond its limits).
     Cipher,
+    /// [`Sealer::seal_v2_with_nonce`]: the binding has an audience, or arguments without a v2
+    /// digest, which format v2 cannot bind.
+    NotV2,
 }
 
 impl fmt::Display for SealError {
@@ -588,6 +842,7 @@ impl fmt::Display for SealError {
             Self::Rng => "random number generator failed",
             Self::RouteTooLong => "route longer than 65535 bytes",
             Self::Cipher => "cipher refused the plaintext",
+            Self::NotV2 => "format v2 binds no audience and only arguments with a v2 digest",
         })
     }
 }
@@ -600,20 +855,21 @@ impl std::error::Error for SealError {}
 pub enum OpenError {
     /// Longer than the configured maximum (checked by the layer before any decoding).
     TooLong,
-    /// Does not start with [`PREFIX`].
+    /// Starts with neither [`PREFIX`] nor [`V2_PREFIX`].
     NotAnEnvelope,
     /// Not canonical unpadded base64url.
     Encoding,
     /// Too short to hold a header, a tag and a minimal plaintext.
     Truncated,
-    /// A header version this build does not know.
+    /// A header version byte other than its prefix's (`3` under `mrtr3.`, `2` under `mrtr2.`).
     UnknownVersion(u8),
     /// Sealed under a key id the keyring does not hold (retired, or never known).
     UnknownKey,
-    /// Authentication failed: tampered, or bound to another purpose, method, target, arguments or
-    /// principal (the cipher cannot tell these apart, by design).
+    /// Authentication failed: tampered, or bound to another purpose, audience, method, target,
+    /// arguments or principal (the cipher cannot tell these apart, by design).
     Authentication,
-    /// Authentic but not a v1 plaintext (would mean a key was shared with another format).
+    /// Authentic but not a plaintext of its version (would mean a key was shared with another
+    /// format).
     Malformed,
     /// Authentic but past its expiry.
     Expired,
@@ -642,7 +898,7 @@ impl fmt::Display for OpenError {
             Self::UnknownVersion(v) => write!(f, "unknown envelope version {v}"),
             Self::Authentication => {
                 f.write_str(
-                    "authentication failed: tampered, or bound to another purpose, method, target, arguments or principal",
+                    "authentication failed: tampered, or bound to another purpose, audience, method, target, arguments or principal",
                 )
             }
             other => f.write_str(other.reason()),

@@ -55,6 +55,8 @@ pub(crate) enum Rejection {
         id: Option<String>,
         purpose: &'static str,
     },
+    /// A retry presenting a request state whose round reached the configured maximum.
+    TooManyRounds { id: Option<String>, limit: u16 },
     /// A `requestState` on a method that never takes one.
     StateNotAccepted { id: Option<String> },
     /// The layer requires a principal and the request has none.
@@ -87,6 +89,7 @@ impl Rejection {
             Self::InvalidParams { .. } => "invalid_params",
             Self::ArgumentsUnbindable { .. } => "arguments_unbindable",
             Self::InvalidEnvelope { .. } => "invalid_envelope",
+            Self::TooManyRounds { .. } => "too_many_rounds",
             Self::StateNotAccepted { .. } => "state_not_accepted",
             Self::PrincipalRequired { .. } => "principal_required",
             Self::MissingTasksCapability { .. } => "missing_tasks_capability",
@@ -111,6 +114,7 @@ impl Rejection {
             Self::InvalidParams { .. }
             | Self::ArgumentsUnbindable { .. }
             | Self::InvalidEnvelope { .. }
+            | Self::TooManyRounds { .. }
             | Self::StateNotAccepted { .. }
             | Self::MixedTaskRoutes { .. }
             | Self::TooManyTaskIds { .. }
@@ -152,6 +156,13 @@ impl Rejection {
                 id.as_deref(),
                 INVALID_PARAMS,
                 &format!("Invalid or expired {purpose}"),
+            ),
+            Self::TooManyRounds { id, limit } => error_body(
+                id.as_deref(),
+                INVALID_PARAMS,
+                &format!(
+                    "The request took too many rounds of input_required (this relay's limit is {limit}); start it again without requestState"
+                ),
             ),
             Self::StateNotAccepted { id } => error_body(
                 id.as_deref(),

@@ -94,6 +94,30 @@ impl MrtrLayer {
         self
     }
 
+    /// Binds every envelope to this deployment's name: its request states and task handles open
+    /// only where the same audience is configured. Two deployments that share a keyring (a
+    /// `prod` and a `staging`, two regions, two tenants' gateways) then never open each other's
+    /// envelopes, and an envelope minted without an audience never opens where one is configured
+    /// (nor the reverse: configuring an audience ends the rounds in flight, which start again).
+    /// Every replica of one deployment must use the same name. An empty name is an audience too,
+    /// distinct from none.
+    pub fn audience(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.config_mut().audience = Some(name.into());
+        self
+    }
+
+    /// The most rounds one call may take (default [`DEFAULT_MAX_ROUNDS`](crate::DEFAULT_MAX_ROUNDS)):
+    /// the state sealed for a call's first `input_required` is round 1, the one answering a
+    /// retry of round `r` is round `r + 1`, and a retry presenting round `n` or later is refused
+    /// with a JSON-RPC error (`-32602`, "The request took too many rounds …") before the inner
+    /// service is called. So a call reaches its backend at most `n` times: the first request and
+    /// `n − 1` retries. A backend that asks for input forever costs its client a bounded number
+    /// of round trips. (`0` and `1` both refuse every retry.) A v2 envelope counts as round 1.
+    pub fn max_rounds(mut self, rounds: u16) -> Self {
+        self.config_mut().max_rounds = rounds;
+        self
+    }
+
     /// Whether envelopes minted for `tools/call` and `prompts/get` are bound to the call's
     /// `params.arguments` (`true`, the default). A retry whose arguments differ in value is then
     /// refused like a tampered envelope; arguments that differ only in member order, whitespace

@@ -4,8 +4,9 @@
 //!
 //! When a backend answers `tools/call`, `prompts/get` or `resources/read` with
 //! `resultType: "input_required"`, [`MrtrLayer`] seals the backend's `requestState`, the
-//! [`Route`] of the backend that answered, an expiry and a binding (method, target name, optional
-//! principal) into one XChaCha20-Poly1305 envelope, and hands the client only that. When the
+//! [`Route`] of the backend that answered (name and optional identity), the round, an expiry and
+//! a binding (optional audience, method, target name, arguments, optional principal) into one
+//! XChaCha20-Poly1305 envelope, and hands the client only that. When the
 //! client retries with it, the layer opens it, refuses anything tampered with, expired or misbound
 //! with a JSON-RPC error (without calling the inner service), restores the backend's own state
 //! byte for byte and puts a [`PinnedRoute`] into the request's extensions so the proxy sends the
@@ -19,8 +20,11 @@
 //!
 //! * The proxy reports which backend served a response by inserting a [`Route`] into the
 //!   response's extensions (or the layer is given a [default route](MrtrLayer::default_route)).
-//! * The proxy honours a [`PinnedRoute`] in the request's extensions. A response to a pinned
-//!   request that reports another route is refused.
+//! * The proxy honours a [`PinnedRoute`] in the request's extensions: it sends the request to
+//!   the backend whose configured [`Route`] is `==` the pinned one, **name and
+//!   [identity](RouteIdentity)**, and to no backend if none is (never to one that only has the
+//!   name). A response to a pinned request that reports another route, in name or identity, is
+//!   refused.
 //! * The proxy may route on the [`McpRequestHead`] the layer inserts, instead of parsing the body
 //!   again.
 //!
@@ -58,7 +62,7 @@
 //! let text = std::str::from_utf8(&body)?;
 //!
 //! // The client sees a sealed envelope, never the backend's state.
-//! assert!(text.contains(r#""requestState":"mrtr2."#));
+//! assert!(text.contains(r#""requestState":"mrtr3."#));
 //! assert!(!text.contains("backend-secret"));
 //! # Ok(())
 //! # }
@@ -158,7 +162,9 @@
 //! |---|---|
 //! | a request the layer need not change | forwarded byte for byte |
 //! | a retry with a valid envelope | backend state restored, [`PinnedRoute`] set, forwarded |
-//! | a retry whose envelope is not one, tampered, expired, misbound (method, name, arguments, principal), or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
+//! | a retry whose envelope is not one, tampered, expired, misbound (audience, method, name, arguments, principal), or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
+//! | a retry whose envelope is of round [`MrtrLayer::max_rounds`] (default 16) or later | JSON-RPC `-32602` "The request took too many rounds …"; inner service not called |
+//! | an envelope of format v2 (`mrtr2.`, sealed before the upgrade) | opened as round 1, route without identity, no audience (so refused where one is configured); see [`envelope`] |
 //! | a retry whose `params.arguments` differ in value from round one's (order, whitespace and escapes do not matter; see [`canonical`]) | the same `-32602`: the envelope is bound to them ([`MrtrLayer::bind_arguments`]) |
 //! | a `requestState` on any other method | JSON-RPC `-32602`; inner service not called |
 //! | with [`MrtrLayer::bind_principal`], a request that may produce or open an envelope and has no principal | HTTP 403, `-32600` (unless [`MrtrLayer::require_principal`]`(false)`) |
@@ -175,7 +181,7 @@
 //! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
 //! | a task request whose `_meta` does not declare the Tasks extension | HTTP 400, `-32021` with `requiredCapabilities` (SEP-2663); inner service not called |
 //! | `subscriptions/listen` filtering on task handles | at most 100, each opened once and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
-//! | an answer to a pinned request reporting another [`Route`] | JSON-RPC `-32603`: the proxy did not honour the pin |
+//! | an answer to a pinned request reporting another [`Route`] (another name, or the same name with another identity or none) | JSON-RPC `-32603`: the proxy did not honour the pin |
 //! | an answer to a request the layer did not read (not a POST) that holds an `input_required` or task result | JSON-RPC `-32603` (an SSE stream ends with it): fail closed |
 //!
 //! The precise reason for every refusal goes to [`tracing`] at debug level; clients only ever see
@@ -216,13 +222,13 @@ pub mod testing;
 pub use body::{RequestBody, ResponseBody};
 pub use clock::{Clock, SystemClock};
 pub use config::{
-    DEFAULT_MAX_ENVELOPE_LEN, DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_SSE_EVENT,
-    DEFAULT_MAX_TASK_TTL, DEFAULT_TTL,
+    DEFAULT_MAX_ENVELOPE_LEN, DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_ROUNDS,
+    DEFAULT_MAX_SSE_EVENT, DEFAULT_MAX_TASK_TTL, DEFAULT_TTL,
 };
 pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
 pub use layer::MrtrLayer;
-pub use route::{McpRequestHead, PinnedRoute, Route};
+pub use route::{McpRequestHead, PinnedRoute, Route, RouteIdentity};
 pub use service::Mrtr;
 
 /// Alias for a type-erased error type.

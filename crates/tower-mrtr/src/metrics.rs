@@ -9,7 +9,7 @@
 //! | `mrtr_envelopes_sealed_total` | counter | `kind` | envelopes handed to clients |
 //! | `mrtr_envelopes_opened_total` | counter | `kind` | envelopes that opened on a request |
 //! | `mrtr_envelopes_refused_total` | counter | `kind`, `reason` | envelopes that did not open; `reason` is one of `too_long`, `not_an_envelope`, `encoding`, `truncated`, `unknown_version`, `unknown_key`, `authentication`, `malformed`, `expired` |
-//! | `mrtr_requests_refused_total` | counter | `reason` | requests the layer answered itself instead of the inner service: `too_large`, `content_encoding`, `body_unreadable`, `parse_error`, `unreadable`, `batch`, `invalid_params`, `arguments_unbindable`, `invalid_envelope`, `state_not_accepted`, `principal_required`, `missing_tasks_capability`, `mixed_task_routes`, `too_many_task_ids`, `header_mismatch` |
+//! | `mrtr_requests_refused_total` | counter | `reason` | requests the layer answered itself instead of the inner service: `too_large`, `content_encoding`, `body_unreadable`, `parse_error`, `unreadable`, `batch`, `invalid_params`, `arguments_unbindable`, `invalid_envelope`, `too_many_rounds`, `state_not_accepted`, `principal_required`, `missing_tasks_capability`, `mixed_task_routes`, `too_many_task_ids`, `header_mismatch` |
 //! | `mrtr_answers_failed_closed_total` | counter | `reason` | backend answers replaced by a JSON-RPC error because they could not be relayed safely: `no_route`, `route_mismatch`, `unreadable`, `case_variant`, `state_not_a_string`, `seal_failed`, `envelope_too_long`, `arguments_unbindable`, `too_large`, `content_encoding`, `body_error`, `event_too_large`, `batch`, `request_not_read`, `task_id_not_a_string` |
 //! | `mrtr_envelope_size_bytes` | histogram | `kind` | length of each envelope sealed |
 //!

@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue, header};
 use serde_json::value::RawValue;
 
 use crate::config::Config;
-use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer};
+use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer, V2_PREFIX};
 use crate::error::Rejection;
 use crate::json::{self, Elements};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
@@ -54,9 +54,10 @@ pub(crate) struct TaskContext {
 }
 
 /// The binding of every task handle: the handle outlives the `tools/call` that minted it and is
-/// used on other methods, so only the purpose (in the label) and the principal bind it.
-pub(crate) fn task_binding(principal: Option<&str>) -> Binding<'_> {
-    Binding::new("tasks", None, principal)
+/// used on other methods, so only the purpose (in the label), the audience and the principal
+/// bind it.
+pub(crate) fn task_binding<'a>(audience: Option<&'a str>, principal: Option<&'a str>) -> Binding<'a> {
+    Binding::new("tasks", None, principal).with_audience(audience)
 }
 
 /// How an answer's envelope is bound to the call's arguments.
@@ -79,13 +80,18 @@ pub(crate) struct SealContext {
     pub(crate) principal: Option<String>,
     pub(crate) arguments: ArgumentsBinding,
     pub(crate) pinned: Option<Route>,
+    /// The round an `input_required` answer is sealed as: 1, or one more than the retry's.
+    pub(crate) round: u16,
 }
 
 impl SealContext {
     /// The binding to seal under; fails if the arguments have no canonical form.
-    pub(crate) fn binding(&self) -> Result<Binding<'_>, crate::canonical::CanonicalError> {
+    pub(crate) fn binding<'a>(
+        &'a self,
+        audience: Option<&'a str>,
+    ) -> Result<Binding<'a>, crate::canonical::CanonicalError> {
         let target = self.target.as_ref().map(SharedStr::as_str);
-        let binding = Binding::new(self.method, target, self.principal.as_deref());
+        let binding = Binding::new(self.method, target, self.principal.as_deref()).with_audience(audience);
         Ok(match &self.arguments {
             ArgumentsBinding::Unbound => binding,
             ArgumentsBinding::Digest(digest) => binding.with_arguments(*digest),
@@ -316,14 +322,23 @@ impl Request<'_> {
                 principal,
                 arguments,
                 pinned: None,
+                round: 1,
             });
             return Ok((self.body.clone(), plan));
         };
 
-        let mut binding = Binding::new(method, target, principal.as_deref());
+        let audience = self.config.audience.as_deref();
+        let mut binding = Binding::new(method, target, principal.as_deref()).with_audience(audience);
         let mut arguments = ArgumentsBinding::Unbound;
         if bind_arguments {
-            let digest = ArgumentsDigest::of_value(raw_arguments).map_err(|e| {
+            // A v2 envelope is bound to the digest of v2's form; the next round is sealed as v3.
+            let v2 = json::as_string(state).is_some_and(|text| text.starts_with(V2_PREFIX));
+            let digest = if v2 {
+                ArgumentsDigest::both_of_value(raw_arguments)
+            } else {
+                ArgumentsDigest::exact_of_value(raw_arguments)
+            };
+            let digest = digest.map_err(|e| {
                 tracing::debug!(method, error = %e, "arguments have no canonical form");
                 Rejection::ArgumentsUnbindable {
                     id: self.owned_id(),
@@ -336,6 +351,22 @@ impl Request<'_> {
         let opened = self
             .open(Purpose::REQUEST_STATE, &binding, state)
             .map_err(|reason| self.refuse(method, Purpose::REQUEST_STATE, &reason))?;
+        // A retry of round r is answered, if again input_required, by round r + 1: refused once
+        // r reaches the limit, before the backend is asked once more.
+        let limit = self.config.max_rounds;
+        let next_round = opened.round.checked_add(1).filter(|_| opened.round < limit);
+        let Some(next_round) = next_round else {
+            tracing::debug!(
+                method,
+                round = opened.round,
+                limit,
+                "request refused: too many rounds"
+            );
+            return Err(Rejection::TooManyRounds {
+                id: self.owned_id(),
+                limit,
+            });
+        };
         verify_mirrored_headers(parts, method, target, false, self.id)?;
 
         // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
@@ -361,6 +392,7 @@ impl Request<'_> {
             principal,
             arguments,
             pinned: Some(opened.route),
+            round: next_round,
         });
         Ok((rewritten, plan))
     }
@@ -392,7 +424,11 @@ impl Request<'_> {
         }
         let principal = self.principal(parts, method)?;
         let opened = self
-            .open(Purpose::TASK_HANDLE, &task_binding(principal.as_deref()), raw)
+            .open(
+                Purpose::TASK_HANDLE,
+                &task_binding(self.config.audience.as_deref(), principal.as_deref()),
+                raw,
+            )
             .map_err(|reason| self.refuse(method, Purpose::TASK_HANDLE, &reason))?;
         let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
         let backend_id = json::decode_contents(backend_raw).ok_or_else(invalid)?;
@@ -459,7 +495,7 @@ impl Request<'_> {
             return Err(Rejection::MissingTasksCapability { id: self.owned_id() });
         }
         let principal = self.principal(parts, method)?;
-        let binding = task_binding(principal.as_deref());
+        let binding = task_binding(self.config.audience.as_deref(), principal.as_deref());
         let invalid = || Rejection::InvalidEnvelope {
             id: self.owned_id(),
             purpose: Purpose::TASK_HANDLE.name(),

@@ -155,16 +155,18 @@ impl Rewriter {
             .map_or(config.max_task_ttl, |ms| {
                 Duration::from_millis(ms).min(config.max_task_ttl)
             });
+        // Task handles belong to no round.
         let sealed = Sealed {
             route,
             state: Some(contents.to_owned()),
             expires_at: expiry(config.clock.now(), ttl),
+            round: 0,
         };
         let handle = self
             .sealer
             .seal(
                 Purpose::TASK_HANDLE,
-                &task_binding(ctx.principal.as_deref()),
+                &task_binding(config.audience.as_deref(), ctx.principal.as_deref()),
                 &sealed,
             )
             .map_err(|_| Unrelayable::Seal)?;
@@ -196,8 +198,9 @@ impl Rewriter {
             route,
             state,
             expires_at: expiry(config.clock.now(), config.ttl),
+            round: ctx.round,
         };
-        let binding = ctx.binding().map_err(|e| {
+        let binding = ctx.binding(config.audience.as_deref()).map_err(|e| {
             tracing::debug!(error = %e, "arguments of the call have no canonical form");
             Unrelayable::ArgumentsUnbindable
         })?;
@@ -292,7 +295,8 @@ impl Unrelayable {
 }
 
 /// The route to seal: the one the proxy reported, else the default. A retry must be answered by
-/// the backend it was pinned to.
+/// the backend it was pinned to: the reported route must be `==` the pinned one, name and
+/// identity.
 pub(crate) fn resolve_route(
     config: &Config,
     pinned: Option<&Route>,

@@ -1,10 +1,25 @@
 //! The extensions through which the layer and the proxy it wraps talk to each other.
 //!
 //! * [`Route`], in a **response**'s extensions: the proxy reports which backend served it. The
-//!   layer seals that route into the envelope it hands the client.
+//!   layer seals that route, its name and its [identity](RouteIdentity) if it has one, into the
+//!   envelope it hands the client.
 //! * [`PinnedRoute`], in a **request**'s extensions: the layer tells the proxy which backend must
 //!   serve a retry (or a task follow-up). The proxy must honour it; a response reporting another
 //!   route is refused.
+//!
+//! # Route identity: the name is not enough
+//!
+//! A route's name is the proxy's own (`alpha`); two deployments that share a keyring may both
+//! have an `alpha` that is a different backend each, and then each opens the other's envelopes
+//! and sends their retries to its own `alpha`, which never minted the state. A [`RouteIdentity`]
+//! (32 bytes the proxy chooses, such as [`RouteIdentity::digest`] of the backend's URL) tells
+//! them apart: it is sealed with the route, restored into the [`PinnedRoute`], and **a pinned
+//! route equals a configured one only when the name and the identity are both equal**. That is
+//! [`Route`]'s `==`; the proxy must find the backend of a `PinnedRoute` with it (never by the
+//! name alone), and the layer refuses an answer whose reported route is not `==` the pinned one.
+//! A route without an identity equals only routes without one, so a proxy that gives its routes
+//! identities opens no envelope minted before it did (nor a v2 envelope, which carries none):
+//! such a retry finds no backend and starts again.
 //! * [`McpRequestHead`], in a **request**'s extensions: the JSON-RPC method, id and target the
 //!   layer parsed, so the proxy can route without parsing the body again.
 //!
@@ -18,7 +33,9 @@
 //!
 //! fn choose_backend<B>(req: &Request<B>) -> Option<Route> {
 //!     if let Some(PinnedRoute(route)) = req.extensions().get::<PinnedRoute>() {
-//!         return Some(route.clone()); // a retry: it must go where round one went
+//!         // A retry must go where round one went: to the configured route equal to it, name
+//!         // and identity (here every route is configured; a real proxy looks it up with `==`).
+//!         return Some(route.clone());
 //!     }
 //!     let head = req.extensions().get::<McpRequestHead>()?;
 //!     match head.target()? {
@@ -34,37 +51,106 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 
 use crate::shared_str::SharedStr;
 
-/// Identity of a backend, chosen by the proxy: a name, a URL, an index. Cheap to clone.
+/// A backend, as the proxy names it: a name (a URL, an index, any text) and, optionally, an
+/// [identity](RouteIdentity) that tells apart backends of one name in different deployments.
+/// Cheap to clone.
 ///
-/// The layer treats it as opaque text; it is sealed into envelopes (so keep it short: at most
-/// 65535 bytes, typically a few) and compared for equality.
+/// The layer treats both as opaque; they are sealed into envelopes (so keep the name short: at
+/// most 65535 bytes, typically a few) and compared for equality: two routes are equal when their
+/// names **and** their identities are (see the [module docs](crate::route#route-identity-the-name-is-not-enough)).
+///
+/// ```
+/// use tower_mrtr::route::{Route, RouteIdentity};
+///
+/// let alpha = Route::new("alpha").with_identity(RouteIdentity::digest("https://alpha-1.internal/mcp"));
+/// let other = Route::new("alpha").with_identity(RouteIdentity::digest("https://alpha-2.internal/mcp"));
+/// assert_ne!(alpha, other, "one name, two backends");
+/// assert_ne!(alpha, Route::new("alpha"), "an identity never equals none");
+/// assert_eq!(alpha.as_str(), "alpha");
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Route(Arc<str>);
+pub struct Route {
+    name: Arc<str>,
+    identity: Option<RouteIdentity>,
+}
 
 impl Route {
-    /// A route from any text.
+    /// A route from any text, without an identity.
     pub fn new(route: impl Into<Arc<str>>) -> Self {
-        Self(route.into())
+        Self {
+            name: route.into(),
+            identity: None,
+        }
     }
 
-    /// The route as text.
+    /// The same route with `identity`.
+    pub fn with_identity(mut self, identity: RouteIdentity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// The route's name as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.name
+    }
+
+    /// The route's identity, if it has one.
+    pub fn identity(&self) -> Option<&RouteIdentity> {
+        self.identity.as_ref()
     }
 }
 
 impl fmt::Debug for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Route({:?})", &*self.0)
+        match &self.identity {
+            None => write!(f, "Route({:?})", &*self.name),
+            Some(identity) => write!(f, "Route({:?}, {identity:?})", &*self.name),
+        }
     }
 }
 
+/// The name only; the identity is in the `Debug` form.
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
+    }
+}
+
+/// 32 bytes that identify a backend across deployments, sealed with its [`Route`]: the proxy
+/// chooses them (a digest of the backend's URL, of its TLS identity, of a deployment-wide
+/// backend id). Not secret: envelopes are encrypted, and the identity only has to differ where
+/// backends differ.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteIdentity([u8; 32]);
+
+impl RouteIdentity {
+    /// The identity of these 32 bytes.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The SHA-256 of `data` as an identity: `RouteIdentity::digest(backend_url)`.
+    pub fn digest(data: impl AsRef<[u8]>) -> Self {
+        Self(Sha256::digest(data.as_ref()).into())
+    }
+
+    /// The 32 bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for RouteIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RouteIdentity(")?;
+        for byte in &self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -80,8 +166,10 @@ impl From<String> for Route {
     }
 }
 
-/// The backend that must serve this request, set by the layer on an MRTR retry after the
-/// envelope opened. See the [module docs](crate::route).
+/// The backend that must serve this request, set by the layer on an MRTR retry (or a task
+/// follow-up) after the envelope opened: the route that minted it, name and identity. The proxy
+/// must send the request to the backend whose configured [`Route`] is `==` this one, and to none
+/// if there is none. See the [module docs](crate::route).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PinnedRoute(pub Route);
 

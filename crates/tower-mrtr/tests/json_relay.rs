@@ -51,7 +51,7 @@ async fn two_round_flow_seals_restores_and_pins() {
     let first = send(svc.clone(), post(&tool_call(1, "delete_branch", None))).await;
     assert_eq!(first.status, StatusCode::OK);
     let envelope = first.envelope();
-    assert!(envelope.starts_with("mrtr2."), "{envelope}");
+    assert!(envelope.starts_with("mrtr3."), "{envelope}");
     assert!(
         !first.text().contains("\"s1\""),
         "backend state leaked: {}",
@@ -171,7 +171,7 @@ async fn input_required_without_state_still_gets_an_envelope() {
     let inner = backend.service(Some("alpha"), |req: &Value| input_required(req, None));
     let svc = MrtrLayer::with_shared_keyring(keyring()).layer(inner);
     let answer = send(svc, post(&tool_call(1, "t", None))).await;
-    assert!(answer.envelope().starts_with("mrtr2."));
+    assert!(answer.envelope().starts_with("mrtr3."));
     assert_eq!(answer.json()["result"]["resultType"], "input_required");
 }
 
@@ -184,7 +184,7 @@ async fn only_the_request_state_bytes_change_in_the_answer() {
     let envelope = answer
         .text()
         .split('"')
-        .find(|s| s.starts_with("mrtr2."))
+        .find(|s| s.starts_with("mrtr3."))
         .unwrap()
         .to_owned();
     assert_eq!(answer.text(), raw.replace(r#""abc""#, &format!("\"{envelope}\"")));
@@ -246,7 +246,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
     assert_eq!(ok.json()["result"]["resultType"], "complete");
 
     // Tampered at every character position.
-    for i in "mrtr2.".len()..envelope.len() {
+    for i in "mrtr3.".len()..envelope.len() {
         let mut chars: Vec<char> = envelope.chars().collect();
         chars[i] = if chars[i] == 'x' { 'y' } else { 'x' };
         let tampered: String = chars.into_iter().collect();
@@ -266,7 +266,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
             tool_call(
                 5,
                 "delete_branch",
-                Some(&envelope.replacen("mrtr2.", "mrtr1.", 1)),
+                Some(&envelope.replacen("mrtr3.", "mrtr1.", 1)),
             ),
             "wrong prefix",
         ),
@@ -314,7 +314,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
         );
     }
     // Not a string.
-    for value in ["null", "42", "{}", "[\"mrtr2.x\"]"] {
+    for value in ["null", "42", "{}", "[\"mrtr3.x\"]"] {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"delete_branch","requestState":{value}}}}}"#
         );
@@ -731,7 +731,7 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
 
 #[tokio::test]
 async fn compressed_requests_are_refused_not_forwarded_unread() {
-    let mut req = post(&tool_call(1, "t", Some("mrtr2.hidden-in-gzip")));
+    let mut req = post(&tool_call(1, "t", Some("mrtr3.hidden-in-gzip")));
     req.headers_mut()
         .insert("content-encoding", "gzip".parse().unwrap());
     let answer = send(
@@ -761,7 +761,7 @@ async fn compressed_requests_are_refused_not_forwarded_unread() {
 async fn batches_and_ambiguous_bodies() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
     // A batch carrying a requestState cannot be opened element by element: refused.
-    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr2.abc")));
+    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr3.abc")));
     let answer = send(layer.layer(must_not_be_called()), post(&batch)).await;
     assert_eq!(
         (answer.status, answer.error_code()),
@@ -789,7 +789,7 @@ async fn batches_and_ambiguous_bodies() {
     );
     // Params of the wrong shape on a relayed method.
     for body in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr2.x"]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr3.x"]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
     ] {
         let answer = send(layer.layer(must_not_be_called()), post(body)).await;
@@ -946,7 +946,7 @@ async fn unreadable_answers_fail_closed() {
     )
     .await;
     assert!(
-        !answer.text().contains("hidden") && answer.text().contains("mrtr2."),
+        !answer.text().contains("hidden") && answer.text().contains("mrtr3."),
         "{}",
         answer.text()
     );
@@ -1079,7 +1079,7 @@ async fn requests_without_a_principal_never_get_or_open_an_envelope() {
         post(&tool_call(6, "t", None)),
     )
     .await;
-    assert!(answer.envelope().starts_with("mrtr2."));
+    assert!(answer.envelope().starts_with("mrtr3."));
 }
 
 #[tokio::test]
@@ -1106,7 +1106,7 @@ async fn every_content_encoding_value_must_be_identity() {
         &["IDENTITY,br"],
         &["gzip", "identity"],
     ] {
-        let mut req = post(&tool_call(1, "t", Some("mrtr2.hidden-in-gzip")));
+        let mut req = post(&tool_call(1, "t", Some("mrtr3.hidden-in-gzip")));
         for value in values {
             req.headers_mut()
                 .append("content-encoding", value.parse().unwrap());
@@ -1200,7 +1200,7 @@ async fn answers_with_conflicting_content_types_fail_closed() {
     });
     let answer = send(layer.layer(inner), post(&tool_call(2, "t", None))).await;
     assert!(
-        answer.text().contains("mrtr2.") && !answer.text().contains("raw-secret"),
+        answer.text().contains("mrtr3.") && !answer.text().contains("raw-secret"),
         "{}",
         answer.text()
     );

@@ -74,7 +74,7 @@ async fn create_task(layer: &MrtrLayer, backend: &Backend, route: &'static str) 
     assert_eq!(v["result"]["status"], "working", "other members untouched");
     let handle = v["result"]["taskId"].as_str().unwrap().to_owned();
     assert!(
-        handle.starts_with("mrtr2.") && !answer.text().contains("task-"),
+        handle.starts_with("mrtr3.") && !answer.text().contains("task-"),
         "{}",
         answer.text()
     );
@@ -331,7 +331,7 @@ async fn mrtr_rounds_then_a_task() {
     assert_eq!(v["result"]["resultType"], "task");
     assert!(v["result"].get("requestState").is_none());
     let handle = v["result"]["taskId"].as_str().unwrap();
-    assert!(handle.starts_with("mrtr2.") && handle != envelope);
+    assert!(handle.starts_with("mrtr3.") && handle != envelope);
     let follow = backend.service(Some("gamma"), |r: &Value| json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"complete","taskId":"t-77","status":"working"}}).to_string());
     send(layer.layer(follow), task_request(3, "tasks/get", handle)).await;
     assert_eq!(backend.last().pinned, Some(Route::new("gamma")));
@@ -551,11 +551,70 @@ async fn an_unbounded_task_ttl_saturates_instead_of_panicking() {
     });
     let answer = send(layer.layer(unlimited), post(&tool_call(1, "t", None))).await;
     let handle = answer.json()["result"]["taskId"].as_str().unwrap().to_owned();
-    assert!(handle.starts_with("mrtr2."), "{}", answer.text());
+    assert!(handle.starts_with("mrtr3."), "{}", answer.text());
     let answer = send(
         layer.layer(task_backend(&backend, "alpha")),
         task_request(2, "tasks/cancel", &handle),
     )
     .await;
     assert!(answer.error_code().is_none(), "{}", answer.text());
+}
+
+#[tokio::test]
+async fn task_handles_are_bound_to_the_deployments_audience() {
+    // One keyring, three deployments: `prod`, `staging`, and one with no audience.
+    let keys = std::sync::Arc::new(Keyring::generate("k1").unwrap());
+    let deployment = |audience: Option<&str>| {
+        let layer = MrtrLayer::with_shared_keyring(keys.clone());
+        match audience {
+            Some(name) => layer.audience(name),
+            None => layer,
+        }
+    };
+    let backend = Backend::new();
+    for minted in [Some("prod"), Some("staging"), None] {
+        let handle = create_task(&deployment(minted), &backend, "alpha").await;
+        for opener in [Some("prod"), Some("staging"), None] {
+            let answer = send(
+                deployment(opener).layer(task_backend(&backend, "alpha")),
+                task_request(2, "tasks/get", &handle),
+            )
+            .await;
+            if opener == minted {
+                assert_eq!(
+                    answer.json()["result"]["status"],
+                    "completed",
+                    "{}",
+                    answer.text()
+                );
+            } else {
+                assert_eq!(
+                    answer.error_code(),
+                    Some(-32602),
+                    "minted for {minted:?}, presented to {opener:?}: {}",
+                    answer.text()
+                );
+                assert_eq!(
+                    answer.json()["error"]["message"],
+                    "Invalid or expired task handle"
+                );
+            }
+        }
+    }
+    // The backend saw the three creations and the three follow-ups that opened, nothing else.
+    let methods: Vec<String> = backend
+        .seen()
+        .iter()
+        .map(|s| {
+            serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        methods.iter().filter(|m| *m == "tasks/get").count(),
+        3,
+        "{methods:?}"
+    );
 }

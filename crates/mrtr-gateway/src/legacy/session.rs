@@ -199,10 +199,12 @@ impl SessionSealer {
         now: SystemTime,
     ) -> Result<String, SessionError> {
         let state = serde_json::to_string(session).map_err(|_| SessionError::Seal)?;
+        // Sessions belong to no MRTR round.
         let sealed = Sealed {
             route: Route::new(SESSION_ROUTE),
             state: Some(state),
             expires_at: now + self.ttl,
+            round: 0,
         };
         let id = self
             .sealer()
@@ -302,11 +304,15 @@ mod tests {
         assert!(self::sealer().open(&id, None, now).is_none());
     }
 
-    /// The gateway's session-id vector in `docs/envelope.md`, produced by
+    /// The gateway's v2 session-id vector in `docs/envelope.md` (v2 vector 6), produced by
     /// `scripts/envelope_vectors.py` (Python, libsodium) with the label bytes
     /// `tower-mrtr/v2/legacy-session`, which tower-mrtr used for this purpose before the purpose
-    /// moved into the gateway.
-    const SESSION_VECTOR: &str = "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_vH0sr7BPHrl96hYCo69QQwhmd_JhmyJMkwW3ijtT3Nh9ZgKLP4y-BJE4kC4JamlJ9klWbWKXk-TosZYNw16qkhxpquCvWAmOU8CRkTVFUtjyX3519IB0MZ3qrRkQrCtM4MuH1stPbi_SXRwSOOVZ5RgHv17RuAyg";
+    /// moved into the gateway. Session ids sealed before the upgrade to envelope format v3.
+    const SESSION_VECTOR_V2: &str = "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_vH0sr7BPHrl96hYCo69QQwhmd_JhmyJMkwW3ijtT3Nh9ZgKLP4y-BJE4kC4JamlJ9klWbWKXk-TosZYNw16qkhxpquCvWAmOU8CRkTVFUtjyX3519IB0MZ3qrRkQrCtM4MuH1stPbi_SXRwSOOVZ5RgHv17RuAyg";
+
+    /// The same session sealed as the gateway seals it now, in envelope format v3 (v3 vector 10):
+    /// no audience, round 0.
+    const SESSION_VECTOR: &str = "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHse_wAPXz2dTpYDwg6QNek0UIfwHmNMMgXGWgsT3Og9l-P_j20_JJR5NN69Xx094y1nDeLSE-TtUWccAuvOpzktP-D_mdha5pRQoHRkZ-kyXp6UdQBxwOlazUjAjfqcAW8yh567Hkjm6jVmWkPdgE1kTpXdwlxuYGdw";
 
     /// Key `k1` = bytes 0x00..=0x1f, the key of the envelope test vectors.
     const VECTOR_KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
@@ -321,18 +327,19 @@ mod tests {
         );
         let before = expires_at - Duration::from_millis(1);
 
-        let opened = sessions
-            .open(SESSION_VECTOR, Some("alice"), before)
-            .expect("opens");
-        assert_eq!(opened.protocol_version(), "2025-11-25");
-        assert_eq!(
-            opened.client_info().get(),
-            r#"{"name":"claude-desktop","version":"1.0"}"#
-        );
-        assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
-        assert_eq!(opened.expires_at(), expires_at);
-        assert!(sessions.open(SESSION_VECTOR, Some("bob"), before).is_none());
-        assert!(sessions.open(SESSION_VECTOR, Some("alice"), expires_at).is_none());
+        // Sealed before the upgrade (v2) or after (v3): both open.
+        for vector in [SESSION_VECTOR_V2, SESSION_VECTOR] {
+            let opened = sessions.open(vector, Some("alice"), before).expect("opens");
+            assert_eq!(opened.protocol_version(), "2025-11-25");
+            assert_eq!(
+                opened.client_info().get(),
+                r#"{"name":"claude-desktop","version":"1.0"}"#
+            );
+            assert_eq!(opened.capabilities().get(), r#"{"elicitation":{}}"#);
+            assert_eq!(opened.expires_at(), expires_at);
+            assert!(sessions.open(vector, Some("bob"), before).is_none());
+            assert!(sessions.open(vector, Some("alice"), expires_at).is_none());
+        }
 
         // And what the gateway seals today is that envelope, byte for byte, given its nonce.
         assert_eq!(SESSION_PURPOSE.label(), b"tower-mrtr/v2/legacy-session");
@@ -346,6 +353,7 @@ mod tests {
             route: Route::new(SESSION_ROUTE),
             state: Some(serde_json::to_string(&session).unwrap()),
             expires_at,
+            round: 0,
         };
         let nonce: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
         let wire = Sealer::new(keyring)

@@ -40,77 +40,213 @@ struct Vector {
     method: &'static str,
     target: Option<&'static str>,
     principal: Option<&'static str>,
+    audience: Option<&'static str>,
     /// `None`: not bound; `Some(None)`: bound, absent; `Some(Some(json))`: bound to these.
     arguments: Option<Option<&'static str>>,
     route: &'static str,
+    /// The route's identity: SHA-256 of `https://alpha.internal/mcp`.
+    identity: bool,
+    round: u16,
     state: Option<&'static str>,
     wire: &'static str,
 }
 
 impl Vector {
     fn binding(&self) -> Binding<'static> {
-        let binding = Binding::new(self.method, self.target, self.principal);
+        let binding = Binding::new(self.method, self.target, self.principal).with_audience(self.audience);
         match self.arguments {
             None => binding,
-            Some(arguments) => binding.with_arguments(ArgumentsDigest::of(arguments).unwrap()),
+            // Both digests: v2 vectors open with the v2 one, v3 vectors with the exact one.
+            Some(arguments) => binding.with_arguments(ArgumentsDigest::of_with_v2(arguments).unwrap()),
+        }
+    }
+
+    fn route(&self) -> Route {
+        let route = Route::new(self.route);
+        match self.identity {
+            false => route,
+            true => route.with_identity(RouteIdentity::digest("https://alpha.internal/mcp")),
         }
     }
 }
 
-/// The vectors of `docs/envelope.md`, produced by `scripts/envelope_vectors.py` (Python,
-/// libsodium, its own canonical-JSON writer).
-const VECTORS: &[Vector] = &[
+/// A vector with the fields most vectors share.
+const fn vector(method: &'static str, target: Option<&'static str>, wire: &'static str) -> Vector {
     Vector {
         purpose: Purpose::REQUEST_STATE,
-        method: "tools/call",
-        target: Some("delete_branch"),
+        method,
+        target,
         principal: None,
-        arguments: Some(Some(r#"{"repo":"acme/api","branch":"old"}"#)),
-        route: "backend-a",
-        state: Some("opaque-state"),
-        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf10PK9iNmT9a-rDoSI0eK7dw",
-    },
-    Vector {
-        purpose: Purpose::REQUEST_STATE,
-        method: "resources/read",
-        target: Some("file:///tmp/a.txt"),
-        principal: Some("alice"),
+        audience: None,
         arguments: None,
         route: "b",
+        identity: false,
+        round: 1,
         state: None,
-        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvuaNXhgdjhpWk8hqLaKfegg",
+        wire,
+    }
+}
+
+const DELETE_OLD: Option<Option<&str>> = Some(Some(r#"{"repo":"acme/api","branch":"old"}"#));
+const TRANSFER_V2: &str =
+    r#"{"to":"acct\u00e9\n","amounts":[1.50,2e1,9007199254740993,-0.0,1e-7],"b":{"z":true,"a":null}}"#;
+const EXACT_ARGUMENTS: &str =
+    r#"{"id":9007199254740993.0,"amounts":[100,1.00E+2,100.000000000000001,1.0000000000000001e22,-0.0]}"#;
+
+/// The v3 vectors of `docs/envelope.md`, produced by `scripts/envelope_vectors.py` (Python,
+/// libsodium, its own canonical-JSON writer with Python's `decimal`).
+const VECTORS: &[Vector] = &[
+    Vector {
+        arguments: DELETE_OLD,
+        route: "backend-a",
+        state: Some("opaque-state"),
+        ..vector(
+            "tools/call",
+            Some("delete_branch"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzcgtm9WremMj2JDqd1fsnw",
+        )
     },
     Vector {
-        purpose: Purpose::REQUEST_STATE,
-        method: "prompts/get",
-        target: Some("greet"),
-        principal: None,
+        principal: Some("alice"),
+        ..vector(
+            "resources/read",
+            Some("file:///tmp/a.txt"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZfBgL3aH77HQlCiPFszPaEI",
+        )
+    },
+    Vector {
         arguments: Some(None),
-        route: "b",
         state: Some(""),
-        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_Xlv9wuXPQAioETxY-efF1W7LM",
+        ..vector(
+            "prompts/get",
+            Some("greet"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZAtw93RTMR4lfRz7dqI5gyM",
+        )
     },
     Vector {
         purpose: Purpose::TASK_HANDLE,
-        method: "tasks",
-        target: None,
-        principal: None,
-        arguments: None,
         route: "backend-a",
+        round: 0,
         state: Some("task-7f3a"),
-        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFZzgg8UcGm3ZoXD7epOF0Qa_O7sH0Q5vUHw",
+        ..vector(
+            "tasks",
+            None,
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHt839Bvn31MnpcllS7gtClmg-YhDxHgoC2dSh4tnRJanY4NIPVA",
+        )
     },
     Vector {
-        purpose: Purpose::REQUEST_STATE,
-        method: "tools/call",
-        target: Some("transfer"),
         principal: Some("bob"),
-        arguments: Some(Some(
-            r#"{"to":"acct\u00e9\n","amounts":[1.50,2e1,9007199254740993,-0.0,1e-7],"b":{"z":true,"a":null}}"#,
-        )),
+        arguments: Some(Some(EXACT_ARGUMENTS)),
         route: "pay",
         state: Some("s"),
-        wire: "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_f339adFm3p7etyPlvWyEhyKJJSTEI",
+        ..vector(
+            "tools/call",
+            Some("transfer"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHvd_9HJKTyaQn5pHWVQRVZyi0jg7AZhg",
+        )
+    },
+    // An audience.
+    Vector {
+        audience: Some("prod"),
+        arguments: DELETE_OLD,
+        route: "backend-a",
+        state: Some("opaque-state"),
+        ..vector(
+            "tools/call",
+            Some("delete_branch"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzYayv4BQAn9Q6zSkMk8Dew",
+        )
+    },
+    // A route identity.
+    Vector {
+        arguments: DELETE_OLD,
+        route: "alpha",
+        identity: true,
+        state: Some("opaque-state"),
+        ..vector(
+            "tools/call",
+            Some("delete_branch"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfIcf5MXp09F7gHLGKZ1mY25HTMmmjY1bdqbzMM0",
+        )
+    },
+    // A later round.
+    Vector {
+        arguments: DELETE_OLD,
+        route: "backend-a",
+        round: 3,
+        state: Some("opaque-state"),
+        ..vector(
+            "tools/call",
+            Some("delete_branch"),
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_eHt839Bvn31MnpcllS9RpQjDBsKVDkd41nGoD8TBDpWb9dqcccu34C2A",
+        )
+    },
+    // All of them on a task handle, with a principal.
+    Vector {
+        purpose: Purpose::TASK_HANDLE,
+        principal: Some("alice"),
+        audience: Some("staging"),
+        route: "alpha",
+        identity: true,
+        round: 0,
+        state: Some("task-7f3a"),
+        ..vector(
+            "tasks",
+            None,
+            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfJwO9t-xgZo7lYaQUF6XxPzxJlmF2cFG_-w",
+        )
+    },
+];
+
+/// The v2 vectors of `docs/envelope.md` (v3 relays still open them), produced by the same script.
+const V2_VECTORS: &[Vector] = &[
+    Vector {
+        arguments: DELETE_OLD,
+        route: "backend-a",
+        state: Some("opaque-state"),
+        ..vector(
+            "tools/call",
+            Some("delete_branch"),
+            "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFfCky6x9U0DZ9ZVf10PK9iNmT9a-rDoSI0eK7dw",
+        )
+    },
+    Vector {
+        principal: Some("alice"),
+        ..vector(
+            "resources/read",
+            Some("file:///tmp/a.txt"),
+            "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_XlvuaNXhgdjhpWk8hqLaKfegg",
+        )
+    },
+    Vector {
+        arguments: Some(None),
+        state: Some(""),
+        ..vector(
+            "prompts/get",
+            Some("greet"),
+            "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_Xlv9wuXPQAioETxY-efF1W7LM",
+        )
+    },
+    Vector {
+        purpose: Purpose::TASK_HANDLE,
+        route: "backend-a",
+        state: Some("task-7f3a"),
+        ..vector(
+            "tasks",
+            None,
+            "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zFZzgg8UcGm3ZoXD7epOF0Qa_O7sH0Q5vUHw",
+        )
+    },
+    Vector {
+        principal: Some("bob"),
+        arguments: Some(Some(TRANSFER_V2)),
+        route: "pay",
+        state: Some("s"),
+        ..vector(
+            "tools/call",
+            Some("transfer"),
+            "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_f339adFm3p7etyPlvWyEhyKJJSTEI",
+        )
     },
 ];
 
@@ -133,9 +269,10 @@ fn envelope_doc() -> Option<String> {
 
 fn vector_sealed(v: &Vector) -> Sealed {
     Sealed {
-        route: Route::new(v.route),
+        route: v.route(),
         state: v.state.map(str::to_owned),
         expires_at: at_ms(EXPIRES_MS),
+        round: v.round,
     }
 }
 
@@ -160,8 +297,116 @@ fn test_vectors_match_and_are_documented() {
 }
 
 #[test]
+fn v2_vectors_still_open_as_round_one_without_identity() {
+    let sealer = vector_sealer();
+    let doc = envelope_doc();
+    for v in V2_VECTORS {
+        let binding = v.binding();
+        // What v2 sealed is still these bytes (the v2 sealer exists for this test alone).
+        let wire = sealer
+            .seal_v2_with_nonce(v.purpose, &binding, &vector_sealed(v), vector_nonce())
+            .unwrap();
+        assert_eq!(wire, v.wire, "v2 vector for {:?} {binding:?}", v.purpose);
+        if let Some(doc) = &doc {
+            assert!(
+                doc.contains(v.wire),
+                "docs/envelope.md lacks v2 vector {}",
+                v.wire
+            );
+        }
+        let opened = sealer
+            .open(v.purpose, &binding, v.wire, at_ms(EXPIRES_MS - 1))
+            .unwrap();
+        assert_eq!(
+            opened,
+            Sealed {
+                round: 1,
+                ..vector_sealed(v)
+            }
+        );
+        // A v2 envelope is bound to no audience: it never opens where one is configured.
+        for audience in ["prod", ""] {
+            assert_eq!(
+                sealer.open(
+                    v.purpose,
+                    &binding.with_audience(Some(audience)),
+                    v.wire,
+                    at_ms(0)
+                ),
+                Err(OpenError::Authentication),
+                "{audience:?}"
+            );
+        }
+    }
+    // A v2 envelope bound to arguments needs the digest of v2's form, which `of_with_v2`
+    // computes and the exact-decimal digest alone (`of`) lacks.
+    let v = &V2_VECTORS[4];
+    let exact_only = ArgumentsDigest::from_bytes(*ArgumentsDigest::of(Some(TRANSFER_V2)).unwrap().as_bytes());
+    let binding = Binding::new(v.method, v.target, v.principal).with_arguments(exact_only);
+    assert_eq!(
+        sealer.open(v.purpose, &binding, v.wire, at_ms(0)),
+        Err(OpenError::Authentication)
+    );
+    // And format v2 seals no audience.
+    assert_eq!(
+        sealer.seal_v2_with_nonce(
+            Purpose::REQUEST_STATE,
+            &Binding::new("tools/call", None, None).with_audience(Some("prod")),
+            &vector_sealed(v),
+            vector_nonce()
+        ),
+        Err(SealError::NotV2)
+    );
+}
+
+#[test]
 fn argument_digests_match_the_independent_implementation() {
     let doc = envelope_doc();
+    // The exact-decimal form (v3).
+    let cases = [
+        (
+            Some(r#"{"repo":"acme/api","branch":"old"}"#),
+            r#"{"branch":"old","repo":"acme/api"}"#,
+            "cb9c5577a1e8613384f066136d70f9a9674f490a9381f332099c5798f42950c4",
+        ),
+        (
+            Some(TRANSFER_V2),
+            r#"{"amounts":[15e-1,2e1,9007199254740993,0,1e-7],"b":{"a":null,"z":true},"to":"accté\n"}"#,
+            "f600f0a91c297c0423285d5cd9a00e49926bcdafed602dc2d23bdfefec581833",
+        ),
+        (
+            Some(EXACT_ARGUMENTS),
+            r#"{"amounts":[1e2,1e2,100000000000000001e-15,10000000000000001e6,0],"id":9007199254740993}"#,
+            "17b5e7a281362fc06501dfc205c7fa00532e0b7dace5d9ec3fbf413ad366ffb1",
+        ),
+        (
+            Some(r#"{"id":9007199254740992}"#),
+            r#"{"id":9007199254740992}"#,
+            "24bb430971eb50f964e63784a7ad4f3411bc7cdb1659188e371150793e872da1",
+        ),
+        (
+            None,
+            "{}",
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+        ),
+    ];
+    for (arguments, canonical, digest) in cases {
+        if let Some(arguments) = arguments {
+            let ours = crate::canonical::canonicalize(arguments).unwrap();
+            assert_eq!(std::str::from_utf8(&ours).unwrap(), canonical);
+            if let Some(doc) = &doc {
+                assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
+            }
+        }
+        assert_eq!(hex(ArgumentsDigest::of(arguments).unwrap().as_bytes()), digest);
+        if let Some(doc) = &doc {
+            assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
+        }
+    }
+    for same in ["null", " {} ", "{ }"] {
+        assert_eq!(ArgumentsDigest::of(Some(same)), ArgumentsDigest::of(None));
+    }
+    // The v2 form, which v2 envelopes are bound to.
     let cases = [
         (
             Some(r#"{"repo":"acme/api","branch":"old"}"#),
@@ -183,21 +428,185 @@ fn argument_digests_match_the_independent_implementation() {
     ];
     for (arguments, canonical, digest) in cases {
         if let Some(arguments) = arguments {
-            let ours = crate::canonical::canonicalize(arguments).unwrap();
+            let ours = crate::canonical::canonicalize_doubles(arguments).unwrap();
             assert_eq!(std::str::from_utf8(&ours).unwrap(), canonical);
             if let Some(doc) = &doc {
                 assert!(doc.contains(canonical), "docs/envelope.md lacks {canonical}");
             }
         }
-        let hex = format!("{:?}", ArgumentsDigest::of(arguments).unwrap());
-        assert_eq!(hex, format!("ArgumentsDigest({digest})"));
+        let v2 = ArgumentsDigest::of_with_v2(arguments)
+            .unwrap()
+            .v2_bytes()
+            .map(hex);
+        assert_eq!(v2.as_deref(), Some(digest));
         if let Some(doc) = &doc {
             assert!(doc.contains(digest), "docs/envelope.md lacks {digest}");
         }
     }
-    for same in ["null", " {} ", "{ }"] {
-        assert_eq!(ArgumentsDigest::of(Some(same)), ArgumentsDigest::of(None));
+}
+
+fn hex(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_version_byte_must_be_its_prefixs() {
+    let (sealer, binding, sealed, now) = sample();
+    let v3 = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
+    let v2 = sealer
+        .seal_v2_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, vector_nonce())
+        .unwrap();
+    assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &v3, now).is_ok());
+    assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &v2, now).is_ok());
+    // The prefix is not authenticated, the version byte is: a body under the other prefix stops
+    // at the version byte, before any key is used.
+    let v3_as_v2 = v3.replacen(PREFIX, V2_PREFIX, 1);
+    assert_eq!(
+        sealer.open(Purpose::REQUEST_STATE, &binding, &v3_as_v2, now),
+        Err(OpenError::UnknownVersion(3))
+    );
+    let v2_as_v3 = v2.replacen(V2_PREFIX, PREFIX, 1);
+    assert_eq!(
+        sealer.open(Purpose::REQUEST_STATE, &binding, &v2_as_v3, now),
+        Err(OpenError::UnknownVersion(2))
+    );
+    // And with the version byte changed too, the header in the associated data differs.
+    let mut raw = URL_SAFE_NO_PAD.decode(&v3[PREFIX.len()..]).unwrap();
+    raw[0] = V2_VERSION;
+    let relabelled = format!("{V2_PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+    assert_eq!(
+        sealer.open(Purpose::REQUEST_STATE, &binding, &relabelled, now),
+        Err(OpenError::Authentication)
+    );
+}
+
+#[test]
+fn malformed_v3_plaintexts_are_refused() {
+    let (sealer, binding, _, now) = sample();
+    let expiry = (EXPIRES_MS).to_be_bytes();
+    let seal_raw = |plaintext: &[u8]| {
+        sealer
+            .encrypt(VERSION, vector_nonce(), plaintext.to_vec(), |header| {
+                let mut aad = aad_start(Purpose::REQUEST_STATE, header);
+                binding.write_to(&mut aad);
+                Some(aad)
+            })
+            .unwrap()
+    };
+    let plaintext = |tail: &[u8]| [&expiry[..], &[0, 1], tail].concat();
+    let identity = [7u8; 32];
+    // Well formed: no identity, then an identity.
+    let opened = sealer.open(
+        Purpose::REQUEST_STATE,
+        &binding,
+        &seal_raw(&plaintext(b"\x00\x01r\x00\x01st")),
+        now,
+    );
+    assert_eq!(
+        opened.map(|s| (s.route, s.state)),
+        Ok((Route::new("r"), Some("st".into())))
+    );
+    let with_identity = plaintext(&[b"\x00\x01r\x01".as_slice(), &identity, b"\x00"].concat());
+    let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&with_identity), now);
+    assert_eq!(
+        opened.map(|s| s.route),
+        Ok(Route::new("r").with_identity(RouteIdentity::from_bytes(identity)))
+    );
+    for bad in [
+        plaintext(b"\x00\x01r\x02\x00"), // identity flag 2
+        plaintext(&[b"\x00\x01r\x01".as_slice(), &identity[..31]].concat()), // identity cut short
+        plaintext(&[b"\x00\x01r\x01".as_slice(), &identity].concat()), // no state flag
+        plaintext(b"\x00\x09r\x00\x00"), // route beyond the plaintext
+        plaintext(b"\x00\x01\xffa\x00\x00"), // route not UTF-8
+        plaintext(b"\x00\x01r\x00\x00x"), // no state, yet bytes
+        plaintext(b"\x00\x01r\x00\x02"), // state flag 2
+        plaintext(b"\x00\x01r\x00\x01\xff"), // state not UTF-8
+    ] {
+        assert_eq!(
+            sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&bad), now),
+            Err(OpenError::Malformed),
+            "{bad:?}"
+        );
     }
+    // Too short for a v3 plaintext (14 bytes): refused before the key is used.
+    assert_eq!(
+        sealer.open(
+            Purpose::REQUEST_STATE,
+            &binding,
+            &seal_raw(&plaintext(b"\x00\x00\x00")),
+            now
+        ),
+        Err(OpenError::Truncated)
+    );
+}
+
+#[test]
+fn audiences_never_open_each_other() {
+    let (sealer, binding, sealed, now) = sample();
+    let audiences = [None, Some("prod"), Some("staging"), Some(""), Some("prod ")];
+    for purpose in [Purpose::REQUEST_STATE, Purpose::TASK_HANDLE, RESUME_TOKEN] {
+        for minted in audiences {
+            let wire = sealer
+                .seal(purpose, &binding.with_audience(minted), &sealed)
+                .unwrap();
+            for opener in audiences {
+                let opened = sealer.open(purpose, &binding.with_audience(opener), &wire, now);
+                if opener == minted {
+                    assert_eq!(opened, Ok(sealed.clone()));
+                } else {
+                    assert_eq!(
+                        opened,
+                        Err(OpenError::Authentication),
+                        "{purpose:?} minted for {minted:?}, opened for {opener:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn route_identity_and_round_are_sealed_and_restored() {
+    let (sealer, binding, sealed, now) = sample();
+    let x = RouteIdentity::digest("https://alpha-1.internal/mcp");
+    let y = RouteIdentity::digest("https://alpha-2.internal/mcp");
+    for (route, round) in [
+        (Route::new("alpha").with_identity(x), 1),
+        (Route::new("alpha").with_identity(y), 2),
+        (Route::new("alpha"), u16::MAX),
+        (Route::new("").with_identity(x), 0),
+    ] {
+        let sealed = Sealed {
+            route: route.clone(),
+            round,
+            ..sealed.clone()
+        };
+        let wire = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
+        let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &wire, now).unwrap();
+        assert_eq!((&opened.route, opened.round), (&route, round));
+        assert_eq!(opened.route.identity(), route.identity());
+    }
+    // Same name, another identity or none: not the same route.
+    assert_ne!(
+        Route::new("alpha").with_identity(x),
+        Route::new("alpha").with_identity(y)
+    );
+    assert_ne!(Route::new("alpha").with_identity(x), Route::new("alpha"));
+    assert_eq!(
+        Route::new("alpha").with_identity(x),
+        Route::new("alpha").with_identity(x)
+    );
+    // An identity costs 32 bytes of plaintext, nothing else.
+    let plain = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
+    let identified = Sealed {
+        route: Route::new("backend-a").with_identity(x),
+        ..sealed
+    };
+    let identified = sealer
+        .seal(Purpose::REQUEST_STATE, &binding, &identified)
+        .unwrap();
+    let decoded = |w: &str| URL_SAFE_NO_PAD.decode(&w[PREFIX.len()..]).unwrap().len();
+    assert_eq!(decoded(&identified), decoded(&plain) + 32);
 }
 
 #[test]
@@ -224,6 +633,7 @@ fn sample() -> (Sealer, Binding<'static>, Sealed, SystemTime) {
         route: Route::new("backend-a"),
         state: Some("st".into()),
         expires_at: at_ms(EXPIRES_MS),
+        round: 1,
     };
     (
         vector_sealer(),
@@ -314,10 +724,16 @@ fn truncated_extended_and_foreign_envelopes_are_rejected() {
         ),
         (wire[PREFIX.len()..].to_owned(), OpenError::NotAnEnvelope),
         (
-            "MRTR2.".to_owned() + &wire[PREFIX.len()..],
+            "MRTR3.".to_owned() + &wire[PREFIX.len()..],
             OpenError::NotAnEnvelope,
         ),
+        (
+            "mrtr4.".to_owned() + &wire[PREFIX.len()..],
+            OpenError::NotAnEnvelope,
+        ),
+        ("mrtr3.+/==".to_owned(), OpenError::Encoding),
         ("mrtr2.+/==".to_owned(), OpenError::Encoding),
+        ("mrtr3.".to_owned(), OpenError::Truncated),
         ("mrtr2.".to_owned(), OpenError::Truncated),
         ("plain-backend-state".to_owned(), OpenError::NotAnEnvelope),
     ];
@@ -349,6 +765,11 @@ fn binding_mismatches_are_rejected() {
         // Bound to arguments where the envelope was not.
         Binding::new("tools/call", Some("t"), Some("alice"))
             .with_arguments(ArgumentsDigest::of(None).unwrap()),
+        // Bound to an audience where the envelope was not (even an empty one).
+        Binding::new("tools/call", Some("t"), Some("alice")).with_audience(Some("prod")),
+        Binding::new("tools/call", Some("t"), Some("alice")).with_audience(Some("")),
+        // The audience is its own field: its bytes do not move into the method's.
+        Binding::new("calls/call", Some("t"), Some("alice")).with_audience(Some("tools/")),
     ];
     for other in others {
         assert_eq!(
@@ -579,11 +1000,19 @@ proptest! {
         method in "[a-z/]{1,20}",
         target in proptest::option::of(".{0,64}"),
         principal in proptest::option::of(".{0,32}"),
+        audience in proptest::option::of(".{0,16}"),
+        identity in proptest::option::of(any::<[u8; 32]>()),
+        round in any::<u16>(),
         purpose in prop_oneof![Just(Purpose::REQUEST_STATE), Just(Purpose::TASK_HANDLE), Just(RESUME_TOKEN)],
     ) {
         let sealer = vector_sealer();
         let binding = Binding::new(&method, target.as_deref(), principal.as_deref());
-        let sealed = Sealed { route: Route::new(route), state, expires_at: at_ms(EXPIRES_MS) };
+        let route = match identity {
+            None => Route::new(route),
+            Some(bytes) => Route::new(route).with_identity(RouteIdentity::from_bytes(bytes)),
+        };
+        let binding = binding.with_audience(audience.as_deref());
+        let sealed = Sealed { route, state, expires_at: at_ms(EXPIRES_MS), round };
         let wire = sealer.seal(purpose, &binding, &sealed).unwrap();
         prop_assert_eq!(sealer.open(purpose, &binding, &wire, at_ms(0)).unwrap(), sealed);
     }
@@ -592,7 +1021,7 @@ proptest! {
     fn any_bit_flip_is_rejected(state in ".{0,256}", bit in 0usize..4096) {
         let sealer = vector_sealer();
         let binding = Binding::new("tools/call", Some("t"), None);
-        let sealed = Sealed { route: Route::new("r"), state: Some(state), expires_at: at_ms(EXPIRES_MS) };
+        let sealed = Sealed { route: Route::new("r"), state: Some(state), expires_at: at_ms(EXPIRES_MS), round: 1 };
         let wire = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
         let mut raw = URL_SAFE_NO_PAD.decode(&wire[PREFIX.len()..]).unwrap();
         let bit = bit % (raw.len() * 8);
