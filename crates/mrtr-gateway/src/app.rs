@@ -128,6 +128,7 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
 fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
     let front = legacy::Front::new(config.legacy.clone(), keys)
         .principal_header(config.settings.principal_header.clone())
+        .audience(config.settings.audience.as_deref().map(Arc::from))
         .max_request_body(config.settings.max_request_body);
     match &config.clock {
         Some(clock) => front.clock(clock.clone()),
@@ -135,11 +136,16 @@ fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
     }
 }
 
-/// Step 6: the MRTR layer, with the configured expiry, body limit, clock and principal.
+/// Step 6: the MRTR layer, with the configured expiry, body limit, round cap, audience, clock
+/// and principal.
 fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
     let mut layer = MrtrLayer::with_keyring_handle(keys)
         .ttl(config.settings.envelope_ttl.into())
-        .max_request_body(config.settings.max_request_body);
+        .max_request_body(config.settings.max_request_body)
+        .max_rounds(config.settings.max_rounds.get());
+    if let Some(audience) = &config.settings.audience {
+        layer = layer.audience(audience.as_str());
+    }
     if let Some(clock) = &config.clock {
         layer = layer.clock(clock.clone());
     }

@@ -28,6 +28,9 @@ pub struct BackendSpec {
     pub name: BackendName,
     /// Its Streamable HTTP endpoint, `http://` or `https://`.
     pub url: BackendUrl,
+    /// What envelopes bind it by, instead of its URL: set it to the old URL when the backend
+    /// moves, so that rounds in flight still reach it.
+    pub identity: Option<String>,
     /// How long to wait for its response head (the gateway's `backend-timeout` otherwise).
     pub timeout: Option<PositiveSeconds>,
     /// How long an idle connection to it is kept (the gateway's `backend-idle-timeout` otherwise).
@@ -169,6 +172,7 @@ impl FromStr for BackendSpec {
         Ok(Self {
             name: BackendName::try_from(name.trim().to_owned())?,
             url: BackendUrl::try_from(url.trim().to_owned())?,
+            identity: None,
             timeout: None,
             idle_timeout: None,
             stall_timeout: None,
@@ -191,6 +195,9 @@ impl BackendSpec {
     ) -> Result<Backend, String> {
         let name = self.name.as_str();
         let mut backend = Backend::new(name, self.url.as_str()).map_err(|e| e.to_string())?;
+        if let Some(identity) = &self.identity {
+            backend = backend.with_identity(identity);
+        }
         if let Some(timeout) = self.timeout {
             backend = backend.with_timeout(timeout.0);
         }

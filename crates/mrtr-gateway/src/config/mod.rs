@@ -23,7 +23,7 @@ mod backend;
 mod values;
 
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU16, NonZeroUsize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,9 @@ use crate::observe::logging::LogFormat;
 use crate::ops::readiness::ReadyRule;
 use crate::tls::ListenerTls;
 use crate::upstream::{self, Backend};
+
+/// The layer's own default round cap, as a setting's type.
+const DEFAULT_MAX_ROUNDS: NonZeroU16 = NonZeroU16::new(tower_mrtr::DEFAULT_MAX_ROUNDS).expect("not zero");
 
 /// Every setting of the gateway; see the [module docs](self). The binary reads the listeners,
 /// keys, TLS files, backend specifications, `demo` and `log-format`; an embedder that calls
@@ -97,6 +100,14 @@ pub struct Settings {
     /// The PEM private key of --tls-cert
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+
+    /// Bind every envelope (request states, task handles, legacy session ids) to this deployment name; every replica of one deployment uses the same, and deployments that share a keyring never open each other's envelopes
+    #[arg(long, value_name = "NAME")]
+    pub audience: Option<String>,
+
+    /// Most rounds of input_required one call may take; a retry past them is refused before it reaches a backend
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ROUNDS)]
+    pub max_rounds: NonZeroU16,
 
     /// Bind every sealed requestState to this request header's value (set by an authenticating proxy in front, which must strip it from client requests)
     #[arg(long, value_name = "NAME", value_parser = values::header_name)]

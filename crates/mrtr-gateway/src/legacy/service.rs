@@ -119,6 +119,13 @@ impl Front {
         self
     }
 
+    /// Binds session ids to the deployment named `audience` (the MRTR layer's audience).
+    pub fn audience(mut self, audience: Option<Arc<str>>) -> Self {
+        let state = self.state_mut();
+        state.sessions = state.sessions.clone().with_audience(audience);
+        self
+    }
+
     /// Where session expiry reads the time.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.state_mut().clock = clock;

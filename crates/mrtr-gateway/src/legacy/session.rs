@@ -179,12 +179,28 @@ impl SessionDigest {
 pub(crate) struct SessionSealer {
     keys: KeyringHandle,
     ttl: Duration,
+    /// The deployment's name, bound into every session id as the layer binds envelopes.
+    audience: Option<Arc<str>>,
 }
 
 impl SessionSealer {
     /// Sessions sealed with the keys behind `keys`, valid for `ttl`.
     pub(crate) fn new(keys: KeyringHandle, ttl: Duration) -> Self {
-        Self { keys, ttl }
+        Self {
+            keys,
+            ttl,
+            audience: None,
+        }
+    }
+
+    /// Binds session ids to the deployment named `audience`.
+    pub(crate) fn with_audience(mut self, audience: Option<Arc<str>>) -> Self {
+        self.audience = audience;
+        self
+    }
+
+    fn binding<'a>(&'a self, principal: Option<&'a str>) -> Binding<'a> {
+        Binding::new(SESSION_BINDING, None, principal).with_audience(self.audience.as_deref())
     }
 
     fn sealer(&self) -> Sealer {
@@ -208,7 +224,7 @@ impl SessionSealer {
         };
         let id = self
             .sealer()
-            .seal(SESSION_PURPOSE, &binding(principal), &sealed)
+            .seal(SESSION_PURPOSE, &self.binding(principal), &sealed)
             .map_err(|_| SessionError::Seal)?;
         if id.len() > MAX_SESSION_ID_LEN {
             return Err(SessionError::TooLarge);
@@ -223,7 +239,10 @@ impl SessionSealer {
             tracing::debug!("legacy session id refused: too long");
             return None;
         }
-        let sealed = match self.sealer().open(SESSION_PURPOSE, &binding(principal), id, now) {
+        let sealed = match self
+            .sealer()
+            .open(SESSION_PURPOSE, &self.binding(principal), id, now)
+        {
             Ok(sealed) => sealed,
             Err(error) => {
                 tracing::debug!(reason = error.reason(), "legacy session id refused");
@@ -240,10 +259,6 @@ impl SessionSealer {
             digest: SessionDigest::of(id),
         })
     }
-}
-
-fn binding(principal: Option<&str>) -> Binding<'_> {
-    Binding::new(SESSION_BINDING, None, principal)
 }
 
 #[cfg(test)]
@@ -357,7 +372,12 @@ mod tests {
         };
         let nonce: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
         let wire = Sealer::new(keyring)
-            .seal_with_nonce(SESSION_PURPOSE, &binding(Some("alice")), &sealed, nonce)
+            .seal_with_nonce(
+                SESSION_PURPOSE,
+                &Binding::new(SESSION_BINDING, None, Some("alice")),
+                &sealed,
+                nonce,
+            )
             .unwrap();
         assert_eq!(wire, SESSION_VECTOR);
     }
@@ -387,7 +407,7 @@ mod tests {
         }
         for purpose in [Purpose::REQUEST_STATE, Purpose::TASK_HANDLE] {
             assert_eq!(
-                raw.open(purpose, &binding(None), &id, now),
+                raw.open(purpose, &Binding::new(SESSION_BINDING, None, None), &id, now),
                 Err(tower_mrtr::envelope::OpenError::Authentication),
                 "{purpose:?}, even with the session's own binding"
             );
@@ -446,5 +466,22 @@ mod tests {
                 .is_none(),
             "expired"
         );
+    }
+
+    #[test]
+    fn session_ids_open_only_for_their_audience() {
+        let keys = KeyringHandle::new(Keyring::generate("k1").unwrap());
+        let sealer = |audience: Option<&str>| {
+            SessionSealer::new(keys.clone(), Duration::from_secs(60)).with_audience(audience.map(Arc::from))
+        };
+        let (prod, staging, none) = (sealer(Some("prod")), sealer(Some("staging")), sealer(None));
+        let session = Session::new("2025-11-25", "{}", "{}").unwrap();
+        let now = SystemTime::now();
+        let id = prod.seal(&session, None, now).unwrap();
+        assert!(prod.open(&id, None, now).is_some());
+        assert!(staging.open(&id, None, now).is_none(), "another deployment");
+        assert!(none.open(&id, None, now).is_none(), "no audience");
+        let unbound = none.seal(&session, None, now).unwrap();
+        assert!(prod.open(&unbound, None, now).is_none(), "sealed without one");
     }
 }

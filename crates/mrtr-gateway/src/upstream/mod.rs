@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::ClientConfig;
-use tower_mrtr::Route;
+use tower_mrtr::{Route, RouteIdentity};
 
 use crate::upstream::health::BackendHealth;
 
@@ -160,7 +160,9 @@ impl Backend {
         Self::check_name(name)?;
         let (url, host) = Self::parse_url(name, url)?;
         Ok(Self {
-            route: Route::new(name),
+            // By default a backend is its URL: another gateway's backend of the same name at
+            // another URL never opens this one's envelopes.
+            route: Route::new(name).with_identity(RouteIdentity::digest(url.to_string())),
             url,
             host,
             timeout: None,
@@ -170,6 +172,14 @@ impl Backend {
             headers: HeaderMap::new(),
             health: Arc::default(),
         })
+    }
+
+    /// Seals `identity` with this backend's route instead of its URL, so that envelopes stay
+    /// valid when the backend moves to another URL: give it the old URL (or any name every
+    /// replica of every deployment that should share envelopes uses for this backend).
+    pub fn with_identity(mut self, identity: &str) -> Self {
+        self.route = Route::new(self.route.as_str()).with_identity(RouteIdentity::digest(identity));
+        self
     }
 
     /// Waits at most `timeout` for this backend's response head (instead of the gateway's
@@ -292,5 +302,25 @@ mod tests {
             assert!(!error.contains("s3cret") && !error.contains("token@"), "{error}");
         }
         assert!(Backend::new("crm", "http://127.0.0.1:9001/mcp").is_ok());
+    }
+
+    #[test]
+    fn a_backend_is_its_url_unless_given_an_identity() {
+        let x = Backend::new("alpha", "http://127.0.0.1:9001/mcp").unwrap();
+        let y = Backend::new("alpha", "http://127.0.0.1:9002/mcp").unwrap();
+        assert_ne!(x.route(), y.route(), "same name, another backend");
+        assert_eq!(
+            x.route(),
+            Backend::new("alpha", "http://127.0.0.1:9001/mcp")
+                .unwrap()
+                .route()
+        );
+        let moved = y.with_identity("http://127.0.0.1:9001/mcp");
+        assert_eq!(
+            x.route(),
+            moved.route(),
+            "moved, keeping the old URL as its identity"
+        );
+        assert_eq!(moved.url().to_string(), "http://127.0.0.1:9002/mcp");
     }
 }
