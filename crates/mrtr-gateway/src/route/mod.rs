@@ -48,9 +48,9 @@ use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
     error_body,
 };
+use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
-use crate::upstream::{Backend, SEPARATOR};
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
@@ -322,15 +322,22 @@ impl Inner {
                 .forward(index, parts.headers, head.id_json(), body, None)
                 .await;
         };
-        // The envelope pins the backend; the name only needs un-prefixing. The catalog knows the
-        // exact mapping; a replica that never listed falls back to stripping `<backend>__`.
-        let original = match self.catalog.resolve_name(kind, exposed) {
-            Some((b, original)) if b == index => original,
-            _ => exposed
-                .strip_prefix(self.backends[index].name())
-                .and_then(|rest| rest.strip_prefix(SEPARATOR))
-                .unwrap_or(exposed)
-                .to_owned(),
+        // The envelope pins the backend; the name only needs un-prefixing, and only the catalog
+        // knows how (a backend's own tool may be called `alpha__x`): a replica that has not
+        // listed this backend's names lists them first, and a name still unknown is refused.
+        let on_this_backend = |resolved: Option<(usize, String)>| resolved.filter(|(b, _)| *b == index);
+        let mut resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
+        if resolved.is_none() {
+            self.refresh(&[kind], &parts.headers, &body).await;
+            resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
+        }
+        let Some((_, original)) = resolved else {
+            let what = if kind == Kind::Tools { "tool" } else { "prompt" };
+            let message = format!(
+                "Unknown {what} {exposed:?} on the backend {:?} that started this request; start the request again without requestState",
+                route.as_str()
+            );
+            return (route.clone(), invalid_params(head.id_json(), &message));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
         self.forward(index, parts.headers, head.id_json(), body, rename)
