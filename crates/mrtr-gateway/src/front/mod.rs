@@ -5,8 +5,9 @@
 //! Imports `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
 //! only names it takes from the stages below are `route`'s [`GATEWAY_ROUTE`](crate::route::GATEWAY_ROUTE).
 //!
-//! [`Gateway`] ([`FrontLayer`]) applies them to a request, in order: [load shedding](shed) (503
-//! over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
+//! [`Gateway`] ([`FrontLayer`]) applies them to a request, in order: the headers its
+//! `Connection` lists removed (they were for this hop; removed later, a header the layer had
+//! bound would not reach the backend), [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
 //! 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, with a body
 //! [deadline], any other path gets 404; every answer gets an [access log](crate::observe::access)
 //! line.
@@ -44,6 +45,7 @@ use self::deadline::BodyDeadline;
 use self::origin::Guard;
 use self::shed::{Admission, LoadShed};
 use crate::observe::access;
+use crate::upstream::forward::remove_connection_options;
 
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
@@ -138,7 +140,9 @@ where
         self.mcp.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        // Before anything reads them: what the layer binds must be what the backend gets.
+        remove_connection_options(request.headers_mut());
         let entry = access::Entry::start(&request);
         let own = |response: Response<Full<Bytes>>, entry| GatewayFuture {
             answer: EitherFuture::Left(ready(Ok(response.map(Either::Right)))),

@@ -372,6 +372,36 @@ fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
     }
 }
 
+/// Removes the headers a request's `Connection` lists (they are meant for this hop alone, RFC
+/// 9110 §7.6.1) and `Connection` itself, as the request arrives: a header the MRTR layer binds
+/// (the principal) or checks against the body (`Mcp-Name`) must then be one the backend gets,
+/// where removing it on the way out would let a client be bound to what the backend never sees.
+pub(crate) fn remove_connection_options(headers: &mut HeaderMap) {
+    if !headers.contains_key(header::CONNECTION) {
+        return;
+    }
+    let mut keep_alive = false;
+    let mut listed: Vec<HeaderName> = Vec::new();
+    for value in headers.get_all(header::CONNECTION) {
+        for option in value.to_str().unwrap_or_default().split(',').map(str::trim) {
+            // The usual options, `close` and `keep-alive`, need no list (and `close` names no
+            // header).
+            if option.eq_ignore_ascii_case("keep-alive") {
+                keep_alive = true;
+            } else if !option.is_empty() && !option.eq_ignore_ascii_case("close") {
+                listed.extend(HeaderName::from_bytes(option.as_bytes()).ok());
+            }
+        }
+    }
+    headers.remove(header::CONNECTION);
+    if keep_alive {
+        headers.remove("keep-alive");
+    }
+    for name in listed {
+        headers.remove(name);
+    }
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -444,5 +474,29 @@ mod tests {
             ("x-request-id", "7"),
         ];
         assert_eq!(kept(&answer, response_drops), ["content-type", "x-request-id"]);
+    }
+
+    #[test]
+    fn headers_named_by_connection_are_removed_as_the_request_arrives() {
+        let mut headers = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, X-Authenticated-User"),
+            ("connection", "mcp-name"),
+            ("keep-alive", "timeout=5"),
+            ("x-authenticated-user", "alice"),
+            ("mcp-name", "deploy"),
+            ("mcp-method", "tools/call"),
+        ] {
+            headers.append(k, v.parse().unwrap());
+        }
+        remove_connection_options(&mut headers);
+        let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["mcp-method"]);
+        let mut usual = HeaderMap::new();
+        usual.insert("connection", "close".parse().unwrap());
+        usual.insert("mcp-name", "deploy".parse().unwrap());
+        remove_connection_options(&mut usual);
+        assert_eq!(usual.len(), 1, "only Connection itself goes");
     }
 }
