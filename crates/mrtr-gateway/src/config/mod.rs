@@ -146,7 +146,7 @@ pub struct Settings {
     #[arg(long, value_name = "SECONDS", default_value = "10")]
     pub health_interval: Option<PositiveSeconds>,
 
-    /// /readyz is 200 when any backend (or all) answered its last catalog or discovery request
+    /// /readyz is 200 when any backend (or all) answered its last server/discover probe
     #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
     pub ready_backends: ReadyRule,
 

@@ -34,7 +34,7 @@ pub(crate) const BACKEND_REQUESTS_TOTAL: &str = "mrtr_gateway_backend_requests_t
 pub(crate) const BACKEND_ERRORS_TOTAL: &str = "mrtr_gateway_backend_errors_total";
 /// Histogram: seconds until a backend's response head, by `backend` and `method`.
 pub(crate) const BACKEND_REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_backend_request_duration_seconds";
-/// Gauge: 1 when the backend answered its last catalog or discovery request, else 0.
+/// Gauge: 1 when the backend answered its last probe, else 0.
 pub(crate) const BACKEND_UP: &str = "mrtr_gateway_backend_up";
 /// Counter: keyring reloads, by `result` (`ok`, `failed`).
 pub(crate) const KEYRING_RELOADS_TOTAL: &str = "mrtr_gateway_keyring_reloads_total";
@@ -209,10 +209,7 @@ pub(crate) fn describe() {
         Unit::Seconds,
         "Time to a backend's response head, by backend and MCP method"
     );
-    describe_gauge!(
-        BACKEND_UP,
-        "1 when the backend answered its last catalog or discovery request"
-    );
+    describe_gauge!(BACKEND_UP, "1 when the backend answered its last probe");
     describe_counter!(
         KEYRING_RELOADS_TOTAL,
         "Keyring reloads from the keys file, by result"
@@ -259,7 +256,7 @@ pub(crate) fn tls_reloaded(ok: bool) {
     metrics::counter!(TLS_RELOADS_TOTAL, "result" => result).increment(1);
 }
 
-/// Records whether `backend` answered its last catalog or discovery request.
+/// Records whether `backend` answered its last probe.
 pub(crate) fn backend_up(backend: &str, up: bool) {
     metrics::gauge!(BACKEND_UP, "backend" => backend.to_owned()).set(if up { 1.0 } else { 0.0 });
 }

@@ -29,6 +29,8 @@ use tower_mrtr::KeyringHandle;
 use crate::front::drain::Lifecycle;
 use crate::route::Proxy;
 use crate::upstream::Backend;
+use crate::upstream::forward::ForwardError;
+use crate::upstream::health::Down;
 
 /// Which backends must be up for the gateway to be ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -103,9 +105,9 @@ impl Readiness {
                 .map(|(b, _)| b.name())
                 .collect();
             reasons.push(match self.rule {
-                ReadyRule::Any => "no backend answered its last catalog or discovery request".to_owned(),
+                ReadyRule::Any => "no backend answered its last probe".to_owned(),
                 ReadyRule::All => format!(
-                    "backends that did not answer their last catalog or discovery request: {}",
+                    "backends that did not answer their last probe: {}",
                     not_up.join(", ")
                 ),
             });
@@ -160,8 +162,17 @@ pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
                 .await;
             let health = match &outcome {
                 Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
-                Ok(answer) => Err(format!("no JSON-RPC response (HTTP {})", answer.status)),
-                Err(error) => Err(error.to_string()),
+                Ok(answer) => Err(Down {
+                    reason: "not_mcp",
+                    detail: format!("no JSON-RPC response (HTTP {})", answer.status),
+                }),
+                Err(error) => Err(Down {
+                    reason: match error {
+                        ForwardError::Timeout => "timeout",
+                        ForwardError::Unreachable(_) => "unreachable",
+                    },
+                    detail: error.to_string(),
+                }),
             };
             backend.health().record(backend.name(), health);
         });

@@ -1,17 +1,26 @@
-//! One backend's health: what its last catalog or discovery request gave, shared by every clone
-//! of its [`Backend`](crate::upstream::Backend). [`crate::ops::readiness`] reads it for
-//! `/readyz` and keeps it current with its probe.
+//! One backend's health: what the gateway's last probe of it gave, shared by every clone of its
+//! [`Backend`](crate::upstream::Backend). `ops/readiness.rs` probes and reads it for `/readyz`,
+//! which shows a down backend's reason as a class only ([`Down::reason`]); what exactly failed
+//! goes to the log, which is not served to whoever can reach the admin listener.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
-/// What one backend's last catalog or discovery request gave.
+/// Why a backend is down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Down {
+    /// A class of failure for `/readyz`: `unreachable`, `timeout` or `not_mcp`.
+    pub(crate) reason: &'static str,
+    /// What failed, for the log.
+    pub(crate) detail: String,
+}
+
+/// What the backend's last probe gave.
 #[derive(Clone, Debug)]
 struct Check {
-    up: bool,
-    detail: Option<String>,
+    down: Option<Down>,
     at: SystemTime,
 }
 
@@ -22,20 +31,21 @@ pub struct BackendHealth {
 }
 
 impl BackendHealth {
-    /// Records the outcome of a catalog or discovery request; `detail` says why it failed.
-    pub(crate) fn record(&self, backend: &str, outcome: Result<(), String>) {
-        let up = outcome.is_ok();
+    /// Records the outcome of a probe.
+    pub(crate) fn record(&self, backend: &str, outcome: Result<(), Down>) {
         let check = Check {
-            up,
-            detail: outcome.err(),
+            down: outcome.err(),
             at: SystemTime::now(),
         };
+        let up = check.down.is_none();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let was_up = last.as_ref().map(|c| c.up);
+        let was_up = last.as_ref().map(|c| c.down.is_none());
         if was_up != Some(up) {
-            match &check.detail {
+            match &check.down {
                 None => tracing::info!(backend, "backend up"),
-                Some(detail) => tracing::warn!(backend, %detail, "backend down"),
+                Some(down) => {
+                    tracing::warn!(backend, reason = down.reason, detail = %down.detail, "backend down")
+                }
             }
             crate::observe::metrics::backend_up(backend, up);
         }
@@ -48,7 +58,7 @@ impl BackendHealth {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|c| c.up)
+            .map(|c| c.down.is_none())
     }
 
     pub(crate) fn to_json(&self) -> Value {
@@ -58,14 +68,42 @@ impl BackendHealth {
             Some(check) => {
                 let age = check.at.elapsed().unwrap_or_default().as_secs();
                 let mut value = json!({
-                    "state": if check.up { "up" } else { "down" },
+                    "state": if check.down.is_none() { "up" } else { "down" },
                     "checked_seconds_ago": age,
                 });
-                if let Some(detail) = check.detail {
-                    value["error"] = json!(detail);
+                if let Some(down) = check.down {
+                    value["reason"] = json!(down.reason);
                 }
                 value
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_shows_a_class_of_failure_never_its_detail() {
+        let health = BackendHealth::default();
+        assert_eq!(health.to_json(), json!({ "state": "unknown" }));
+        let detail = "unreachable: tcp connect error: 10.0.3.7:8443 Connection refused".to_owned();
+        health.record(
+            "crm",
+            Err(Down {
+                reason: "unreachable",
+                detail,
+            }),
+        );
+        let shown = health.to_json();
+        assert_eq!(
+            (shown["state"].as_str(), shown["reason"].as_str()),
+            (Some("down"), Some("unreachable"))
+        );
+        assert!(!shown.to_string().contains("10.0.3.7"), "{shown}");
+        health.record("crm", Ok(()));
+        assert_eq!(health.to_json()["state"], "up");
+        assert!(health.to_json().get("reason").is_none());
     }
 }
