@@ -123,7 +123,7 @@ async fn state_minted_for_another_tool_prompt_or_resource_is_refused() -> anyhow
 async fn state_bound_to_another_principal_is_refused() -> anyhow::Result<()> {
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
     let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
-    config.principal_header = Some("x-authenticated-user".parse()?);
+    config.settings.principal_header = Some("x-authenticated-user".parse()?);
     let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
     let stack = Stack {
         alpha,
@@ -188,7 +188,7 @@ async fn expired_state_is_refused() -> anyhow::Result<()> {
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
     let clock = Arc::new(ManualClock(Mutex::new(SystemTime::now())));
     let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
-    config.envelope_ttl = Duration::from_secs(60);
+    config.settings.envelope_ttl = mrtr_gateway::Seconds(Duration::from_secs(60));
     config.clock = Some(clock.clone());
     let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
     let stack = Stack {

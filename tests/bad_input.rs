@@ -174,7 +174,7 @@ const SECRET: &str = "backend-secret-state";
 /// A gateway in front of `backend` alone, answering within `timeout`.
 async fn gateway_for(backend: &ScriptedBackend, timeout: Duration) -> RunningGateway {
     let mut config = GatewayConfig::new(vec![Backend::new("solo", &backend.url).expect("backend")]);
-    config.backend_timeout = timeout;
+    config.settings.backend_timeout = mrtr_gateway::Seconds(timeout);
     gateway(config, Arc::new(Keyring::generate("k1").expect("key")))
         .await
         .expect("gateway")
@@ -409,7 +409,7 @@ async fn oversized_and_compressed_bodies_are_refused() {
     })
     .await;
     let mut config = GatewayConfig::new(vec![Backend::new("solo", &backend.url).unwrap()]);
-    config.max_request_body = 64 * 1024;
+    config.settings.max_request_body = 64 * 1024;
     let gateway = gateway(config, Arc::new(Keyring::generate("k1").unwrap()))
         .await
         .unwrap();
