@@ -1,0 +1,29 @@
+//! The helpers the workspace's tests share, each defined once (`docs/tests.md` says which test
+//! goes where and what belongs in which module).
+//!
+//! | module | what it holds | feature |
+//! |---|---|---|
+//! | [`mcp`] | the protocol's literal bits: the `_meta` value and its variants, the conformant headers, request bodies, reading the JSON-RPC message of a JSON or SSE answer | always |
+//! | `mcp` (with `gateway`) | the HTTP client side: [`Call`](mcp::Call), [`Reply`](mcp::Reply), [`send`](mcp::send), [`drive`](mcp::drive), [`raw`](mcp::raw), reqwest and hyper requests | `gateway` |
+//! | [`wait`] | the one [`TIMEOUT`](wait::TIMEOUT) every step is bounded by, [`eventually`](wait::eventually) | always |
+//! | [`metrics`] | reading a sample out of a Prometheus text exposition | always |
+//! | `gateway` | starting an in-process gateway, and the real binary as a child process | `gateway` |
+//! | `backends` | the demo backends (`Stack`), a raw hyper backend answering in a chosen way, the demo's `delete_branch` flow | `gateway` |
+//! | `peers` | rmcp clients: the form-filling `Answerer`, `connect`, `call` | `gateway` |
+//! | `tls` | scratch directories, a certificate authority, TLS server configurations, an HTTPS server | `gateway` |
+//!
+//! Without the `gateway` feature the crate needs only `serde_json`, `anyhow` and tokio's timer:
+//! that is what tower-mrtr's own tests take, so `cargo test -p tower-mrtr` builds neither the
+//! gateway nor an MCP peer. Every other test crate enables `gateway`.
+
+#[cfg(feature = "gateway")]
+pub mod backends;
+#[cfg(feature = "gateway")]
+pub mod gateway;
+pub mod mcp;
+pub mod metrics;
+#[cfg(feature = "gateway")]
+pub mod peers;
+#[cfg(feature = "gateway")]
+pub mod tls;
+pub mod wait;
