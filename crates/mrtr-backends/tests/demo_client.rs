@@ -12,6 +12,7 @@ use std::{
 };
 
 use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, serve};
+use mrtr_test_support::mcp::{meta, with_client_info};
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceError,
     model::{
@@ -291,11 +292,7 @@ async fn raw_http_modes_and_tampering() -> anyhow::Result<()> {
         let http = reqwest::Client::new();
         let post = |id: u64, params: Value| {
             let mut params = params;
-            params["_meta"] = json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
-            });
+            params["_meta"] = with_client_info(meta(), "raw", "1");
             http.post(served.url())
                 .header("Accept", "application/json, text/event-stream")
                 .header("MCP-Protocol-Version", "2026-07-28")
