@@ -203,17 +203,7 @@ async fn client_capabilities_reach_the_backend_unchanged() -> anyhow::Result<()>
     );
 
     // An rmcp client declaring no capability at all.
-    #[derive(Clone, Default)]
-    struct NoCaps;
-    impl rmcp::ClientHandler for NoCaps {
-        fn get_info(&self) -> rmcp::model::ClientConfig {
-            rmcp::model::ClientConfig::new(
-                Default::default(),
-                rmcp::model::Implementation::new("no-caps", "0"),
-            )
-        }
-    }
-    let client = connect(&stack.url(), NoCaps).await?;
+    let client = connect(&stack.url(), Answerer::undeclared()).await?;
     let params = tool_params("beta__delete_branch", json!({"repo": "a/b", "branch": "x"}))?;
     match tokio::time::timeout(TIMEOUT, client.call_tool(params)).await? {
         Err(ServiceError::McpError(error)) => assert_eq!(error.code, ErrorCode(-32021), "{error:?}"),

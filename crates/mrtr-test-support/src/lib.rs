@@ -9,12 +9,13 @@
 //! | [`metrics`] | reading a sample out of a Prometheus text exposition | always |
 //! | `gateway` | starting an in-process gateway, and the real binary as a child process | `gateway` |
 //! | `backends` | the demo backends (`Stack`), a raw hyper backend answering in a chosen way, the demo's `delete_branch` flow | `gateway` |
-//! | `peers` | rmcp clients: the form-filling `Answerer`, `connect`, `call` | `gateway` |
+//! | `peers` | rmcp clients: the form-filling `Answerer`, `connect`, `call` | `peers` (also in `gateway`) |
 //! | `tls` | scratch directories, a certificate authority, TLS server configurations, an HTTPS server | `gateway` |
 //!
-//! Without the `gateway` feature the crate needs only `serde_json`, `anyhow` and tokio's timer:
-//! that is what tower-mrtr's own tests take, so `cargo test -p tower-mrtr` builds neither the
-//! gateway nor an MCP peer. Every other test crate enables `gateway`.
+//! Without features the crate needs only `serde_json`, `anyhow` and tokio's timer: that is what
+//! tower-mrtr's own tests take, so `cargo test -p tower-mrtr` builds neither the gateway nor an
+//! MCP peer. mrtr-backends' tests add `peers` (rmcp clients, still no gateway); the gateway's, the
+//! examples' and the workspace's tests enable `gateway`, which includes `peers`.
 
 #[cfg(feature = "gateway")]
 pub mod backends;
@@ -22,7 +23,7 @@ pub mod backends;
 pub mod gateway;
 pub mod mcp;
 pub mod metrics;
-#[cfg(feature = "gateway")]
+#[cfg(feature = "peers")]
 pub mod peers;
 #[cfg(feature = "gateway")]
 pub mod tls;

@@ -1,6 +1,6 @@
-//! Real MCP clients (rmcp) for the end-to-end tests: [`Answerer`], a handler that fills in every
-//! form it is asked, [`connect`] on the 2026-07-28 `server/discover` lifecycle, and [`call`], a
-//! `tools/call` through rmcp's automatic MRTR loop.
+//! Real MCP clients (rmcp): [`Answerer`], a handler that fills in every form it is asked (or
+//! declines, or declares no elicitation at all), [`connect`] on the 2026-07-28 `server/discover`
+//! lifecycle, and [`call`], a `tools/call` through rmcp's automatic MRTR loop.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,13 +20,41 @@ use crate::mcp::fill_form;
 use crate::wait::TIMEOUT;
 
 /// An rmcp client handler that accepts every form elicitation, filling each property with a
-/// value of its type ([`fill_form`]), and counts them.
-#[derive(Clone, Debug, Default)]
+/// value of its type ([`fill_form`]), and counts them. URL elicitations are declined.
+#[derive(Clone, Debug)]
 pub struct Answerer {
     elicitations: Arc<AtomicUsize>,
+    action: ElicitationAction,
+    declare_elicitation: bool,
+}
+
+impl Default for Answerer {
+    fn default() -> Self {
+        Self {
+            elicitations: Arc::default(),
+            action: ElicitationAction::Accept,
+            declare_elicitation: true,
+        }
+    }
 }
 
 impl Answerer {
+    /// Answers every form elicitation with `decline` instead (still counting them).
+    pub fn declining() -> Self {
+        Self {
+            action: ElicitationAction::Decline,
+            ..Self::default()
+        }
+    }
+
+    /// Declares no client capability at all, so a server must not ask it for input.
+    pub fn undeclared() -> Self {
+        Self {
+            declare_elicitation: false,
+            ..Self::default()
+        }
+    }
+
     /// Elicitations answered since the last call.
     pub fn take_count(&self) -> usize {
         self.elicitations.swap(0, Ordering::SeqCst)
@@ -43,16 +71,21 @@ impl ClientHandler for Answerer {
         let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
+        if self.action != ElicitationAction::Accept {
+            return Ok(ElicitResult::new(self.action.clone()));
+        }
         let schema = serde_json::to_value(&requested_schema)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(fill_form(&schema)))
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("mrtr-real-peer-tests", "0.1.0"),
-        )
+        let capabilities = if self.declare_elicitation {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("mrtr-real-peer-tests", "0.1.0"))
     }
 }
 
