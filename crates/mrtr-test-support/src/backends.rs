@@ -73,6 +73,15 @@ impl Stack {
     pub async fn new(alpha_mode: ResponseMode, beta_mode: ResponseMode) -> anyhow::Result<Self> {
         let (alpha, beta) = Self::start(alpha_mode, beta_mode).await?;
         let config = GatewayConfig::new(Self::backends(&alpha, &beta));
+        Self::with_gateway(alpha, beta, config).await
+    }
+
+    /// `alpha` and `beta` behind one gateway serving `config`, with a fresh [`keyring`].
+    pub async fn with_gateway(
+        alpha: ServedBackend,
+        beta: ServedBackend,
+        config: GatewayConfig,
+    ) -> anyhow::Result<Self> {
         let gateway = gateway(config, keyring()).await?;
         Ok(Self {
             alpha,
