@@ -4,7 +4,7 @@
 //! | module | what it holds | feature |
 //! |---|---|---|
 //! | [`mcp`] | the protocol's literal bits: the `_meta` value and its variants, the conformant headers, request bodies, reading the JSON-RPC message of a JSON or SSE answer | always |
-//! | `mcp` (with `gateway`) | the HTTP client side: [`Call`](mcp::Call), [`Reply`](mcp::Reply), [`send`](mcp::send), [`drive`](mcp::drive), [`raw`](mcp::raw), reqwest and hyper requests | `gateway` |
+//! | `mcp` (with `gateway`) | the HTTP client side: `Call`, `Reply`, `send`, `drive`, `raw`, reqwest and hyper requests | `gateway` |
 //! | [`wait`] | the one [`TIMEOUT`](wait::TIMEOUT) every step is bounded by, [`eventually`](wait::eventually) | always |
 //! | [`metrics`] | reading a sample out of a Prometheus text exposition | always |
 //! | `gateway` | starting an in-process gateway, and the real binary as a child process | `gateway` |

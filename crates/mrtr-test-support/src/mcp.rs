@@ -1,7 +1,7 @@
 //! MCP 2026-07-28 as a test client spells it: the `_meta` every request carries and its variants,
 //! the headers a conformant client sends, JSON-RPC request bodies, the JSON-RPC message of a JSON
 //! or SSE answer, and the content that fills in an elicitation's form. With the `gateway` feature,
-//! also the HTTP client side ([`Call`], [`send`], [`drive`], [`raw`], …).
+//! also the HTTP client side (`Call`, `send`, `drive`, `raw`, …).
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
