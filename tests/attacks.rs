@@ -6,9 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use mrtr_backends::ResponseMode;
 use mrtr_gateway::GatewayConfig;
-use mrtr_integration_tests::{Call, Reply, Stack, drive, gateway, send};
+use mrtr_test_support::backends::Stack;
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{Call, Reply, drive, send};
 use serde_json::json;
-use tower_mrtr::{Clock, Keyring};
+use tower_mrtr::Clock;
 
 fn delete_branch(backend: &str) -> Call {
     Call::tool(
@@ -35,12 +37,7 @@ async fn assert_refused(stack: &Stack, url: &str, call: &Call) -> anyhow::Result
 async fn shared_key_stack() -> anyhow::Result<Stack> {
     let (alpha, beta) = Stack::start_shared_key().await?;
     let config = GatewayConfig::new(Stack::backends(&alpha, &beta));
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
-    Ok(Stack {
-        alpha,
-        beta,
-        gateways: vec![gw],
-    })
+    Stack::with_gateway(alpha, beta, config).await
 }
 
 #[tokio::test]
@@ -124,12 +121,7 @@ async fn state_bound_to_another_principal_is_refused() -> anyhow::Result<()> {
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
     let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
     config.settings.principal_header = Some("x-authenticated-user".parse()?);
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
-    let stack = Stack {
-        alpha,
-        beta,
-        gateways: vec![gw],
-    };
+    let stack = Stack::with_gateway(alpha, beta, config).await?;
     let url = stack.url();
 
     let alice = delete_branch("beta").header("x-authenticated-user", "alice");
@@ -190,12 +182,7 @@ async fn expired_state_is_refused() -> anyhow::Result<()> {
     let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
     config.settings.envelope_ttl = mrtr_gateway::Seconds(Duration::from_secs(60));
     config.clock = Some(clock.clone());
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
-    let stack = Stack {
-        alpha,
-        beta,
-        gateways: vec![gw],
-    };
+    let stack = Stack::with_gateway(alpha, beta, config).await?;
     let url = stack.url();
 
     let call = Call::tool("provision_cluster", json!({"name": "c1"}));
@@ -216,7 +203,7 @@ async fn expired_state_is_refused() -> anyhow::Result<()> {
 #[tokio::test]
 async fn retry_pinned_to_a_removed_backend_gets_a_clear_error() -> anyhow::Result<()> {
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
-    let keyring = Arc::new(Keyring::generate("k1")?);
+    let keyring = keyring();
     let both = gateway(
         GatewayConfig::new(Stack::backends(&alpha, &beta)),
         keyring.clone(),

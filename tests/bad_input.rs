@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
-use mrtr_integration_tests::{TIMEOUT, body, gateway, mcp_headers, raw, raw_bytes};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{body, mcp_headers, message, raw, raw_bytes};
+use mrtr_test_support::wait::TIMEOUT;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tower_mrtr::Keyring;
 
 /// What a scripted backend does on a connection, in order.
 #[derive(Clone, Debug)]
@@ -175,9 +176,7 @@ const SECRET: &str = "backend-secret-state";
 async fn gateway_for(backend: &ScriptedBackend, timeout: Duration) -> RunningGateway {
     let mut config = GatewayConfig::new(vec![Backend::new("solo", &backend.url).expect("backend")]);
     config.settings.backend_timeout = mrtr_gateway::Seconds(timeout);
-    gateway(config, Arc::new(Keyring::generate("k1").expect("key")))
-        .await
-        .expect("gateway")
+    gateway(config, keyring()).await.expect("gateway")
 }
 
 /// A conformant `tools/call` of `deploy`: headers and body.
@@ -199,15 +198,9 @@ fn error_code(body: &[u8]) -> Option<i64> {
     last_message(body)["error"]["code"].as_i64()
 }
 
+/// The JSON-RPC message of an answer's bytes; `null` if there is none.
 fn last_message(body: &[u8]) -> Value {
-    let text = String::from_utf8_lossy(body);
-    serde_json::from_str::<Value>(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
-            .unwrap_or(Value::Null)
-    })
+    message(&String::from_utf8_lossy(body)).unwrap_or(Value::Null)
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -410,9 +403,7 @@ async fn oversized_and_compressed_bodies_are_refused() {
     .await;
     let mut config = GatewayConfig::new(vec![Backend::new("solo", &backend.url).unwrap()]);
     config.settings.max_request_body = 64 * 1024;
-    let gateway = gateway(config, Arc::new(Keyring::generate("k1").unwrap()))
-        .await
-        .unwrap();
+    let gateway = gateway(config, keyring()).await.unwrap();
     let (headers, _) = deploy(1);
     let big = body(
         1,
@@ -1065,9 +1056,7 @@ async fn input_required_to_a_method_that_must_not_have_one() {
         Backend::new("buggy", &buggy.url).unwrap(),
         Backend::new("sound", &sound.url).unwrap(),
     ]);
-    let merging = gateway(config, Arc::new(Keyring::generate("k1").unwrap()))
-        .await
-        .unwrap();
+    let merging = gateway(config, keyring()).await.unwrap();
     let (status, _, answer) = raw(Method::POST, &merging.url(), &mcp_headers("tools/list"), &list)
         .await
         .unwrap();

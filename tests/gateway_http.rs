@@ -2,7 +2,8 @@
 //! errors, aggregation corner cases, and what happens when one backend is down.
 
 use mrtr_backends::ResponseMode;
-use mrtr_integration_tests::{Stack, body, mcp_headers, raw};
+use mrtr_test_support::backends::Stack;
+use mrtr_test_support::mcp::{body, mcp_headers, raw};
 use reqwest::Method;
 use serde_json::{Value, json};
 

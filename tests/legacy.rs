@@ -12,18 +12,18 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use mrtr_backends::{ResponseMode, ServedBackend, SuiteFixture, serve};
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
-use mrtr_integration_tests::{TIMEOUT, gateway, text};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::peers::{tool_params, tool_text};
+use mrtr_test_support::wait::TIMEOUT;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, JsonObject, ProtocolVersion,
-    SamplingMessage,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, ProtocolVersion, SamplingMessage,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
 use serde_json::{Value, json};
-use tower_mrtr::Keyring;
 
 /// An rmcp client that answers elicitations with a user's details and sampling with "Paris".
 #[derive(Clone, Debug, Default)]
@@ -69,7 +69,7 @@ async fn suite_behind(
     let backend = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
     let mut gateway_config = GatewayConfig::new(vec![Backend::new("suite", &backend.url())?]);
     config(&mut gateway_config);
-    let gateway = gateway(gateway_config, Arc::new(Keyring::generate("k1")?)).await?;
+    let gateway = gateway(gateway_config, keyring()).await?;
     Ok((backend, gateway))
 }
 
@@ -93,26 +93,26 @@ async fn an_rmcp_client_of_2025_11_25_completes_two_elicitation_rounds_and_sampl
         Some("mrtr-gateway")
     );
 
-    let call = |name: &str, arguments: Value| {
-        let Value::Object(arguments) = arguments else {
-            unreachable!()
-        };
-        CallToolRequestParams::new(name.to_owned()).with_arguments(arguments as JsonObject)
-    };
     let result = tokio::time::timeout(
         TIMEOUT,
-        client.call_tool(call("test_elicitation", json!({"message": "Who are you?"}))),
+        client.call_tool(tool_params(
+            "test_elicitation",
+            json!({"message": "Who are you?"}),
+        )?),
     )
     .await??;
     assert_eq!(user.elicitations.load(Ordering::SeqCst), 2, "two rounds");
-    assert!(text(&result).contains("rust-user"), "{}", text(&result));
+    assert!(tool_text(&result).contains("rust-user"), "{}", tool_text(&result));
 
     let result = tokio::time::timeout(
         TIMEOUT,
-        client.call_tool(call("test_sampling", json!({"prompt": "Capital of France?"}))),
+        client.call_tool(tool_params(
+            "test_sampling",
+            json!({"prompt": "Capital of France?"}),
+        )?),
     )
     .await??;
-    assert_eq!(text(&result), "LLM response: Paris");
+    assert_eq!(tool_text(&result), "LLM response: Paris");
     client.cancel().await?;
     gateway.shutdown().await?;
     backend.shutdown().await?;
@@ -223,7 +223,7 @@ impl Events {
 #[tokio::test]
 async fn answers_must_reach_the_replica_that_holds_the_call() -> anyhow::Result<()> {
     let backend = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
-    let keyring = Arc::new(Keyring::generate("k1")?);
+    let keyring = keyring();
     let config = || GatewayConfig::new(vec![Backend::new("suite", &backend.url()).unwrap()]);
     let a = gateway(config(), keyring.clone()).await?;
     let b = gateway(config(), keyring).await?;

@@ -4,12 +4,14 @@
 
 use mrtr_backends::ResponseMode;
 use mrtr_gateway::{Backend, GatewayConfig};
-use mrtr_integration_tests::{Answerer, Call, Stack, TIMEOUT, call, connect, drive, gateway};
+use mrtr_test_support::backends::Stack;
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{Call, drive};
+use mrtr_test_support::peers::{Answerer, call, connect, tool_params};
+use mrtr_test_support::wait::TIMEOUT;
 use rmcp::ServiceError;
 use rmcp::model::{ErrorCode, GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
-use std::sync::Arc;
-use tower_mrtr::Keyring;
 
 async fn exercise(alpha_mode: ResponseMode, beta_mode: ResponseMode) -> anyhow::Result<()> {
     let stack = Stack::new(alpha_mode, beta_mode).await?;
@@ -160,7 +162,7 @@ async fn rmcp_client_two_sse_backends() -> anyhow::Result<()> {
 async fn single_backend_passes_straight_through() -> anyhow::Result<()> {
     let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
     let config = GatewayConfig::new(vec![Backend::new("only", &alpha.url())?]);
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    let gw = gateway(config, keyring()).await?;
     let answerer = Answerer::default();
     let client = connect(&gw.url(), answerer.clone()).await?;
     let tools: Vec<String> = client
@@ -201,27 +203,8 @@ async fn client_capabilities_reach_the_backend_unchanged() -> anyhow::Result<()>
     );
 
     // An rmcp client declaring no capability at all.
-    #[derive(Clone, Default)]
-    struct NoCaps;
-    impl rmcp::ClientHandler for NoCaps {
-        fn get_info(&self) -> rmcp::model::ClientConfig {
-            rmcp::model::ClientConfig::new(
-                Default::default(),
-                rmcp::model::Implementation::new("no-caps", "0"),
-            )
-        }
-    }
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(stack.url()),
-    );
-    let lifecycle = rmcp::ClientLifecycleMode::Discover {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-    };
-    let client = rmcp::ClientServiceExt::serve_with_lifecycle(NoCaps, transport, lifecycle).await?;
-    let mut arguments = rmcp::model::JsonObject::new();
-    arguments.insert("repo".into(), json!("a/b"));
-    arguments.insert("branch".into(), json!("x"));
-    let params = rmcp::model::CallToolRequestParams::new("beta__delete_branch").with_arguments(arguments);
+    let client = connect(&stack.url(), Answerer::undeclared()).await?;
+    let params = tool_params("beta__delete_branch", json!({"repo": "a/b", "branch": "x"}))?;
     match tokio::time::timeout(TIMEOUT, client.call_tool(params)).await? {
         Err(ServiceError::McpError(error)) => assert_eq!(error.code, ErrorCode(-32021), "{error:?}"),
         other => anyhow::bail!("expected -32021, got {other:?}"),

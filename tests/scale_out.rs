@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use mrtr_backends::ResponseMode;
 use mrtr_gateway::GatewayConfig;
-use mrtr_integration_tests::{Call, Stack, drive, gateway, send};
+use mrtr_test_support::backends::Stack;
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{Call, drive, send};
 use serde_json::json;
 use tower_mrtr::Keyring;
 
@@ -52,7 +54,7 @@ async fn rounds_alternate_between_two_gateways_with_one_keyring() -> anyhow::Res
     // A gateway with a different keyring cannot open them.
     let foreign = gateway(
         GatewayConfig::new(Stack::backends(&stack.alpha, &stack.beta)),
-        Arc::new(Keyring::generate("k1")?),
+        keyring(),
     )
     .await?;
     let call = Call::tool("provision_cluster", json!({"name": "c1"}));

@@ -13,10 +13,11 @@ use axum::routing::post;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use mrtr_gateway::{Backend, GatewayConfig};
-use mrtr_integration_tests::{TIMEOUT, body, gateway, mcp_headers};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{body, mcp_headers};
+use mrtr_test_support::wait::TIMEOUT;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tower_mrtr::Keyring;
 
 type Slot = Arc<Mutex<Option<mpsc::Sender<Result<Bytes, Infallible>>>>>;
 
@@ -63,7 +64,7 @@ async fn call(url: &str) -> anyhow::Result<reqwest::Response> {
 async fn sse_events_stream_through_before_the_result_exists() -> anyhow::Result<()> {
     let (backend_url, slot) = start_backend().await?;
     let config = GatewayConfig::new(vec![Backend::new("slow", &backend_url)?]);
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    let gw = gateway(config, keyring()).await?;
 
     let response = call(&gw.url()).await?;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
@@ -97,7 +98,7 @@ async fn sse_events_stream_through_before_the_result_exists() -> anyhow::Result<
 async fn a_client_hanging_up_cancels_the_backend_stream() -> anyhow::Result<()> {
     let (backend_url, slot) = start_backend().await?;
     let config = GatewayConfig::new(vec![Backend::new("slow", &backend_url)?]);
-    let gw = gateway(config, Arc::new(Keyring::generate("k1")?)).await?;
+    let gw = gateway(config, keyring()).await?;
 
     let response = call(&gw.url()).await?;
     let mut stream = response.bytes_stream();

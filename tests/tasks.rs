@@ -15,22 +15,21 @@
 //!   have the backend it names, handles of two backends in one `subscriptions/listen` filter.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use mrtr_backends::{DemoBackend, ResponseMode, ServedBackend, TasksFixture, serve};
 use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
-use mrtr_integration_tests::{TIMEOUT, gateway};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{Call, Reply, TASKS_EXTENSION, meta_declaring, with_client_info};
+use mrtr_test_support::peers::{connect, tool_params};
+use mrtr_test_support::wait::TIMEOUT;
+use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    GetTaskParams, GetTaskResult, Implementation, JsonObject, ProtocolVersion, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, GetTaskParams, GetTaskResult,
+    Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use tower_mrtr::Keyring;
 
@@ -50,7 +49,7 @@ impl TaskStack {
         let fixture_b = TasksFixture::new("task-b")?;
         let a = serve(fixture_a.clone(), ResponseMode::Json).await?;
         let b = serve(fixture_b.clone(), ResponseMode::Sse).await?;
-        let keyring = Arc::new(Keyring::generate("k1")?);
+        let keyring = keyring();
         let backends = vec![Backend::new("a", &a.url())?, Backend::new("b", &b.url())?];
         let gateway = gateway(GatewayConfig::new(backends), keyring.clone()).await?;
         Ok(Self {
@@ -81,7 +80,7 @@ impl TaskStack {
 }
 
 /// An rmcp client declaring elicitation and the tasks extension, on the 2026-07-28 lifecycle.
-async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ClientConfig>> {
+async fn connect_tasks_client(url: &str) -> anyhow::Result<RunningService<RoleClient, ClientConfig>> {
     let info = ClientConfig::new(
         ClientCapabilities::builder()
             .enable_elicitation()
@@ -89,12 +88,7 @@ async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ClientC
             .build(),
         Implementation::new("mrtr-tasks-tests", "0.1.0"),
     );
-    let transport =
-        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    Ok(tokio::time::timeout(TIMEOUT, info.serve_with_lifecycle(transport, lifecycle)).await??)
+    connect(url, info).await
 }
 
 /// `tools/call` once; the task id (the client's handle) of the `CreateTaskResult`.
@@ -103,10 +97,7 @@ async fn create_task(
     tool: &str,
     arguments: Value,
 ) -> anyhow::Result<String> {
-    let Value::Object(arguments) = arguments else {
-        bail!("arguments must be an object")
-    };
-    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments as JsonObject);
+    let params = tool_params(tool, arguments)?;
     match tokio::time::timeout(TIMEOUT, client.call_tool_once(params)).await?? {
         CallToolResponse::Task(created) => {
             ensure!(
@@ -159,7 +150,7 @@ fn completed_text(got: &GetTaskResult) -> anyhow::Result<String> {
 async fn a_task_is_created_polled_answered_through_tasks_update_and_completed_on_its_backend()
 -> anyhow::Result<()> {
     let stack = TaskStack::new().await?;
-    let client = connect(&stack.url()).await?;
+    let client = connect_tasks_client(&stack.url()).await?;
 
     let handle = create_task(&client, "b__confirm_delete", json!({ "filename": "report.txt" })).await?;
     assert!(
@@ -197,7 +188,7 @@ async fn a_task_is_created_polled_answered_through_tasks_update_and_completed_on
 #[tokio::test]
 async fn a_task_is_cancelled_on_its_backend() -> anyhow::Result<()> {
     let stack = TaskStack::new().await?;
-    let client = connect(&stack.url()).await?;
+    let client = connect_tasks_client(&stack.url()).await?;
 
     let handle = create_task(
         &client,
@@ -222,63 +213,12 @@ async fn a_task_is_cancelled_on_its_backend() -> anyhow::Result<()> {
 
 // --- raw HTTP -------------------------------------------------------------------------------------
 
-static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
-
-/// The HTTP status and JSON-RPC message of an answer (JSON or SSE).
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    body: Value,
-}
-
-impl Reply {
-    fn result(&self) -> &Value {
-        &self.body["result"]
-    }
-
-    fn error_code(&self) -> Option<i64> {
-        self.body["error"]["code"].as_i64()
-    }
-}
-
 /// POSTs one 2026-07-28 request declaring elicitation and the tasks extension, with `Mcp-Name`
 /// mirroring `params.name` or `params.taskId`.
-async fn send(url: &str, method: &str, mut params: Value) -> anyhow::Result<Reply> {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {
-            "elicitation": {},
-            "extensions": { "io.modelcontextprotocol/tasks": {} }
-        },
-        "io.modelcontextprotocol/clientInfo": { "name": "raw-tasks-client", "version": "0" }
-    });
-    let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
-        request = request.header("mcp-name", name);
-    }
-    let response = tokio::time::timeout(TIMEOUT, request.json(&body).send()).await??;
-    let status = response.status().as_u16();
-    let text = tokio::time::timeout(TIMEOUT, response.text()).await??;
-    let message = match serde_json::from_str(&text) {
-        Ok(message) => message,
-        Err(_) => text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .rfind(|m| m.get("result").is_some() || m.get("error").is_some())
-            .with_context(|| format!("no JSON-RPC answer (HTTP {status}): {text:?}"))?,
-    };
-    Ok(Reply {
-        status,
-        body: message,
-    })
+async fn send(url: &str, method: &str, params: Value) -> anyhow::Result<Reply> {
+    let capabilities = json!({ "elicitation": {}, "extensions": { TASKS_EXTENSION: {} } });
+    let meta = with_client_info(meta_declaring(capabilities), "raw-tasks-client", "0");
+    mrtr_test_support::mcp::send(url, &Call::new(method, params).with_meta(meta)).await
 }
 
 /// Creates a long `slow_compute` task on `backend` (`a` or `b`); returns the client's handle.
@@ -447,7 +387,7 @@ async fn discover_through_the_gateway_advertises_tasks_when_one_backend_does() -
         Backend::new("a", &tasks.url())?,
         Backend::new("beta", &plain.url())?,
     ];
-    let mixed = gateway(GatewayConfig::new(backends), Arc::new(Keyring::generate("k1")?)).await?;
+    let mixed = gateway(GatewayConfig::new(backends), keyring()).await?;
     let reply = send(&mixed.url(), "server/discover", json!({})).await?;
     assert_eq!(
         reply.result()["capabilities"]["extensions"],
@@ -456,7 +396,7 @@ async fn discover_through_the_gateway_advertises_tasks_when_one_backend_does() -
     );
 
     let backends = vec![Backend::new("beta", &plain.url())?];
-    let without = gateway(GatewayConfig::new(backends), Arc::new(Keyring::generate("k1")?)).await?;
+    let without = gateway(GatewayConfig::new(backends), keyring()).await?;
     let reply = send(&without.url(), "server/discover", json!({})).await?;
     assert!(
         reply.result()["capabilities"]["extensions"]
@@ -480,21 +420,12 @@ async fn a_client_without_the_extension_gets_missing_capability_on_tasks_methods
     let stack = TaskStack::new().await?;
     let handle = raw_task(&stack.url(), "a").await?;
     for task_id in ["gate-test", handle.as_str()] {
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "taskId": task_id,
-            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                       "io.modelcontextprotocol/clientCapabilities": {},
-                       "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "0" } } } });
-        let response = reqwest::Client::new()
-            .post(stack.url())
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tasks/get")
-            .header("mcp-name", task_id)
-            .json(&body)
-            .send()
-            .await?;
-        assert_eq!(response.status().as_u16(), 400);
-        let answer: Value = response.json().await?;
+        // Declares no capability at all, so not the extension.
+        let meta = with_client_info(meta_declaring(json!({})), "raw", "0");
+        let call = Call::new("tasks/get", json!({ "taskId": task_id })).with_meta(meta);
+        let reply = mrtr_test_support::mcp::send(&stack.url(), &call).await?;
+        assert_eq!(reply.status, 400);
+        let answer = reply.body;
         assert_eq!(answer["error"]["code"], -32021, "{answer}");
         assert_eq!(
             answer["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"],

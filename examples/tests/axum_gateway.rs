@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Backends, as_subject};
 use mrtr_examples::cli::Settings;
-use mrtr_integration_tests::{Call, mcp_headers, raw, send};
+use mrtr_test_support::mcp::{Call, mcp_headers, raw, send};
 use serde_json::json;
 use tokio::net::TcpListener;
 

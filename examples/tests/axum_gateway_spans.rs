@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Backends, as_subject};
-use mrtr_integration_tests::{Call, send};
+use mrtr_test_support::mcp::{Call, send};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tracing::field::{Field, Visit};

@@ -3,105 +3,18 @@
 //! automatic MRTR loop, against a demo backend served directly, in JSON and
 //! in SSE response mode.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
-
 use mrtr_backends::{ConformanceFixture, DemoBackend, ResponseMode, serve};
+use mrtr_test_support::mcp::{meta, with_client_info};
+use mrtr_test_support::peers::{Answerer, call, connect};
+use mrtr_test_support::wait::TIMEOUT;
 use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceError,
+    ServiceError,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-        ElicitResult, ElicitationAction, ErrorCode, GetPromptRequestParams, Implementation, JsonObject,
-        ProtocolVersion, ReadResourceRequestParams, ResourceContents,
+        CallToolRequestParams, ErrorCode, GetPromptRequestParams, JsonObject, ReadResourceRequestParams,
+        ResourceContents,
     },
-    service::{RequestContext, RunningService},
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
 };
 use serde_json::{Value, json};
-
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Answers every form elicitation by filling each requested property with a
-/// value of the right type; counts the elicitations it answered.
-#[derive(Clone)]
-struct Answerer {
-    elicitations: Arc<AtomicUsize>,
-    action: ElicitationAction,
-    declare_elicitation: bool,
-}
-
-impl Answerer {
-    fn new() -> Self {
-        Self {
-            elicitations: Arc::new(AtomicUsize::new(0)),
-            action: ElicitationAction::Accept,
-            declare_elicitation: true,
-        }
-    }
-
-    fn take_count(&self) -> usize {
-        self.elicitations.swap(0, Ordering::SeqCst)
-    }
-}
-
-impl ClientHandler for Answerer {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.elicitations.fetch_add(1, Ordering::SeqCst);
-        let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        if self.action != ElicitationAction::Accept {
-            return Ok(ElicitResult::new(self.action.clone()));
-        }
-        let schema = serde_json::to_value(&requested_schema)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let mut content = serde_json::Map::new();
-        if let Some(properties) = schema["properties"].as_object() {
-            for (name, property) in properties {
-                let value = match property["type"].as_str() {
-                    Some("boolean") => json!(true),
-                    Some("integer" | "number") => json!(3),
-                    _ => json!(format!("{name}-value")),
-                };
-                content.insert(name.clone(), value);
-            }
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content)))
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        if self.declare_elicitation {
-            capabilities = ClientCapabilities::builder().enable_elicitation().build();
-        }
-        ClientConfig::new(capabilities, Implementation::new("demo-test-client", "0.1.0"))
-    }
-}
-
-async fn connect(url: &str, handler: Answerer) -> anyhow::Result<RunningService<RoleClient, Answerer>> {
-    let transport =
-        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
-    let client = tokio::time::timeout(
-        TIMEOUT,
-        handler.serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        ),
-    )
-    .await??;
-    Ok(client)
-}
 
 fn args(value: Value) -> JsonObject {
     match value {
@@ -110,28 +23,9 @@ fn args(value: Value) -> JsonObject {
     }
 }
 
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|block| block.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-async fn call(
-    client: &RunningService<RoleClient, Answerer>,
-    name: &'static str,
-    arguments: Value,
-) -> anyhow::Result<String> {
-    let params = CallToolRequestParams::new(name).with_arguments(args(arguments));
-    let result = tokio::time::timeout(TIMEOUT, client.call_tool(params)).await??;
-    Ok(text(&result))
-}
-
 async fn exercise_demo(mode: ResponseMode) -> anyhow::Result<()> {
     let served = serve(DemoBackend::alpha("alpha")?, mode).await?;
-    let answerer = Answerer::new();
+    let answerer = Answerer::default();
     let client = connect(&served.url(), answerer.clone()).await?;
 
     let tools: Vec<String> = client
@@ -220,8 +114,7 @@ async fn demo_alpha_sse() -> anyhow::Result<()> {
 #[tokio::test]
 async fn demo_beta_catalog_and_decline() -> anyhow::Result<()> {
     let served = serve(DemoBackend::beta("beta")?, ResponseMode::Sse).await?;
-    let mut answerer = Answerer::new();
-    answerer.action = ElicitationAction::Decline;
+    let answerer = Answerer::declining();
     let client = connect(&served.url(), answerer.clone()).await?;
 
     let tools: Vec<String> = client
@@ -255,8 +148,7 @@ async fn demo_beta_catalog_and_decline() -> anyhow::Result<()> {
 #[tokio::test]
 async fn missing_capability_surfaces_as_jsonrpc_error() -> anyhow::Result<()> {
     let served = serve(DemoBackend::alpha("alpha")?, ResponseMode::Json).await?;
-    let mut answerer = Answerer::new();
-    answerer.declare_elicitation = false;
+    let answerer = Answerer::undeclared();
     let client = connect(&served.url(), answerer).await?;
 
     // The backend answers HTTP 400 with a JSON-RPC -32021 body; rmcp's client
@@ -291,11 +183,7 @@ async fn raw_http_modes_and_tampering() -> anyhow::Result<()> {
         let http = reqwest::Client::new();
         let post = |id: u64, params: Value| {
             let mut params = params;
-            params["_meta"] = json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
-            });
+            params["_meta"] = with_client_info(meta(), "raw", "1");
             http.post(served.url())
                 .header("Accept", "application/json, text/event-stream")
                 .header("MCP-Protocol-Version", "2026-07-28")

@@ -2,16 +2,21 @@
 //! `--log-format json`, with method, target, backend, status and duration, and nothing of the
 //! body or the client's credentials.
 
-mod common;
-
-use common::{Answer, Process, eventually, mcp_post, start_backend};
+use mrtr_test_support::backends::{Answer, start_backend};
+use mrtr_test_support::gateway::Process;
+use mrtr_test_support::mcp::mcp_post;
+use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
+
+/// The gateway binary under test (Cargo builds it for these tests).
+const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 #[tokio::test]
 async fn every_request_gets_one_json_access_line_without_secrets() {
     let (url, _) = start_backend(Answer::Json, None).await;
     let keys = tower_mrtr::Keyring::generate("k1").unwrap().to_config_string();
     let gateway = Process::spawn(
+        BIN,
         &["--backend", &format!("alpha={url}"), "--log-format", "json"],
         &[("MRTR_KEYS", keys.as_str())],
     );
@@ -35,10 +40,7 @@ async fn every_request_gets_one_json_access_line_without_secrets() {
             .filter(|line| line["target"] == "mrtr_gateway::access")
             .collect()
     };
-    eventually(common::TIMEOUT, "the access line", || async {
-        !lines().is_empty()
-    })
-    .await;
+    eventually(TIMEOUT, "the access line", || async { !lines().is_empty() }).await;
     let lines = lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     let fields = &lines[0]["fields"];

@@ -2,17 +2,17 @@
 //! reach the backend; the client's own `Authorization` and `Cookie` do not, and no value shows
 //! in `Debug` output or `--help`.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use common::TempDir;
 
 use mrtr_gateway::cli::{self, Command};
-use mrtr_gateway::start;
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::mcp_post;
+use mrtr_test_support::tls::TempDir;
+use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::json;
 use tower_mrtr::Keyring;
 
@@ -75,15 +75,9 @@ headers.x-tenant = {{ value = "acme" }}
         !debug.contains("backend-token") && !debug.contains("api-key-from-env"),
         "{debug}"
     );
-    let gateway = start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let gateway = gateway(config, keyring()).await.unwrap();
 
-    let answer = common::mcp_post(
+    let answer = mcp_post(
         &reqwest::Client::new(),
         &gateway.url(),
         1,
@@ -97,16 +91,12 @@ headers.x-tenant = {{ value = "acme" }}
     .await
     .unwrap();
     assert_eq!(answer.status(), 200);
-    common::eventually(
-        common::TIMEOUT,
-        "the health probe reached the backend",
-        || async {
-            seen.lock()
-                .unwrap()
-                .iter()
-                .any(|h| h.get("mcp-method").is_some_and(|m| m == "server/discover"))
-        },
-    )
+    eventually(TIMEOUT, "the health probe reached the backend", || async {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.get("mcp-method").is_some_and(|m| m == "server/discover"))
+    })
     .await;
     let seen = seen.lock().unwrap().clone();
     let call = seen

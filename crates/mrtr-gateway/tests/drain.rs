@@ -5,8 +5,6 @@
 //! * clients on keep-alive connections, behind a balancer that follows `/readyz` (as Kubernetes
 //!   endpoints do), see no failure while both replicas are restarted one after the other.
 
-mod common;
-
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,11 +17,16 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post as route_post;
 use bytes::Bytes;
-use common::{Process, TIMEOUT, eventually, mcp_post};
 use futures_util::StreamExt;
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
+use mrtr_test_support::gateway::Process;
+use mrtr_test_support::mcp::mcp_post;
+use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::json;
 use tokio::sync::mpsc;
+
+/// The gateway binary under test (Cargo builds it for these tests).
+const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 type Slot = Arc<Mutex<Option<mpsc::Sender<Result<Bytes, Infallible>>>>>;
 
@@ -104,6 +107,7 @@ async fn sigterm_drains_a_stream_in_flight_and_exits_zero() {
     let keys = keys();
     let spec = format!("slow={backend_url}");
     let mut gateway = Process::spawn(
+        BIN,
         &["--backend", &spec, "--drain-delay", "1", "--drain-timeout", "20"],
         &[("MRTR_KEYS", &keys)],
     );
@@ -169,6 +173,7 @@ async fn drain_timeout_ends_a_stream_that_does_not_finish() {
     let keys = keys();
     let spec = format!("slow={backend_url}");
     let mut gateway = Process::spawn(
+        BIN,
         &["--backend", &spec, "--drain-delay", "0", "--drain-timeout", "1"],
         &[("MRTR_KEYS", &keys)],
     );
@@ -213,8 +218,8 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
     ];
     let env = [("MRTR_KEYS", keys.as_str())];
     let replicas: Arc<Mutex<Vec<(String, String)>>> = Arc::default(); // (mcp url, admin url)
-    let mut a = Process::spawn(&args, &env);
-    let mut b = Process::spawn(&args, &env);
+    let mut a = Process::spawn(BIN, &args, &env);
+    let mut b = Process::spawn(BIN, &args, &env);
     replicas
         .lock()
         .unwrap()
@@ -305,7 +310,7 @@ async fn keep_alive_clients_see_no_failure_through_a_rolling_restart() {
         old.signal("TERM");
         let status = old.exited(Duration::from_secs(20)).await;
         assert!(status.success(), "{status:?}");
-        let fresh = Process::spawn(&args, &env);
+        let fresh = Process::spawn(BIN, &args, &env);
         {
             let mut known = replicas.lock().unwrap();
             known.retain(|(url, _)| *url != old.url);

@@ -2,19 +2,18 @@
 //! request bodies are inspected and relayed, a gzip bomb is stopped at the body limit, and a
 //! request id travels from the client to the backend and back.
 
-mod common;
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use common::{delete_branch, delete_branch_retry, mcp_post, message, rpc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use http::HeaderMap;
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway, start};
+use mrtr_gateway::{Backend, GatewayConfig};
+use mrtr_test_support::backends::{Stack, delete_branch, delete_branch_retry};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{body, mcp_post, message};
 use serde_json::{Value, json};
-use tower_mrtr::Keyring;
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
@@ -33,7 +32,7 @@ async fn post(
 ) -> (u16, HeaderMap, Value) {
     let mut request = mcp_post(&reqwest::Client::new(), url, id, "tools/call", params.clone());
     if gzipped {
-        let body = gzip(rpc(id, "tools/call", params).to_string().as_bytes());
+        let body = gzip(body(id, "tools/call", params).as_bytes());
         request = request.header("content-encoding", "gzip").body(body);
     }
     for (header, value) in extra {
@@ -41,25 +40,17 @@ async fn post(
     }
     let response = request.send().await.unwrap();
     let (status, headers) = (response.status().as_u16(), response.headers().clone());
-    (status, headers, message(&response.text().await.unwrap()))
-}
-
-/// The gateway on an ephemeral loopback port, with a fresh key.
-async fn gateway(config: GatewayConfig) -> RunningGateway {
-    let keyring = Keyring::generate("k1").unwrap();
-    start(config, keyring, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
+    (status, headers, message(&response.text().await.unwrap()).unwrap())
 }
 
 #[tokio::test]
 async fn gzip_requests_are_inspected_and_relayed() {
-    let (alpha, beta) = common::demo_pair().await;
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Sse).await.unwrap();
     let config = GatewayConfig::new(vec![
         Backend::new("alpha", &alpha.url()).unwrap(),
         Backend::new("beta", &beta.url()).unwrap(),
     ]);
-    let gateway = gateway(config).await;
+    let gateway = gateway(config, keyring()).await.unwrap();
     let url = gateway.url();
 
     let name = "beta__delete_branch";
@@ -100,7 +91,7 @@ async fn a_gzip_bomb_is_refused_at_the_body_limit() {
         .unwrap();
     let config = GatewayConfig::new(vec![Backend::new("alpha", &alpha.url()).unwrap()]);
     let limit = config.settings.max_request_body;
-    let gateway = gateway(config).await;
+    let gateway = gateway(config, keyring()).await.unwrap();
 
     // 16 times the limit once decoded, a few KiB on the wire.
     let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
@@ -124,7 +115,7 @@ async fn a_gzip_bomb_is_refused_at_the_body_limit() {
         .await
         .unwrap();
     assert_eq!(response.status(), 413);
-    let answer = message(&response.text().await.unwrap());
+    let answer = message(&response.text().await.unwrap()).unwrap();
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
     assert_eq!(alpha.requests(), 0, "nothing reached the backend");
 
@@ -161,7 +152,7 @@ async fn recording_backend() -> (String, Arc<Mutex<Vec<String>>>) {
 async fn a_request_id_travels_to_the_backend_and_back() {
     let (backend, seen) = recording_backend().await;
     let config = GatewayConfig::new(vec![Backend::new("only", &backend).unwrap()]);
-    let gateway = gateway(config).await;
+    let gateway = gateway(config, keyring()).await.unwrap();
     let url = gateway.url();
 
     // The client's own id is kept.

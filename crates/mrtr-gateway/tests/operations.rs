@@ -2,15 +2,21 @@
 //! by editing a keys file two running replicas share (rounds crossing them throughout, none
 //! refused), and `/metrics`, `/healthz`, `/readyz` on the admin listener.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{Process, TempDir, call_tool, delete_branch, delete_branch_retry, eventually, sample};
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
+use mrtr_test_support::backends::{Stack, delete_branch, delete_branch_retry};
+use mrtr_test_support::gateway::Process;
+use mrtr_test_support::mcp::call_tool;
+use mrtr_test_support::metrics::sample;
+use mrtr_test_support::tls::TempDir;
+use mrtr_test_support::wait::eventually;
 use serde_json::Value;
+
+/// The gateway binary under test (Cargo builds it for these tests).
+const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 const STEP: Duration = Duration::from_secs(15);
 
@@ -53,7 +59,7 @@ async fn both_on(replicas: &[&Process], active: &str, keys: u64) {
 
 #[tokio::test]
 async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
-    let (alpha, beta) = common::demo_pair().await;
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Sse).await.unwrap();
     let dir = TempDir::new("rotation");
     let keys = dir.path("keys");
     let entry = |kid: &str| tower_mrtr::keyring::generate_entry(kid).unwrap().to_string();
@@ -70,8 +76,8 @@ async fn keys_rotate_on_two_processes_by_editing_their_keys_file() {
         "--backend",
         &beta_spec,
     ];
-    let a = Process::spawn(&args, &[]);
-    let b = Process::spawn(&args, &[]);
+    let a = Process::spawn(BIN, &args, &[]);
+    let b = Process::spawn(BIN, &args, &[]);
     both_on(&[&a, &b], "k1", 1).await;
 
     // Rounds cross the replicas (A then B, B then A) from start to end of the rotation.
@@ -199,7 +205,7 @@ async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
         .unwrap();
     let keys = tower_mrtr::keyring::generate_entry("k1").unwrap().to_string();
     let backend = format!("beta={}", beta.url());
-    let gateway = Process::spawn(&["--backend", &backend], &[("MRTR_KEYS", &keys)]);
+    let gateway = Process::spawn(BIN, &["--backend", &backend], &[("MRTR_KEYS", &keys)]);
     let client = reqwest::Client::new();
 
     let health = client

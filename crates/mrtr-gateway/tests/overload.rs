@@ -4,12 +4,13 @@
 //! many or too large headers are cut off; connections over the limit wait. Memory under ten times the sustainable load is
 //! measured by `overload-bench` (docs/reliability.md), not asserted here.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Answer, TIMEOUT, gateway, mcp_post, start_backend};
-use mrtr_gateway::{Backend, PositiveSeconds, Seconds};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, Seconds};
+use mrtr_test_support::backends::{Answer, start_backend};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{body, mcp_post, mcp_request, message, response_text};
+use mrtr_test_support::wait::TIMEOUT;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -37,10 +38,9 @@ fn head(addr: std::net::SocketAddr, content_length: usize, extra: &str) -> Strin
 #[tokio::test]
 async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
     let (url, _) = start_backend(Answer::JsonAfter(Duration::from_millis(500)), None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.max_in_flight = 2.try_into().unwrap();
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.max_in_flight = 2.try_into().unwrap();
+    let gateway = gateway(config, keyring()).await.unwrap();
     let client = reqwest::Client::new();
     let call = |id: u64| mcp_post(&client, &gateway.url(), id, "tools/call", json!({"name": "echo"})).send();
     // Two calls the backend holds for 500 ms take both places.
@@ -64,17 +64,16 @@ async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
     assert_eq!((a.as_u16(), b.as_u16()), (200, 200));
     let after = call(4).await.unwrap();
     assert_eq!(after.status(), 200);
-    assert_eq!(common::message(&after.text().await.unwrap())["id"], 4);
+    assert_eq!(message(&after.text().await.unwrap()).unwrap()["id"], 4);
     gateway.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_request_body_sent_a_byte_at_a_time_is_cut_off() {
     let (url, _) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.request_body_timeout = PositiveSeconds(Duration::from_millis(300));
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.request_body_timeout = PositiveSeconds(Duration::from_millis(300));
+    let gateway = gateway(config, keyring()).await.unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}).to_string();
     let mut stream = TcpStream::connect(gateway.addr()).await.unwrap();
     stream
@@ -107,10 +106,9 @@ async fn a_request_body_sent_a_byte_at_a_time_is_cut_off() {
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed() {
     let (url, _) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.client_idle_timeout = PositiveSeconds(Duration::from_millis(300));
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.client_idle_timeout = PositiveSeconds(Duration::from_millis(300));
+    let gateway = gateway(config, keyring()).await.unwrap();
     // One answer on a keep-alive connection, then the gateway closes it: the connection's
     // task ends without an error.
     let stream = TcpStream::connect(gateway.addr()).await.unwrap();
@@ -119,10 +117,10 @@ async fn idle_keep_alive_connections_are_closed() {
             .await
             .unwrap();
     let connection = tokio::spawn(connection);
-    let request = common::mcp_request(&gateway.url(), "ping", None, common::rpc(1, "ping", json!({})));
+    let request = mcp_request(&gateway.url(), "ping", None, body(1, "ping", json!({})));
     let answer = sender.send_request(request).await.unwrap();
     assert_eq!(answer.status(), 200);
-    assert_eq!(common::message(&common::text(answer).await)["id"], 1);
+    assert_eq!(message(&response_text(answer).await).unwrap()["id"], 1);
     tokio::time::timeout(TIMEOUT, connection)
         .await
         .expect("the gateway closes the idle connection in time")
@@ -137,11 +135,10 @@ async fn idle_keep_alive_connections_are_closed() {
 #[tokio::test]
 async fn too_many_or_too_large_headers_get_431() {
     let (url, _) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.max_headers = 20;
-        config.settings.max_header_bytes = 8192;
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.max_headers = 20;
+    config.settings.max_header_bytes = 8192;
+    let gateway = gateway(config, keyring()).await.unwrap();
     let many: String = (0..30).map(|i| format!("x-filler-{i}: {i}\r\n")).collect();
     let large = format!("x-large: {}\r\n", "a".repeat(10_000));
     for extra in [many, large] {
@@ -167,7 +164,12 @@ async fn too_many_or_too_large_headers_get_431() {
 #[tokio::test]
 async fn the_default_limit_refuses_the_101st_header_field() {
     let (url, backend_connections) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |_| {}).await;
+    let gateway = gateway(
+        GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]),
+        keyring(),
+    )
+    .await
+    .unwrap();
     assert_eq!(mrtr_gateway::Settings::default().max_headers, 100);
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let addr = gateway.addr();
@@ -196,10 +198,9 @@ async fn the_default_limit_refuses_the_101st_header_field() {
 #[tokio::test]
 async fn connections_over_the_limit_wait_until_one_closes() {
     let (url, _) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.max_connections = 1.try_into().unwrap();
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.max_connections = 1.try_into().unwrap();
+    let gateway = gateway(config, keyring()).await.unwrap();
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let request = format!("{}{body}", head(gateway.addr(), body.len(), ""));
     // The first connection is served and kept open (keep-alive).
@@ -237,12 +238,11 @@ async fn connections_over_the_limit_wait_until_one_closes() {
 #[tokio::test]
 async fn a_request_queued_in_the_backlog_when_the_listener_closes_is_answered() {
     let (url, _) = start_backend(Answer::Json, None).await;
-    let gateway = gateway(vec![Backend::new("alpha", &url).unwrap()], |config| {
-        config.settings.max_connections = 1.try_into().unwrap();
-        config.settings.drain_delay = Seconds(Duration::from_millis(200));
-        config.settings.drain_timeout = Seconds(Duration::from_secs(5));
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.max_connections = 1.try_into().unwrap();
+    config.settings.drain_delay = Seconds(Duration::from_millis(200));
+    config.settings.drain_timeout = Seconds(Duration::from_secs(5));
+    let gateway = gateway(config, keyring()).await.unwrap();
     let addr = gateway.addr();
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let request = format!("{}{body}", head(addr, body.len(), ""));

@@ -1,22 +1,23 @@
 //! The `mrtr-gateway` binary as real, separate processes: two replicas sharing `MRTR_KEYS` serve
 //! the two rounds of one flow; the CLI refuses to start without keys and documents its options.
 
-mod common;
-
 use std::process::Command;
 
-use common::{Process, call_tool, delete_branch, delete_branch_retry};
+use mrtr_backends::ResponseMode;
+use mrtr_test_support::backends::{Stack, delete_branch, delete_branch_retry};
+use mrtr_test_support::gateway::Process;
+use mrtr_test_support::mcp::call_tool;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 #[tokio::test]
 async fn two_gateway_processes_share_one_keyring() {
-    let (alpha, beta) = common::demo_pair().await;
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Sse).await.unwrap();
     let backends = [format!("alpha={}", alpha.url()), format!("beta={}", beta.url())];
     let keys = tower_mrtr::keyring::generate_entry("k1").unwrap().to_string();
     let args = ["--backend", &backends[0], "--backend", &backends[1]];
-    let first = Process::spawn(&args, &[("MRTR_KEYS", &keys)]);
-    let second = Process::spawn(&args, &[("MRTR_KEYS", &keys)]);
+    let first = Process::spawn(BIN, &args, &[("MRTR_KEYS", &keys)]);
+    let second = Process::spawn(BIN, &args, &[("MRTR_KEYS", &keys)]);
     let client = reqwest::Client::new();
 
     let round1 = call_tool(&client, &first.url, 1, delete_branch("beta__delete_branch")).await;

@@ -7,24 +7,22 @@
 //!   one;
 //! * the gateway's own listener over TLS, with its certificate replaced while it runs.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{
-    Ca, HttpsServer, TIMEOUT, TempDir, delete_branch, delete_branch_retry, mcp_request, message, rpc,
-    server_config, text,
-};
 use http::Version;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use mrtr_backends::{DemoBackend, ResponseMode, ServeOptions};
 use mrtr_gateway::reload::{CertFiles, Reloaded};
 use mrtr_gateway::tls::{BackendTls, ListenerTls};
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway, start};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_test_support::backends::{delete_branch, delete_branch_retry};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{body, call_tool, mcp_request, message, response_text};
+use mrtr_test_support::tls::{Ca, HttpsServer, TempDir, server_config};
+use mrtr_test_support::wait::TIMEOUT;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tower_mrtr::Keyring;
 
 /// The demo backend `alpha` (JSON answers) as an axum router.
 fn alpha_router() -> axum::Router {
@@ -35,28 +33,23 @@ fn alpha_router() -> axum::Router {
     )
 }
 
-async fn gateway(backend: Backend) -> RunningGateway {
+/// A gateway in front of `backend` alone, probing it rarely.
+async fn gateway_to(backend: Backend) -> RunningGateway {
     let mut config = GatewayConfig::new(vec![backend]);
     // The probe is one more request that must fail without the right certificates.
     config.settings.health_interval = mrtr_gateway::PositiveSeconds::from_secs(60);
-    start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap()
+    gateway(config, keyring()).await.unwrap()
 }
 
 /// Both rounds of `delete_branch` through `url` (plain HTTP); the final result's text.
 async fn mrtr_round(url: &str) -> Result<String, Value> {
     let client = reqwest::Client::new();
-    let round1 = common::call_tool(&client, url, 1, delete_branch("delete_branch")).await;
+    let round1 = call_tool(&client, url, 1, delete_branch("delete_branch")).await;
     let Some(state) = round1["result"]["requestState"].as_str() else {
         return Err(round1);
     };
     assert!(state.starts_with("mrtr3."), "{round1}");
-    let round2 = common::call_tool(&client, url, 2, delete_branch_retry("delete_branch", state)).await;
+    let round2 = call_tool(&client, url, 2, delete_branch_retry("delete_branch", state)).await;
     round2["result"]["content"][0]["text"]
         .as_str()
         .map(str::to_owned)
@@ -71,7 +64,7 @@ async fn mrtr_round_to_an_https_backend_with_a_private_ca() {
     let backend = HttpsServer::start(alpha_router(), server_config(&cert, &key, None)).await;
 
     // Trusting only the system's roots, the private certificate is refused: the call fails.
-    let untrusting = gateway(Backend::new("alpha", &backend.url()).unwrap()).await;
+    let untrusting = gateway_to(Backend::new("alpha", &backend.url()).unwrap()).await;
     let refused = mrtr_round(&untrusting.url()).await.unwrap_err();
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     assert!(*backend.failed_handshakes.lock().unwrap() >= 1);
@@ -85,7 +78,7 @@ async fn mrtr_round_to_an_https_backend_with_a_private_ca() {
         ca_file: Some(ca.cert_file()),
         ..BackendTls::default()
     };
-    let trusting = gateway(
+    let trusting = gateway_to(
         Backend::new("alpha", &backend.url())
             .unwrap()
             .with_tls(tls.client_config().unwrap()),
@@ -122,7 +115,7 @@ async fn mrtr_round_to_a_backend_requiring_a_client_certificate() {
         ca_file: Some(server_ca.cert_file()),
         ..BackendTls::default()
     };
-    let anonymous = gateway(
+    let anonymous = gateway_to(
         Backend::new("alpha", &backend.url())
             .unwrap()
             .with_tls(without.client_config().unwrap()),
@@ -141,7 +134,7 @@ async fn mrtr_round_to_a_backend_requiring_a_client_certificate() {
         client_cert: Some(client_cert),
         client_key: Some(client_key),
     };
-    let authenticated = gateway(
+    let authenticated = gateway_to(
         Backend::new("alpha", &backend.url())
             .unwrap()
             .with_tls(with.client_config().unwrap()),
@@ -167,13 +160,7 @@ async fn the_listener_serves_tls_and_takes_a_new_certificate_without_a_restart()
     let tls = Arc::new(ListenerTls::load(&cert, &key).unwrap());
     let mut config = GatewayConfig::new(vec![Backend::new("alpha", &backend.url()).unwrap()]);
     config.listener_tls = Some(tls.clone());
-    let gateway = start(
-        config,
-        Keyring::generate("k1").unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let gateway = gateway(config, keyring()).await.unwrap();
     assert!(gateway.url().starts_with("https://127.0.0.1:"));
 
     // A fresh client (so a fresh connection and handshake) trusting only `ca`.
@@ -196,13 +183,13 @@ async fn the_listener_serves_tls_and_takes_a_new_certificate_without_a_restart()
                 &url,
                 "tools/call",
                 Some("whoami"),
-                rpc(id, "tools/call", serde_json::json!({"name": "whoami"})),
+                body(id, "tools/call", serde_json::json!({"name": "whoami"})),
             );
             match tokio::time::timeout(TIMEOUT, client.request(request))
                 .await
                 .unwrap()
             {
-                Ok(response) => Ok(message(&text(response).await)),
+                Ok(response) => Ok(message(&response_text(response).await).unwrap()),
                 Err(error) => Err(error),
             }
         }

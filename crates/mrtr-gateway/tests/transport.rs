@@ -8,19 +8,16 @@
 //!
 //! The restart under continuous keep-alive load is `tests/drain.rs`.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{Answer, TIMEOUT, mcp_post, start_backend};
 use futures_util::StreamExt;
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_gateway::{Backend, GatewayConfig};
+use mrtr_test_support::backends::{Answer, start_backend};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{mcp_post, message};
+use mrtr_test_support::wait::TIMEOUT;
 use serde_json::{Value, json};
-
-async fn gateway(backend: Backend, configure: impl FnOnce(&mut GatewayConfig)) -> RunningGateway {
-    common::gateway(vec![backend], configure).await
-}
 
 #[tokio::test]
 async fn a_backend_closing_idle_connections_after_1_s_causes_no_502() {
@@ -29,7 +26,9 @@ async fn a_backend_closing_idle_connections_after_1_s_causes_no_502() {
     let backend = Backend::new("alpha", &url)
         .unwrap()
         .with_idle_timeout(Duration::from_millis(500));
-    let gateway = gateway(backend, |_| {}).await;
+    let gateway = gateway(GatewayConfig::new(vec![backend]), keyring())
+        .await
+        .unwrap();
     let client = reqwest::Client::new();
     // Pauses on both sides of the gateway's 0.5 s and the backend's 1 s, and right at them.
     let pauses_ms = [0, 100, 450, 550, 950, 1000, 1050, 300, 1300, 200, 990, 1010, 700];
@@ -48,7 +47,7 @@ async fn a_backend_closing_idle_connections_after_1_s_causes_no_502() {
         let status = response.status();
         let text = response.text().await.unwrap();
         assert_eq!(status, 200, "request {id} after a {pause} ms pause: {text}");
-        assert_eq!(common::message(&text)["id"], id, "{text}");
+        assert_eq!(message(&text).unwrap()["id"], id, "{text}");
     }
     // Pauses over 0.5 s opened new connections; shorter ones reused the kept one.
     let opened = connections.load(Ordering::SeqCst);
@@ -96,7 +95,12 @@ fn assert_ends_with_error(text: &str, id: u64) {
 #[tokio::test]
 async fn a_backend_dying_mid_stream_ends_the_stream_with_an_error_event() {
     let (url, _) = start_backend(Answer::SseThenDie, None).await;
-    let gateway = gateway(Backend::new("alpha", &url).unwrap(), |_| {}).await;
+    let gateway = gateway(
+        GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]),
+        keyring(),
+    )
+    .await
+    .unwrap();
     // Through the MRTR layer's SSE rewriting...
     let text = whole_answer(&gateway.url(), 7, "tools/call", json!({"name": "work"})).await;
     assert_ends_with_error(&text, 7);
@@ -110,10 +114,9 @@ async fn a_backend_dying_mid_stream_ends_the_stream_with_an_error_event() {
 #[tokio::test]
 async fn a_stalled_backend_stream_ends_with_an_error_event() {
     let (url, _) = start_backend(Answer::SseThenStall, None).await;
-    let gateway = gateway(Backend::new("alpha", &url).unwrap(), |config| {
-        config.settings.backend_stall_timeout = mrtr_gateway::PositiveSeconds(Duration::from_millis(300));
-    })
-    .await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.backend_stall_timeout = mrtr_gateway::PositiveSeconds(Duration::from_millis(300));
+    let gateway = gateway(config, keyring()).await.unwrap();
     let text = whole_answer(&gateway.url(), 9, "tools/call", json!({"name": "work"})).await;
     assert_ends_with_error(&text, 9);
     assert!(text.contains("it stalled"), "{text:?}");

@@ -10,6 +10,7 @@ use common::*;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
+use mrtr_test_support::mcp::tasks_meta;
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
@@ -44,12 +45,6 @@ fn task_backend(
         };
         json!({"jsonrpc":"2.0","id": id,"result": answer}).to_string()
     })
-}
-
-/// `_meta` of a client that declares the Tasks extension.
-fn tasks_meta() -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}})
 }
 
 fn task_request(id: u64, method: &str, handle: &str) -> Request<Full<Bytes>> {

@@ -1,5 +1,5 @@
-//! What the tests of the two HTTP examples share: the backends and settings they run with, and
-//! the behaviour both relays must show.
+//! What only the tests of the two HTTP examples share, built on `mrtr-test-support`: the backends
+//! and settings they run with, bearer tokens, and the behaviour both relays must show.
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
@@ -8,7 +8,8 @@ use std::time::Duration;
 use mrtr_backends::{ResponseMode, ServedBackend};
 use mrtr_examples::auth::mint;
 use mrtr_examples::cli::{AUDIENCE, Secret, Settings};
-use mrtr_integration_tests::{Call, Stack, send};
+use mrtr_test_support::backends::Stack;
+use mrtr_test_support::mcp::{Call, send};
 use serde_json::json;
 use tower_mrtr::Keyring;
 

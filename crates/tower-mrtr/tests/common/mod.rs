@@ -1,5 +1,6 @@
-//! Shared helpers for the layer's behaviour tests: scripted backends built with
-//! `tower::service_fn`, request builders and response readers.
+//! The library's own mocks for its behaviour tests: scripted backends built with
+//! `tower::service_fn`, request builders and response readers, a clock moved by hand. What every
+//! test crate shares (MCP's `_meta` and headers) comes from `mrtr-test-support`.
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
@@ -9,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
+use mrtr_test_support::mcp::{HEADERS, meta};
 use serde_json::Value;
 use tower::{BoxError, Service, ServiceExt};
 use tower_mrtr::{Clock, McpRequestHead, PinnedRoute, RequestBody, Route};
@@ -103,10 +105,11 @@ pub fn must_not_be_called() -> impl Service<
 /// A POST to `/mcp` with MCP's headers mirrored from the body.
 pub fn post(body: &str) -> Request<Full<Bytes>> {
     let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    let mut builder = Request::post("/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
+    let mut builder = HEADERS
+        .iter()
+        .fold(Request::post("/mcp"), |builder, (name, value)| {
+            builder.header(*name, *value)
+        })
         .header("content-length", body.len());
     if let Some(method) = value["method"].as_str() {
         builder = builder.header("mcp-method", method);
@@ -127,8 +130,7 @@ pub fn tool_call(id: u64, name: &str, state: Option<&str>) -> String {
     let mut params = serde_json::json!({
         "name": name,
         "arguments": {"repo": "acme/api"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+        "_meta": meta(),
     });
     if let Some(state) = state {
         params["requestState"] = Value::String(state.to_owned());

@@ -1,0 +1,210 @@
+//! Backends for the gateway to talk to: the two demo backends (rmcp) as a [`Stack`], alone or
+//! behind gateways; a raw hyper backend that answers every request in a chosen way
+//! ([`start_backend`], [`Answer`]) for faults rmcp would never produce; and the params of the
+//! demo's two-round `delete_branch` flow.
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Either, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mrtr_backends::{DemoBackend, DemoCatalog, ResponseMode, ServedBackend, StateSealer, serve};
+use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::gateway::{gateway, keyring};
+
+/// Two demo backends (`alpha`, `beta`) behind one or more gateways.
+#[derive(Debug)]
+pub struct Stack {
+    /// The demo backend `alpha`.
+    pub alpha: ServedBackend,
+    /// The demo backend `beta`.
+    pub beta: ServedBackend,
+    /// The gateways in front of both; [`Stack::url`] is the first one's.
+    pub gateways: Vec<RunningGateway>,
+}
+
+impl Stack {
+    /// `alpha` and `beta` in the given response modes, with independent state keys.
+    pub async fn start(
+        alpha_mode: ResponseMode,
+        beta_mode: ResponseMode,
+    ) -> anyhow::Result<(ServedBackend, ServedBackend)> {
+        let alpha = serve(DemoBackend::alpha("alpha")?, alpha_mode).await?;
+        let beta = serve(DemoBackend::beta("beta")?, beta_mode).await?;
+        Ok((alpha, beta))
+    }
+
+    /// `alpha` and `beta` sharing one state key **and scope**, so each accepts the other's raw
+    /// `requestState`: only the gateway can tell them apart.
+    pub async fn start_shared_key() -> anyhow::Result<(ServedBackend, ServedBackend)> {
+        let sealer = StateSealer::with_key("shared", vec![7u8; 32])?;
+        let alpha = serve(
+            DemoBackend::with_sealer("alpha", DemoCatalog::Alpha, sealer.clone()),
+            ResponseMode::Json,
+        )
+        .await?;
+        let beta = serve(
+            DemoBackend::with_sealer("beta", DemoCatalog::Beta, sealer),
+            ResponseMode::Json,
+        )
+        .await?;
+        Ok((alpha, beta))
+    }
+
+    /// The backends alpha and beta as gateway configuration.
+    pub fn backends(alpha: &ServedBackend, beta: &ServedBackend) -> Vec<Backend> {
+        vec![
+            Backend::new("alpha", &alpha.url()).unwrap(),
+            Backend::new("beta", &beta.url()).unwrap(),
+        ]
+    }
+
+    /// Default stack: alpha and beta (modes given) behind one gateway.
+    pub async fn new(alpha_mode: ResponseMode, beta_mode: ResponseMode) -> anyhow::Result<Self> {
+        let (alpha, beta) = Self::start(alpha_mode, beta_mode).await?;
+        let config = GatewayConfig::new(Self::backends(&alpha, &beta));
+        Self::with_gateway(alpha, beta, config).await
+    }
+
+    /// `alpha` and `beta` behind one gateway serving `config`, with a fresh [`keyring`].
+    pub async fn with_gateway(
+        alpha: ServedBackend,
+        beta: ServedBackend,
+        config: GatewayConfig,
+    ) -> anyhow::Result<Self> {
+        let gateway = gateway(config, keyring()).await?;
+        Ok(Self {
+            alpha,
+            beta,
+            gateways: vec![gateway],
+        })
+    }
+
+    /// The first gateway's MCP endpoint.
+    pub fn url(&self) -> String {
+        self.gateways[0].url()
+    }
+
+    /// Requests both backends received so far.
+    pub fn backend_requests(&self) -> (u64, u64) {
+        (self.alpha.requests(), self.beta.requests())
+    }
+
+    /// Shuts down every gateway, then both backends.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        for gateway in self.gateways {
+            gateway.shutdown().await?;
+        }
+        self.alpha.shutdown().await?;
+        self.beta.shutdown().await?;
+        Ok(())
+    }
+}
+
+/// Round 1 of the demo's `delete_branch` flow with `name` (prefixed or not): `tools/call` params.
+pub fn delete_branch(name: &str) -> Value {
+    json!({ "name": name, "arguments": { "repo": "acme/api", "branch": "old" } })
+}
+
+/// Round 2: the elicitation answered and `state` echoed.
+pub fn delete_branch_retry(name: &str, state: &str) -> Value {
+    let mut params = delete_branch(name);
+    params["requestState"] = json!(state);
+    params["inputResponses"] =
+        json!({ "confirm_delete": { "action": "accept", "content": { "confirm": true } } });
+    params
+}
+
+/// How a test MCP backend ([`start_backend`]) answers every request.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    /// A JSON result.
+    Json,
+    /// A JSON result after this delay.
+    JsonAfter(Duration),
+    /// An SSE stream: a progress notification, then the connection is cut.
+    SseThenDie,
+    /// An SSE stream: a progress notification, then nothing.
+    SseThenStall,
+}
+
+type BackendBody =
+    Either<Full<Bytes>, StreamBody<futures_util::stream::BoxStream<'static, io::Result<Frame<Bytes>>>>>;
+
+async fn answer(request: Request<Incoming>, answer: Answer) -> Result<Response<BackendBody>, Infallible> {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let id = serde_json::from_slice::<Value>(&body)
+        .map(|m| m["id"].clone())
+        .unwrap_or_default();
+    let progress = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
+    let stream = match answer {
+        Answer::Json | Answer::JsonAfter(_) => {
+            if let Answer::JsonAfter(delay) = answer {
+                tokio::time::sleep(delay).await;
+            }
+            let result =
+                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [], "resultType": "complete"}});
+            return Ok(Response::builder()
+                .header("content-type", "application/json")
+                .body(Either::Left(Full::new(Bytes::from(result.to_string()))))
+                .unwrap());
+        }
+        Answer::SseThenDie => {
+            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
+                .chain(futures_util::stream::once(async {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Err(io::Error::other("the backend process died"))
+                }))
+                .boxed()
+        }
+        Answer::SseThenStall => {
+            futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(progress.as_bytes())))])
+                .chain(futures_util::stream::pending())
+                .boxed()
+        }
+    };
+    Ok(Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Either::Right(StreamBody::new(stream)))
+        .unwrap())
+}
+
+/// Serves `mode` on 127.0.0.1; with `idle_close`, a connection that sends no request head
+/// for that long is closed (hyper's header read timeout, which runs while a connection idles).
+/// Returns the backend's URL and its count of accepted connections.
+pub async fn start_backend(mode: Answer, idle_close: Option<Duration>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(idle_close);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| answer(request, mode));
+                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    (url, connections)
+}
