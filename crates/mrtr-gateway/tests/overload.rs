@@ -270,3 +270,57 @@ async fn a_request_queued_in_the_backlog_when_the_listener_closes_is_answered() 
         .unwrap()
         .unwrap();
 }
+
+/// A socket that sends one byte of what could be HTTP/2's preface, and an HTTP/2 (h2c)
+/// connection that opens and then sends nothing, each hold a place under `--max-connections`
+/// only until `--client-idle-timeout`: after it a real client gets in. (Both used to hold their
+/// place for good: four such sockets locked a client out under a limit of four.)
+#[tokio::test]
+async fn a_stalled_preface_and_an_idle_http2_connection_give_their_places_back() {
+    let (url, _) = start_backend(Answer::Json, None).await;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
+    config.settings.max_connections = 2.try_into().unwrap();
+    config.settings.client_idle_timeout = PositiveSeconds(Duration::from_millis(400));
+    let gateway = gateway(config, keyring()).await.unwrap();
+    let addr = gateway.addr();
+
+    let mut one_byte = TcpStream::connect(addr).await.unwrap();
+    one_byte.write_all(b"P").await.unwrap();
+    // The whole preface and an empty SETTINGS frame: an HTTP/2 connection, idle from then on.
+    let mut h2c = TcpStream::connect(addr).await.unwrap();
+    h2c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+
+    // Both places are taken: a third connection waits in the backlog, unanswered.
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let request = format!("{}{ping}", head(addr, ping.len(), ""));
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client.write_all(request.as_bytes()).await.unwrap();
+
+    // Each of the two is closed after the idle timeout (the HTTP/2 one with a GOAWAY first).
+    let closed = |mut stream: TcpStream| async move {
+        let mut seen = Vec::new();
+        tokio::time::timeout(TIMEOUT, stream.read_to_end(&mut seen))
+            .await
+            .expect("closed within the idle timeout")
+            .ok();
+        seen
+    };
+    assert!(closed(one_byte).await.is_empty(), "nothing answered to one byte");
+    let h2 = closed(h2c).await;
+    // Frames: the server's SETTINGS, the ACK of ours, and a GOAWAY (type 7) before the close.
+    assert!(
+        h2.windows(5).any(|w| w[3] == 0x07 && w[4] == 0),
+        "no GOAWAY in {h2:?}"
+    );
+
+    // And the client that waited is served.
+    let mut status = [0u8; 12];
+    tokio::time::timeout(TIMEOUT, client.read_exact(&mut status))
+        .await
+        .expect("the waiting client is served once a place frees")
+        .unwrap();
+    assert_eq!(&status, b"HTTP/1.1 200");
+    gateway.shutdown().await.unwrap();
+}

@@ -239,7 +239,9 @@ impl<B: Body> Body for TrackedBody<B> {
 
 /// Drives `connection` to its end. When `close` turns true (a drain or a stop), or once
 /// `idle` says the connection has had no open request for its timeout, it is shut down
-/// gracefully with `shutdown` (the answers in flight finish; nothing new is accepted).
+/// gracefully with `shutdown` (the answers in flight finish; nothing new is accepted). An idle
+/// connection's client then gets one more timeout to go: HTTP/2's graceful shutdown waits for
+/// the client to acknowledge a ping, which a client that only holds a socket never does.
 pub(crate) async fn serve_until_closed<C, E>(
     connection: C,
     shutdown: impl Fn(Pin<&mut C>),
@@ -251,6 +253,7 @@ where
 {
     let mut connection = std::pin::pin!(connection);
     let mut shut = false;
+    let mut gone_by: Option<Instant> = None;
     loop {
         let closing = async {
             match &mut close {
@@ -273,10 +276,23 @@ where
                 }
             }
         };
+        let dropped = async {
+            match gone_by {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             served = connection.as_mut() => return served,
+            () = dropped => {
+                tracing::debug!("an idle connection did not close after its shutdown; dropped");
+                return Ok(());
+            }
             () = closing, if !shut => {}
-            () = idled, if !shut => tracing::debug!("an HTTP/2 connection was idle; closing it"),
+            () = idled, if !shut => {
+                tracing::debug!("an HTTP/2 connection was idle; closing it");
+                gone_by = idle.as_ref().map(|(_, timeout)| Instant::now() + *timeout);
+            }
         }
         shutdown(connection.as_mut());
         shut = true;
