@@ -8,7 +8,7 @@ use mrtr_backends::ResponseMode;
 use mrtr_gateway::GatewayConfig;
 use mrtr_test_support::backends::Stack;
 use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::mcp::{Call, Reply, drive, send};
+use mrtr_test_support::mcp::{Call, Reply, body, drive, mcp_headers, message, raw, send};
 use serde_json::json;
 use tower_mrtr::Clock;
 
@@ -230,5 +230,133 @@ async fn retry_pinned_to_a_removed_backend_gets_a_clear_error() -> anyhow::Resul
         message.contains("\"beta\"") && message.contains("no longer configured"),
         "{message}"
     );
+    stack.stop().await
+}
+
+/// A header the client lists in `Connection` is for that hop alone: the gateway removes it as
+/// the request arrives, before the layer reads it. So a principal named there is no principal
+/// (403, nothing relayed) and an `Mcp-Name` named there is missing (400): the layer never binds
+/// or checks a header that the backend would then not receive.
+#[tokio::test]
+async fn headers_the_client_lists_in_connection_are_gone_before_the_layer_reads_them() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+    config.settings.principal_header = Some("x-authenticated-user".parse()?);
+    let stack = Stack::with_gateway(alpha, beta, config).await?;
+    let url = stack.url();
+    let before = stack.backend_requests();
+
+    let hop = delete_branch("beta")
+        .header("x-authenticated-user", "alice")
+        .header("connection", "keep-alive, X-Authenticated-User");
+    let refused = send(&url, &hop).await?;
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (403, Some(-32600)),
+        "{}",
+        refused.body
+    );
+
+    let nameless = delete_branch("beta")
+        .header("x-authenticated-user", "alice")
+        .header("connection", "mcp-name");
+    let refused = send(&url, &nameless).await?;
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (400, Some(-32020)),
+        "{}",
+        refused.body
+    );
+    assert_eq!(stack.backend_requests(), before, "a backend was reached");
+
+    // The same calls without those Connection options go through.
+    let fine = send(
+        &url,
+        &delete_branch("beta").header("x-authenticated-user", "alice"),
+    )
+    .await?;
+    assert!(fine.state().is_ok(), "{}", fine.body);
+    stack.stop().await
+}
+
+/// A call may take at most `max-rounds` rounds of `input_required`: `provision_cluster` needs
+/// three, so with a cap of 2 its third retry is refused before it reaches the backend.
+#[tokio::test]
+async fn a_call_past_the_round_cap_is_refused_before_the_backend() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+    config.settings.max_rounds = 2.try_into()?;
+    let stack = Stack::with_gateway(alpha, beta, config).await?;
+    let url = stack.url();
+    let call = Call::tool("provision_cluster", json!({ "name": "c1" }));
+    let round1 = send(&url, &call).await?;
+    let reply = send(&url, &call.retry(round1.answers(), &round1.state()?)).await?;
+    // Round 2's envelope is handed out; its retry would be the call's third request.
+    let refused = assert_refused(&stack, &url, &call.retry(reply.answers(), &reply.state()?)).await?;
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too many rounds"),
+        "{}",
+        refused.body
+    );
+    stack.stop().await
+}
+
+/// Arguments are bound by their exact decimal values: a confirmation minted for
+/// `9007199254740992` is refused for `9007199254740993.0`, which a double cannot tell apart
+/// but a backend reading exact decimals does.
+#[tokio::test]
+async fn arguments_that_differ_beyond_a_doubles_precision_are_refused() -> anyhow::Result<()> {
+    let stack = Stack::new(ResponseMode::Json, ResponseMode::Json).await?;
+    let url = stack.url();
+    let first = Call::tool(
+        "provision_cluster",
+        json!({ "name": "c1", "quota": 9007199254740992u64 }),
+    );
+    let round1 = send(&url, &first).await?;
+    let retry = first.retry(round1.answers(), &round1.state()?);
+    // The retry's body written by hand: a JSON value would print the literal as a double.
+    let retried =
+        |quota: &str| body(7, "tools/call", retry.params.clone()).replace("9007199254740992", quota);
+    let mut headers = mcp_headers("tools/call");
+    headers.push(("mcp-name", "provision_cluster"));
+    let before = stack.backend_requests();
+    let (status, _, answer) = raw(
+        reqwest::Method::POST,
+        &url,
+        &headers,
+        &retried("9007199254740993.0"),
+    )
+    .await?;
+    let answer = message(&answer)?;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(-32602)),
+        "{answer}"
+    );
+    assert_eq!(stack.backend_requests(), before, "a backend was reached");
+    // The same value written another way is the same argument: the gateway opens the envelope
+    // and relays the retry (what the backend, an rmcp server binding its own state to the
+    // arguments as it reads them, then says of the new spelling is its own business).
+    let before = stack.backend_requests();
+    raw(
+        reqwest::Method::POST,
+        &url,
+        &headers,
+        &retried("9.007199254740992e15"),
+    )
+    .await?;
+    assert_eq!(stack.backend_requests().0, before.0 + 1, "relayed to alpha");
+    let (_, _, answer) = raw(
+        reqwest::Method::POST,
+        &url,
+        &headers,
+        &retried("9007199254740992"),
+    )
+    .await?;
+    let answer = message(&answer)?;
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
     stack.stop().await
 }
