@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use mrtr_backends::{ResponseMode, ServedBackend, SuiteFixture, serve};
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::peers::{tool_params, tool_text};
 use mrtr_test_support::wait::TIMEOUT;
@@ -281,7 +281,9 @@ async fn answers_must_reach_the_replica_that_holds_the_call() -> anyhow::Result<
 
 #[tokio::test]
 async fn a_call_ends_when_its_client_goes_away_or_does_not_answer() -> anyhow::Result<()> {
-    let (backend, gateway) = suite_behind(|c| c.legacy.answer_timeout = Duration::from_millis(500)).await?;
+    let (backend, gateway) =
+        suite_behind(|c| c.settings.legacy_answer_timeout = PositiveSeconds(Duration::from_millis(500)))
+            .await?;
     let session = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
 
     // Unanswered: the client is told to cancel, and the call ends with a timeout error.
@@ -367,6 +369,135 @@ async fn sessions_are_sealed_bound_and_ended_by_delete() -> anyhow::Result<()> {
     assert_eq!(
         (modern.status().as_u16(), modern.headers()["allow"].to_str()?),
         (405, "POST")
+    );
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+/// One session cannot crowd the others out: past its limit of calls waiting for its answers, a
+/// call of that session ends at once with an error, while another session's call still gets its
+/// elicitation. (One session used to fill the replica's whole table of waiting answers.)
+#[tokio::test]
+async fn one_session_cannot_keep_every_call_waiting() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|c| {
+        c.settings.legacy_max_waiting_calls_per_session = 2.try_into().unwrap();
+    })
+    .await?;
+    let greedy = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut events = greedy
+            .call("test_elicitation", json!({"message": "Name?"}))
+            .await?;
+        assert_eq!(events.next().await?["method"], "elicitation/create");
+        held.push(events);
+    }
+    let mut refused = greedy
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let end = refused.next().await?;
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already has 2 calls waiting"),
+        "{end}"
+    );
+    let other = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
+    let mut events = other
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    assert_eq!(
+        events.next().await?["method"],
+        "elicitation/create",
+        "another session is served"
+    );
+    // An ended call gives its place back.
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..50 {
+        let mut events = greedy
+            .call("test_elicitation", json!({"message": "Name?"}))
+            .await?;
+        let first = events.next().await?;
+        if first["method"] == "elicitation/create" {
+            again = Some(events);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "the session got its place back");
+    // The calls still waiting end with their streams.
+    drop((held, events, again, refused));
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+/// A session may keep only so many of its requests waiting for answers: the next call that
+/// would ask ends with an error that says so, and the session's other calls go on.
+#[tokio::test]
+async fn one_session_cannot_keep_every_answer_waiting() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|c| {
+        c.settings.legacy_max_waiting_answers_per_session = 2.try_into().unwrap();
+    })
+    .await?;
+    let greedy = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut events = greedy
+            .call("test_elicitation", json!({"message": "Name?"}))
+            .await?;
+        assert_eq!(events.next().await?["method"], "elicitation/create");
+        held.push(events);
+    }
+    let mut refused = greedy
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let end = refused.next().await?;
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too many requests waiting"),
+        "{end}"
+    );
+    drop((held, refused));
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+/// A call has a deadline in all, not only per round: with answers allowed 30 s per round but
+/// the call 1 s in all, an unanswered call ends after about a second.
+#[tokio::test]
+async fn a_call_ends_at_its_total_deadline() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|c| {
+        c.settings.legacy_answer_timeout = PositiveSeconds::from_secs(30).unwrap();
+        c.settings.legacy_call_timeout = PositiveSeconds::from_secs(1).unwrap();
+    })
+    .await?;
+    let session = Session::open(&gateway.url(), json!({"elicitation": {}})).await?;
+    let mut events = session
+        .call("test_elicitation", json!({"message": "Name?"}))
+        .await?;
+    let request = events.next().await?;
+    assert_eq!(request["method"], "elicitation/create");
+    let end = events.next().await?;
+    assert_eq!(end["error"]["code"], -32001, "{end}");
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("longer than 1 s"),
+        "{end}"
+    );
+    let late = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "cancel"}});
+    assert_eq!(
+        session.post(&gateway.url(), late).await?.status(),
+        400,
+        "its id is forgotten"
     );
     gateway.shutdown().await?;
     backend.shutdown().await?;

@@ -126,7 +126,7 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
 /// comparison; it also answers the 405s on `/mcp`.
 fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
-    let front = legacy::Front::new(config.legacy.clone(), keys)
+    let front = legacy::Front::new(config.settings.legacy(), keys)
         .principal_header(config.settings.principal_header.clone())
         .audience(config.settings.audience.as_deref().map(Arc::from))
         .max_request_body(config.settings.max_request_body);

@@ -182,6 +182,58 @@ pub struct Settings {
     #[arg(long, value_name = "N", default_value = "4096")]
     pub max_connections: NonZeroUsize,
 
+    /// Serve no clients of the initialize era (2025-06-18, 2025-11-25): their initialize gets the modern-only answer (HTTP 400)
+    #[arg(long)]
+    pub no_legacy_clients: bool,
+
+    /// How long a legacy client's sealed Mcp-Session-Id stays valid
+    #[arg(long, value_name = "SECONDS", default_value = "86400")]
+    pub legacy_session_ttl: PositiveSeconds,
+
+    /// How long a legacy call waits for its client's answers to one round of server-to-client requests
+    #[arg(long, value_name = "SECONDS", default_value = "300")]
+    pub legacy_answer_timeout: PositiveSeconds,
+
+    /// How long a legacy call may last in all, every round together
+    #[arg(long, value_name = "SECONDS", default_value = "900")]
+    pub legacy_call_timeout: PositiveSeconds,
+
+    /// Most legacy calls waiting for their clients' answers on this replica; more end at once with an error
+    #[arg(long, value_name = "N", default_value = "256")]
+    pub legacy_max_waiting_calls: NonZeroUsize,
+
+    /// Most legacy calls of one session waiting for its answers at once
+    #[arg(long, value_name = "N", default_value = "8")]
+    pub legacy_max_waiting_calls_per_session: NonZeroUsize,
+
+    /// Most legacy calls of one principal (with --principal-header) waiting for answers at once
+    #[arg(long, value_name = "N", default_value = "32")]
+    pub legacy_max_waiting_calls_per_principal: NonZeroUsize,
+
+    /// Most server-to-client requests waiting for a legacy client's answer on this replica
+    #[arg(long, value_name = "N", default_value = "10000")]
+    pub legacy_max_waiting_answers: NonZeroUsize,
+
+    /// Most server-to-client requests of one legacy session waiting for its answer at once
+    #[arg(long, value_name = "N", default_value = "64")]
+    pub legacy_max_waiting_answers_per_session: NonZeroUsize,
+
+    /// Most server-to-client requests of one principal (with --principal-header) waiting for its legacy clients' answers at once
+    #[arg(long, value_name = "N", default_value = "256")]
+    pub legacy_max_waiting_answers_per_principal: NonZeroUsize,
+
+    /// Most legacy sessions this replica keeps notes about (a DELETE, a logging/setLevel)
+    #[arg(long, value_name = "N", default_value = "100000")]
+    pub legacy_max_session_notes: NonZeroUsize,
+
+    /// Interval of SSE keep-alive comments while a legacy call waits for its client
+    #[arg(long, value_name = "SECONDS", default_value = "15")]
+    pub legacy_keep_alive: PositiveSeconds,
+
+    /// Largest message read from the modern stack for a legacy call (one JSON answer or one SSE event)
+    #[arg(long, value_name = "BYTES", default_value = "4194304")]
+    pub legacy_max_message: usize,
+
     /// Log lines as text or as JSON objects (tracing-subscriber's JSON formatter); RUST_LOG filters them
     #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -232,6 +284,27 @@ impl Settings {
         }
     }
 
+    /// How clients of the `initialize` era are served: the `legacy-*` settings, and the round
+    /// cap every call shares.
+    pub fn legacy(&self) -> LegacyConfig {
+        LegacyConfig {
+            enabled: !self.no_legacy_clients,
+            session_ttl: self.legacy_session_ttl.0,
+            answer_timeout: self.legacy_answer_timeout.0,
+            call_timeout: self.legacy_call_timeout.0,
+            max_rounds: usize::from(self.max_rounds.get()),
+            max_waiting_calls: self.legacy_max_waiting_calls.get(),
+            max_waiting_calls_per_session: self.legacy_max_waiting_calls_per_session.get(),
+            max_waiting_calls_per_principal: self.legacy_max_waiting_calls_per_principal.get(),
+            max_waiting_answers: self.legacy_max_waiting_answers.get(),
+            max_waiting_answers_per_session: self.legacy_max_waiting_answers_per_session.get(),
+            max_waiting_answers_per_principal: self.legacy_max_waiting_answers_per_principal.get(),
+            max_session_notes: self.legacy_max_session_notes.get(),
+            keep_alive: self.legacy_keep_alive.0,
+            max_message: self.legacy_max_message,
+        }
+    }
+
     /// How the gateway drains.
     pub fn drain(&self) -> DrainConfig {
         DrainConfig {
@@ -255,8 +328,6 @@ pub struct GatewayConfig {
     pub listener_tls: Option<Arc<ListenerTls>>,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
     pub clock: Option<Arc<dyn Clock>>,
-    /// How clients of the `initialize` era are served.
-    pub legacy: LegacyConfig,
 }
 
 impl GatewayConfig {
@@ -272,7 +343,6 @@ impl GatewayConfig {
             backends,
             listener_tls: None,
             clock: None,
-            legacy: LegacyConfig::default(),
         }
     }
 

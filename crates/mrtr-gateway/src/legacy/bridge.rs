@@ -39,7 +39,7 @@ use tower_service::Service;
 
 use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy_response};
 use super::config::LegacyConfig;
-use super::registry::{Pending, Registry};
+use super::registry::{LimitReached, Pending, Registry, WaitingCall, WaitingCalls};
 use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
@@ -90,6 +90,8 @@ pub(super) struct Bridge<S, B> {
     pub inner: S,
     /// The request.
     pub request: LegacyRequest,
+    /// The principal the session is bound to, if the gateway binds one.
+    pub principal: Option<String>,
     /// The client's headers.
     pub client_headers: HeaderMap,
     /// The request's URI.
@@ -100,6 +102,8 @@ pub(super) struct Bridge<S, B> {
     pub log_level: Option<&'static str>,
     /// Where answers to server-to-client requests arrive.
     pub registry: Registry,
+    /// The calls waiting for their client, which this call joins when it asks.
+    pub calls: WaitingCalls,
     /// Known `x-mcp-header` annotations.
     pub tools: Arc<ToolHeaders>,
     /// Limits.
@@ -261,9 +265,21 @@ where
         })
     }
 
-    /// Runs the call on the SSE stream until its final answer.
+    /// Runs the call on the SSE stream until its final answer, for at most the call timeout.
     async fn drive(self, events: Events, first: Next<RB>) {
-        let outcome = self.rounds(&events, first).await;
+        let limit = self.config.call_timeout;
+        let outcome = match tokio::time::timeout(limit, self.rounds(&events, first)).await {
+            Ok(outcome) => outcome,
+            // The rounds are dropped, and the ids they wait on forgotten with them.
+            Err(_) => Err(Ok(Failure {
+                code: REQUEST_TIMEOUT,
+                message: format!(
+                    "The call took longer than {} s in all; the gateway ended it",
+                    limit.as_secs()
+                ),
+                data: None,
+            })),
+        };
         let message = match outcome {
             Ok(response) => legacy_response(self.request.id(), self.request.method(), &response),
             Err(Ok(failure)) => self.failure(failure),
@@ -278,6 +294,8 @@ where
         mut next: Next<RB>,
     ) -> Result<ModernResponse, Result<Failure, Gone>> {
         let mut round = 0;
+        // Taken when the call first waits for its client, held until it ends.
+        let mut waiting: Option<WaitingCall> = None;
         loop {
             let input = match next {
                 Next::Input(input) => input,
@@ -301,6 +319,13 @@ where
                     "The backend asked for input without a requestState",
                 )));
             };
+            if waiting.is_none() {
+                waiting = Some(
+                    self.calls
+                        .enter(self.session.digest(), self.principal.as_deref())
+                        .map_err(|crowded| Ok(crowded_out(crowded)))?,
+                );
+            }
             let answers = self.ask(events, &input).await?;
             let answers = RawValue::from_string(
                 serde_json::to_string(&answers)
@@ -371,11 +396,10 @@ where
             if !self.session.declares(&request.method, mode.as_deref()) {
                 return Err(Ok(missing_capability(&request.method, mode.as_deref())));
             }
-            let pending = self.registry.register(self.session.digest()).map_err(|_| {
-                Ok(Failure::internal(
-                    "The gateway is waiting for too many answers; try again later",
-                ))
-            })?;
+            let pending = self
+                .registry
+                .register(self.session.digest(), self.principal.as_deref())
+                .map_err(|full| Ok(too_many_answers(full)))?;
             let params = self.legacy_params(&request.method, params, pending.id());
             let id = serde_json::Value::from(pending.id()).to_string();
             let method = serde_json::Value::from(request.method.as_str()).to_string();
@@ -453,6 +477,38 @@ where
         }
         serde_json::to_string(&object).unwrap_or_else(|_| params.to_owned())
     }
+}
+
+/// The error for a call that may not wait for its client now.
+fn crowded_out(full: LimitReached) -> Failure {
+    Failure::internal(match full {
+        LimitReached::Replica(n) => {
+            format!("The gateway has {n} calls waiting for their clients' answers; try again later")
+        }
+        LimitReached::Session(n) => {
+            format!("This session already has {n} calls waiting for its answers; answer or cancel them first")
+        }
+        LimitReached::Principal(n) => {
+            format!(
+                "This principal already has {n} calls waiting for its answers; answer or cancel them first"
+            )
+        }
+    })
+}
+
+/// The error for a call whose input requests may not all wait for answers now.
+fn too_many_answers(full: LimitReached) -> Failure {
+    Failure::internal(match full {
+        LimitReached::Replica(n) => {
+            format!("The gateway is waiting for {n} answers already; try again later")
+        }
+        LimitReached::Session(n) => format!(
+            "This session has too many requests waiting for its answers ({n}); answer or cancel them first"
+        ),
+        LimitReached::Principal(n) => format!(
+            "This principal has too many requests waiting for its answers ({n}); answer or cancel them first"
+        ),
+    })
 }
 
 /// Round one's outcome: an answer still to read, or one read already.

@@ -1,4 +1,6 @@
 //! The legacy front's settings (read by every other module of the front, so it imports none).
+//! Their defaults and their documentation are the gateway's settings' (`config/mod.rs`,
+//! `--legacy-*`), which build this with `Settings::legacy`.
 
 use std::time::Duration;
 
@@ -19,31 +21,27 @@ pub struct LegacyConfig {
     /// How long a call waits for the client's answers to one round of server-to-client
     /// requests before it ends with an error (and the client is told to cancel them).
     pub answer_timeout: Duration,
+    /// How long a call may last in all, every round together.
+    pub call_timeout: Duration,
     /// Most `input_required` rounds one call may take.
     pub max_rounds: usize,
+    /// Most calls waiting for their client's answers on one replica at once.
+    pub max_waiting_calls: usize,
+    /// Most calls of one session waiting for answers at once.
+    pub max_waiting_calls_per_session: usize,
+    /// Most calls of one principal (with a principal header) waiting for answers at once.
+    pub max_waiting_calls_per_principal: usize,
     /// Most server-to-client requests waiting for an answer on one replica at once.
     pub max_waiting_answers: usize,
+    /// Most server-to-client requests of one session waiting for an answer at once.
+    pub max_waiting_answers_per_session: usize,
+    /// Most server-to-client requests of one principal (with a principal header) waiting for an
+    /// answer at once.
+    pub max_waiting_answers_per_principal: usize,
     /// Most sessions a replica keeps notes about (a `DELETE`, a `logging/setLevel`).
     pub max_session_notes: usize,
     /// Interval of SSE keep-alive comments while a call waits for the client.
     pub keep_alive: Duration,
     /// Largest message read from the modern stack (one JSON answer or one SSE event).
     pub max_message: usize,
-}
-
-impl Default for LegacyConfig {
-    /// On; sessions valid 24 h; 5 min per round of answers; 16 rounds; 10 000 waiting answers and
-    /// 100 000 session notes per replica; keep-alives every 15 s; messages up to 4 MiB.
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            session_ttl: Duration::from_secs(24 * 60 * 60),
-            answer_timeout: Duration::from_secs(5 * 60),
-            max_rounds: 16,
-            max_waiting_answers: 10_000,
-            max_session_notes: 100_000,
-            keep_alive: Duration::from_secs(15),
-            max_message: 4 * 1024 * 1024,
-        }
-    }
 }

@@ -31,7 +31,8 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use mrtr_gateway::legacy::{DualEra, Front, LegacyConfig};
+//! use mrtr_gateway::legacy::{DualEra, Front};
+//! use mrtr_gateway::Settings;
 //! use mrtr_gateway::Proxy;
 //! use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
 //!
@@ -40,7 +41,7 @@
 //! let modern = tower::ServiceBuilder::new()
 //!     .layer(MrtrLayer::with_keyring_handle(keys.clone()))
 //!     .service(proxy);
-//! let dual_era = DualEra::new(modern, Front::new(LegacyConfig::default(), keys));
+//! let dual_era = DualEra::new(modern, Front::new(Settings::default().legacy(), keys));
 //! # let _ = dual_era; Ok(()) }
 //! ```
 

@@ -43,7 +43,7 @@ use super::bridge::{Bridge, LegacyBody, ModernBody, full, json_answer};
 use super::config::LegacyConfig;
 use super::lifecycle::{initialize_result, negotiate};
 use super::notes::{LogLevel, Notes};
-use super::registry::{Delivery, Registry};
+use super::registry::{Delivery, Limits, Registry, WaitingCalls};
 use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
 use super::session::{OpenedSession, Session, SessionSealer};
 use super::stream::Messages;
@@ -82,6 +82,7 @@ struct FrontState {
     sessions: SessionSealer,
     notes: Notes,
     registry: Registry,
+    calls: WaitingCalls,
     tools: Arc<ToolHeaders>,
     principal: Option<HeaderName>,
     clock: Arc<dyn Clock>,
@@ -98,7 +99,16 @@ impl Front {
             inner: Arc::new(FrontState {
                 sessions: SessionSealer::new(keys, config.session_ttl),
                 notes: Notes::new(config.max_session_notes),
-                registry: Registry::new(config.max_waiting_answers),
+                registry: Registry::new(Limits {
+                    replica: config.max_waiting_answers,
+                    session: config.max_waiting_answers_per_session,
+                    principal: config.max_waiting_answers_per_principal,
+                }),
+                calls: WaitingCalls::new(Limits {
+                    replica: config.max_waiting_calls,
+                    session: config.max_waiting_calls_per_session,
+                    principal: config.max_waiting_calls_per_principal,
+                }),
                 tools: Arc::default(),
                 principal: None,
                 clock: Arc::new(SystemClock),
@@ -141,6 +151,11 @@ impl Front {
     /// Server-to-client requests waiting for an answer on this replica right now.
     pub fn waiting_answers(&self) -> usize {
         self.inner.registry.waiting()
+    }
+
+    /// Calls waiting for their client's answers on this replica right now.
+    pub fn waiting_calls(&self) -> usize {
+        self.inner.calls.waiting()
     }
 }
 
@@ -500,14 +515,17 @@ impl Front {
                     .notes
                     .log_level(session.digest(), now)
                     .map(LogLevel::as_str);
+                let principal = self.principal(&parts.headers).map(str::to_owned);
                 let bridge = Bridge {
                     inner,
                     request,
+                    principal,
                     client_headers: parts.headers,
                     uri: parts.uri,
                     session,
                     log_level,
                     registry: self.inner.registry.clone(),
+                    calls: self.inner.calls.clone(),
                     tools: self.inner.tools.clone(),
                     config: self.inner.config.clone(),
                     body: PhantomData,
