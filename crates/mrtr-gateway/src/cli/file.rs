@@ -201,6 +201,31 @@ headers.x-tenant = { value = "acme" }
         }
     }
 
+    /// And it names every setting, so that a new one cannot go undocumented there: each
+    /// option's key appears as `key =`, set or commented out.
+    #[test]
+    fn the_documented_example_names_every_setting() {
+        use clap::Args;
+        let example = include_str!("../../../../docs/gateway.toml");
+        // Not file keys: read before the file, or given as `[[backend]]` sections, or a
+        // try-out switch.
+        let not_in_files = ["config", "generate-key", "backend", "demo"];
+        let command = Settings::augment_args(clap::Command::new("t"));
+        let missing: Vec<&str> = command
+            .get_arguments()
+            .filter_map(clap::Arg::get_long)
+            .filter(|long| !not_in_files.contains(long))
+            .filter(|long| {
+                !example.lines().any(|line| {
+                    let line = line.trim_start_matches('#').trim_start();
+                    line.strip_prefix(long)
+                        .is_some_and(|rest| rest.trim_start().starts_with('='))
+                })
+            })
+            .collect();
+        assert!(missing.is_empty(), "docs/gateway.toml lacks {missing:?}");
+    }
+
     #[test]
     fn errors_name_the_line_and_the_key() {
         let cases = [

@@ -217,6 +217,31 @@ mod tests {
     use crate::ops::readiness::ReadyRule;
     use crate::upstream::Backend;
 
+    /// `docs/gateway.md`'s table of options has a row for every option, so that a new one
+    /// cannot go undocumented there.
+    #[test]
+    fn the_options_table_lists_every_option() {
+        let doc = include_str!("../../../../docs/gateway.md");
+        let command = command();
+        let missing: Vec<&str> = command
+            .get_arguments()
+            .filter_map(clap::Arg::get_long)
+            .filter(|long| *long != "help" && *long != "version")
+            .filter(|long| {
+                let (spaced, quoted) = (format!("`--{long} "), format!("`--{long}`"));
+                // The option's first cell, which may name two options.
+                !doc.lines().filter_map(|line| line.strip_prefix("| ")).any(|row| {
+                    let cell = row.split(" | ").next().unwrap_or_default();
+                    cell.contains(&spaced) || cell.contains(&quoted)
+                })
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/gateway.md's options table lacks {missing:?}"
+        );
+    }
+
     fn parsed(args: &[&str], keys: Option<&str>) -> Result<Run, String> {
         let keys = keys.map(str::to_owned);
         match parse(
