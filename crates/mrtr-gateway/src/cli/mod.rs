@@ -123,7 +123,9 @@ where
     T: Into<OsString> + Clone,
 {
     let mut clap = command();
-    let mut matches = clap.try_get_matches_from_mut(args)?;
+    let mut matches = clap
+        .try_get_matches_from_mut(args)
+        .map_err(|error| without_credentials(error, &mut clap))?;
     if let Some(kid) = matches.get_one::<String>("generate_key") {
         return Ok(Command::GenerateKey(kid.clone()));
     }
@@ -148,6 +150,27 @@ where
     resolve(settings, &env)
         .map(|run| Command::Run(Box::new(run)))
         .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
+}
+
+/// clap repeats a refused value in its message; a backend URL refused for carrying
+/// `user:password@` must not reach the log that way, so such a value is left out.
+fn without_credentials(error: clap::Error, clap: &mut Clap) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let Some(ContextValue::String(value)) = error.get(ContextKind::InvalidValue) else {
+        return error;
+    };
+    if error.kind() != ErrorKind::ValueValidation || !value.contains('@') {
+        return error;
+    }
+    let arg = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg.clone(),
+        _ => "an option".to_owned(),
+    };
+    let reason = std::error::Error::source(&error).map_or_else(String::new, |e| format!(": {e}"));
+    clap.error(
+        ErrorKind::ValueValidation,
+        format!("invalid value for '{arg}'{reason}"),
+    )
 }
 
 /// Checks the settings as a whole and loads what they name: backends (their TLS files and
@@ -252,6 +275,33 @@ mod tests {
             Ok(Command::GenerateKey(_)) => Err("generate".into()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// clap repeats a refused value; a URL's credentials must not reach the log that way, from
+    /// the command line or from the file.
+    #[test]
+    fn a_url_with_credentials_is_refused_without_showing_them() {
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let error = parsed(
+            &["--backend", "crm=http://user:s3cret@127.0.0.1:9001/mcp"],
+            Some(&keys),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("--backend") && error.contains("carries credentials"),
+            "{error}"
+        );
+        assert!(!error.contains("s3cret"), "{error}");
+        let text = "[[backend]]\nname = \"crm\"\nurl = \"http://user:s3cret@127.0.0.1:9001/mcp\"\n";
+        let error = file::parse(text, "t.toml").unwrap_err();
+        assert!(
+            error.contains("t.toml:3") && error.contains("carries credentials"),
+            "{error}"
+        );
+        assert!(!error.contains("s3cret"), "{error}");
+        // Other refused values are still shown, which is what helps.
+        let error = parsed(&["--max-rounds", "zero"], Some(&keys)).unwrap_err();
+        assert!(error.contains("'zero'"), "{error}");
     }
 
     #[test]
