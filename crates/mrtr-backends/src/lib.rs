@@ -13,6 +13,8 @@
 //!   server-to-client request.
 //! * [`tasks_fixture`]: [`TasksFixture`], a task-capable backend (Tasks
 //!   extension, SEP-2663) with what the suite's `tasks-*` scenarios call.
+//! * [`legacy`]: [`LegacyBackend`], an `initialize`-era server with sessions (2025-11-25), for
+//!   tests of how a gateway treats the servers of that era.
 //! * [`serve`](mod@serve): run any `rmcp` server handler on `127.0.0.1:0` at
 //!   `/mcp`, with JSON or SSE responses, and stop it again.
 //! * [`cli`]: what the `fixture-server` and `tasks-fixture-server` binaries
@@ -37,6 +39,7 @@ pub mod cli;
 pub mod demo;
 pub mod fixture;
 mod flow;
+pub mod legacy;
 pub mod serve;
 mod state;
 pub mod suite_fixture;
@@ -44,6 +47,7 @@ pub mod tasks_fixture;
 
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
+pub use legacy::{LegacyBackend, ServedLegacy, serve_legacy};
 pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
 pub use suite_fixture::SuiteFixture;

@@ -1,0 +1,139 @@
+//! [`LegacyBackend`]: an `initialize`-era MCP server (2025-03-26 to 2025-11-25, with
+//! `Mcp-Session-Id` sessions), as every official reference server still is, for tests of how a
+//! gateway treats one. It answers `server/discover` as rmcp does for a server that supports no
+//! 2026-07-28, and `initialize` with the newest revision both sides know.
+//!
+//! [`serve_legacy`] serves it with rmcp's in-memory session manager, so a request without a
+//! session gets rmcp's own refusal, as a real legacy deployment would give it.
+
+use std::borrow::Cow;
+use std::io;
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::MCP_PATH;
+
+/// The newest revision a [`LegacyBackend`] speaks.
+pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// An `initialize`-era server with one tool, `echo`, answering its `text` argument.
+#[derive(Clone, Debug)]
+pub struct LegacyBackend {
+    name: String,
+}
+
+impl LegacyBackend {
+    /// A server that names itself `name` in its `serverInfo`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl ServerHandler for LegacyBackend {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_protocol_version(LEGACY_VERSION)
+            .with_server_info(Implementation::new(self.name.clone(), "1.0.0"))
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&LEGACY_VERSION))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({ "type": "object", "properties": { "text": { "type": "string" } } });
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!("a literal object");
+        };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "echo",
+            "Answers its text argument.",
+            Arc::new(schema),
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != "echo" {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {}", request.name),
+                None,
+            ));
+        }
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(|t| t.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// A served [`LegacyBackend`]: its URL, and a token that stops it.
+#[derive(Debug)]
+pub struct ServedLegacy {
+    url: String,
+    stop: CancellationToken,
+}
+
+impl ServedLegacy {
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for ServedLegacy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serves `backend` on `127.0.0.1:0` at `/mcp` with sessions, until the returned value is dropped.
+pub async fn serve_legacy(backend: LegacyBackend) -> io::Result<ServedLegacy> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("http://{}{MCP_PATH}", listener.local_addr()?);
+    let stop = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_cancellation_token(stop.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(backend.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let app = Router::new().route_service(MCP_PATH, service);
+    let until = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { until.cancelled_owned().await })
+            .await
+    });
+    Ok(ServedLegacy { url, stop })
+}
