@@ -114,6 +114,7 @@ url = "http://127.0.0.1:9001/mcp"
 [[backend]]
 name = "b"
 url = "https://b.internal/mcp"
+era = "legacy"
 timeout = 5
 idle-timeout = 0.5
 stall-timeout = 30
@@ -160,6 +161,10 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(file.backend.len(), 2);
         let b = &file.backend[1];
         assert_eq!((b.name.as_str(), b.url.as_str()), ("b", "https://b.internal/mcp"));
+        assert_eq!(
+            (file.backend[0].era, b.era),
+            (None, Some(crate::upstream::era::Era::Legacy))
+        );
         assert_eq!(b.timeout.map(|s| s.0), Some(Duration::from_secs(5)));
         assert_eq!(b.idle_timeout.map(|s| s.0), Some(Duration::from_millis(500)));
         assert_eq!(b.stall_timeout.map(|s| s.0), Some(Duration::from_secs(30)));
@@ -178,10 +183,9 @@ headers.x-tenant = { value = "acme" }
             client_key: None,
             ..tenant
         };
-        assert_eq!(
-            tenant.resolve(None, &no_env).unwrap().headers()["x-tenant"],
-            "acme"
-        );
+        let resolved = tenant.resolve(None, &no_env).unwrap();
+        assert_eq!(resolved.headers()["x-tenant"], "acme");
+        assert_eq!(resolved.era(), crate::upstream::era::Era::Legacy);
         let zero = parse("backend-idle-timeout = 0\n", "t.toml").unwrap_err();
         assert!(zero.contains("t.toml:1") && zero.contains("positive"), "{zero}");
     }

@@ -1,5 +1,5 @@
 //! [`BackendSpec`]: a backend as an operator writes it, `--backend NAME=URL` or a `[[backend]]`
-//! section of the config file (URL, timeouts, TLS files, static headers), until
+//! section of the config file (URL, era, timeouts, TLS files, static headers), until
 //! [`resolve`](BackendSpec::resolve) reads its files and environment and makes it a
 //! [`Backend`].
 //!
@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::values::PositiveSeconds;
 use crate::tls::BackendTls;
+use crate::upstream::era::Era;
 use crate::upstream::{Backend, BackendSpecError};
 
 /// One backend as configured: `--backend NAME=URL`, or a `[[backend]]` section of the config
@@ -28,6 +29,9 @@ pub struct BackendSpec {
     pub name: BackendName,
     /// Its Streamable HTTP endpoint, `http://` or `https://`.
     pub url: BackendUrl,
+    /// The MCP revision it speaks: `auto` (the default: the probe finds out), `modern`
+    /// (2026-07-28) or `legacy` (`initialize` era).
+    pub era: Option<Era>,
     /// What envelopes bind it by, instead of its URL: set it to the old URL when the backend
     /// moves, so that rounds in flight still reach it.
     pub identity: Option<String>,
@@ -172,6 +176,7 @@ impl FromStr for BackendSpec {
         Ok(Self {
             name: BackendName::try_from(name.trim().to_owned())?,
             url: BackendUrl::try_from(url.trim().to_owned())?,
+            era: None,
             identity: None,
             timeout: None,
             idle_timeout: None,
@@ -195,6 +200,9 @@ impl BackendSpec {
     ) -> Result<Backend, String> {
         let name = self.name.as_str();
         let mut backend = Backend::new(name, self.url.as_str()).map_err(|e| e.to_string())?;
+        if let Some(era) = self.era {
+            backend = backend.with_era(era);
+        }
         if let Some(identity) = &self.identity {
             backend = backend.with_identity(identity);
         }

@@ -142,11 +142,11 @@ pub struct Settings {
     #[arg(long, value_name = "BYTES", default_value_t = tower_mrtr::DEFAULT_MAX_REQUEST_BODY)]
     pub max_request_body: usize,
 
-    /// How often every backend is probed with server/discover for /readyz
+    /// How often every backend is probed (server/discover, then initialize) for /readyz
     #[arg(long, value_name = "SECONDS", default_value = "10")]
     pub health_interval: Option<PositiveSeconds>,
 
-    /// /readyz is 200 when any backend (or all) answered its last server/discover probe
+    /// /readyz is 200 when any backend (or all) was usable (a 2026-07-28 server) at its last probe
     #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
     pub ready_backends: ReadyRule,
 

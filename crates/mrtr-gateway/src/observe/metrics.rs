@@ -34,8 +34,11 @@ pub(crate) const BACKEND_REQUESTS_TOTAL: &str = "mrtr_gateway_backend_requests_t
 pub(crate) const BACKEND_ERRORS_TOTAL: &str = "mrtr_gateway_backend_errors_total";
 /// Histogram: seconds until a backend's response head, by `backend` and `method`.
 pub(crate) const BACKEND_REQUEST_DURATION_SECONDS: &str = "mrtr_gateway_backend_request_duration_seconds";
-/// Gauge: 1 when the backend answered its last probe, else 0.
+/// Gauge: 1 when the backend's last probe found it usable, else 0.
 pub(crate) const BACKEND_UP: &str = "mrtr_gateway_backend_up";
+/// Gauge: 1 for the `era` (`modern`, `legacy`) and `protocol_version` the backend's last probe
+/// found, 0 for what an earlier probe found.
+pub(crate) const BACKEND_ERA: &str = "mrtr_gateway_backend_era";
 /// Counter: keyring reloads, by `result` (`ok`, `failed`).
 pub(crate) const KEYRING_RELOADS_TOTAL: &str = "mrtr_gateway_keyring_reloads_total";
 /// Gauge: 1 for the key id that seals (label `kid`), 0 for ids that sealed before.
@@ -209,7 +212,11 @@ pub(crate) fn describe() {
         Unit::Seconds,
         "Time to a backend's response head, by backend and MCP method"
     );
-    describe_gauge!(BACKEND_UP, "1 when the backend answered its last probe");
+    describe_gauge!(BACKEND_UP, "1 when the backend's last probe found it usable");
+    describe_gauge!(
+        BACKEND_ERA,
+        "1 for the era and protocol version the backend's last probe found"
+    );
     describe_counter!(
         KEYRING_RELOADS_TOTAL,
         "Keyring reloads from the keys file, by result"
@@ -256,9 +263,23 @@ pub(crate) fn tls_reloaded(ok: bool) {
     metrics::counter!(TLS_RELOADS_TOTAL, "result" => result).increment(1);
 }
 
-/// Records whether `backend` answered its last probe.
+/// Records whether `backend` was usable at its last probe.
 pub(crate) fn backend_up(backend: &str, up: bool) {
     metrics::gauge!(BACKEND_UP, "backend" => backend.to_owned()).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Records the era and version a probe found for `backend`, clearing what an earlier probe found.
+pub(crate) fn backend_era(backend: &str, previous: Option<(&str, &str)>, now: Option<(&str, &str)>) {
+    let set = |(era, version): (&str, &str), value: f64| {
+        metrics::gauge!(BACKEND_ERA, "backend" => backend.to_owned(), "era" => era.to_owned(), "protocol_version" => version.to_owned())
+            .set(value);
+    };
+    if let Some(previous) = previous.filter(|p| Some(*p) != now) {
+        set(previous, 0.0);
+    }
+    if let Some(now) = now {
+        set(now, 1.0);
+    }
 }
 
 /// Records a request shed over the in-flight limit.

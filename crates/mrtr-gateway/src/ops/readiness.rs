@@ -1,11 +1,13 @@
 //! The gateway's readiness, and the probe that keeps the backends' health current.
 //!
-//! A backend (`upstream/health.rs` holds its state) is **up** when it answered the gateway's last
-//! probe, a `server/discover` with fixed headers, with a JSON-RPC response, success or error: it
-//! is reachable and speaks MCP. It is **down** when the probe failed (unreachable, timed out, or an
-//! answer that is no JSON-RPC response), and **unknown** before the first probe. [`probe`] sends it
-//! to every backend at start-up and then at a fixed interval, so the state is never older than
-//! that interval. Only the probe decides: what a client's request gets from a backend says as much
+//! A backend (`upstream/health.rs` holds its state) is **up** when the gateway's last probe
+//! found it to be a 2026-07-28 server: `server/discover` with fixed headers answered with a
+//! result (or a modern error about headers). The probe falls back to `initialize` (see
+//! `upstream/era.rs`) to tell an `initialize`-era server, which is **down** with its era and
+//! version shown, from no MCP server at all. It is **down** too when the probe failed
+//! (unreachable, timed out, no MCP answer), and **unknown** before the first probe. [`probe`]
+//! runs at start-up and then at a fixed interval, so the state is never older than that
+//! interval. Only the probe decides: what a client's request gets from a backend says as much
 //! about the request as about the backend, and one bad request must not take a replica out of a
 //! load balancer's rotation.
 //!
@@ -21,16 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use tower_mrtr::KeyringHandle;
 
 use crate::front::drain::Lifecycle;
 use crate::route::Proxy;
-use crate::upstream::Backend;
-use crate::upstream::forward::ForwardError;
-use crate::upstream::health::Down;
+use crate::upstream::{Backend, era};
 
 /// Which backends must be up for the gateway to be ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -105,11 +103,8 @@ impl Readiness {
                 .map(|(b, _)| b.name())
                 .collect();
             reasons.push(match self.rule {
-                ReadyRule::Any => "no backend answered its last probe".to_owned(),
-                ReadyRule::All => format!(
-                    "backends that did not answer their last probe: {}",
-                    not_up.join(", ")
-                ),
+                ReadyRule::Any => "no backend was usable at its last probe".to_owned(),
+                ReadyRule::All => format!("backends not usable at their last probe: {}", not_up.join(", ")),
             });
         }
         let backends: serde_json::Map<String, Value> = self
@@ -131,50 +126,17 @@ impl Readiness {
     }
 }
 
-/// The discovery request the probe sends.
-const PROBE_BODY: &str = r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-
-fn probe_headers() -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    for (name, value) in [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "server/discover"),
-    ] {
-        headers.insert(name, HeaderValue::from_static(value));
-    }
-    headers
-}
-
-/// Sends `server/discover` to every backend of `proxy` now and then every `interval`, forever
+/// Probes every backend of `proxy` now and then every `interval`, forever
 /// (spawn it; abort the task to stop). The outcomes land in each backend's [`BackendHealth`](crate::upstream::health::BackendHealth).
 pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
-    let headers = probe_headers();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let forwarder = proxy.forwarder();
         let probes = proxy.backends().iter().map(|backend| async {
-            let outcome = forwarder
-                .exchange(backend, &headers, Bytes::from_static(PROBE_BODY.as_bytes()))
-                .await;
-            let health = match &outcome {
-                Ok(answer) if answer.result().is_some() || answer.is_error() => Ok(()),
-                Ok(answer) => Err(Down {
-                    reason: "not_mcp",
-                    detail: format!("no JSON-RPC response (HTTP {})", answer.status),
-                }),
-                Err(error) => Err(Down {
-                    reason: match error {
-                        ForwardError::Timeout => "timeout",
-                        ForwardError::Unreachable(_) => "unreachable",
-                    },
-                    detail: error.to_string(),
-                }),
-            };
-            backend.health().record(backend.name(), health);
+            let outcome = era::detect(forwarder, backend).await;
+            backend.health().record(backend.name(), outcome);
         });
         futures_util::future::join_all(probes).await;
     }

@@ -175,6 +175,8 @@ enum Failure {
     Answer(Answer),
     Unavailable(ForwardError),
     Malformed,
+    /// The probe found an `initialize`-era server (of this revision): not asked at all.
+    Legacy(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -184,6 +186,23 @@ impl std::fmt::Display for Failure {
             Self::Answer(answer) => write!(f, "no JSON-RPC result (HTTP {})", answer.status),
             Self::Unavailable(error) => error.fmt(f),
             Self::Malformed => f.write_str("malformed list result"),
+            Self::Legacy(version) => {
+                write!(
+                    f,
+                    "an initialize-era server ({version}), which the gateway does not forward to"
+                )
+            }
+        }
+    }
+}
+
+impl Failure {
+    /// Logs why `backend` gave nothing for `method`: a warning, except for an `initialize`-era
+    /// backend, which `/readyz` and the probe's log already report (once, not per request).
+    fn log(&self, backend: &str, method: &str, what: &str) {
+        match self {
+            Self::Legacy(_) => tracing::debug!(backend, method, failure = %self, "{what}"),
+            _ => tracing::warn!(backend, method, failure = %self, "{what}"),
         }
     }
 }
@@ -270,6 +289,15 @@ impl Inner {
         rename: Option<(&[&str], &str)>,
     ) -> Routed {
         let backend = &self.backends[index];
+        if let Some(version) = backend.health().legacy_version() {
+            // Forwarded, the request would only earn the backend's "Server not initialized".
+            tracing::debug!(
+                backend = backend.name(),
+                version,
+                "request for an initialize-era backend refused"
+            );
+            return (backend.route().clone(), legacy_backend(id, backend));
+        }
         let body = match rename {
             None => body,
             Some((path, original)) => {
@@ -468,7 +496,11 @@ impl Inner {
             return self.own(self.all_failed(id, failures));
         }
         for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
+            failure.log(
+                self.backends[*index].name(),
+                kind.list_method(),
+                "left out of the merged list",
+            );
         }
         let result = catalog::merge_listings(kind, &names, &listings, &self.server_info);
         self.own(success(id, &result))
@@ -477,11 +509,16 @@ impl Inner {
     /// `server/discover` with several backends.
     async fn discover(&self, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let answers = join_all(
-            self.backends
-                .iter()
-                .map(|backend| self.forwarder.exchange(backend, headers, body.clone())),
-        )
+        let answers = join_all(self.backends.iter().map(|backend| async {
+            match backend.health().legacy_version() {
+                Some(version) => Err(Failure::Legacy(version)),
+                None => self
+                    .forwarder
+                    .exchange(backend, headers, body.clone())
+                    .await
+                    .map_err(Failure::Unavailable),
+            }
+        }))
         .await;
         let mut results = Vec::new();
         let mut failures = Vec::new();
@@ -495,14 +532,18 @@ impl Inner {
                     Some(result) => results.push((backend, result)),
                     None => failures.push((index, Failure::Answer(answer))),
                 },
-                Err(error) => failures.push((index, Failure::Unavailable(error))),
+                Err(failure) => failures.push((index, failure)),
             }
         }
         if results.is_empty() {
             return self.own(self.all_failed(id, failures));
         }
         for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), %failure, "left out of server/discover");
+            failure.log(
+                self.backends[*index].name(),
+                "server/discover",
+                "left out of server/discover",
+            );
         }
         let result = catalog::merge_discover(SUPPORTED_VERSIONS, &results, &self.server_info);
         self.own(success(id, &result))
@@ -519,15 +560,14 @@ impl Inner {
             }
         }
         for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), %failure, "backend failed");
+            failure.log(self.backends[*index].name(), "", "backend failed");
         }
-        error_response(
-            StatusCode::BAD_GATEWAY,
-            id,
-            INTERNAL_ERROR,
-            "No backend could answer",
-            None,
-        )
+        let message = if failures.iter().all(|(_, f)| matches!(f, Failure::Legacy(_))) {
+            "Every backend is an initialize-era MCP server, which this gateway does not forward to (see /readyz on its admin listener)"
+        } else {
+            "No backend could answer"
+        };
+        error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, message, None)
     }
 
     /// Every backend's full listing of `kind`, in configuration order.
@@ -544,6 +584,9 @@ impl Inner {
         mut body: Bytes,
     ) -> Result<Listing, Failure> {
         let backend = &self.backends[index];
+        if let Some(version) = backend.health().legacy_version() {
+            return Err(Failure::Legacy(version));
+        }
         let mut listing = Listing::default();
         for _ in 0..MAX_PAGES {
             let answer = self
@@ -613,7 +656,11 @@ impl Inner {
             let outcomes = self.list_all(kind, &headers, Bytes::from(list_body)).await;
             for (index, outcome) in outcomes.iter().enumerate() {
                 if let Err(failure) = outcome {
-                    tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
+                    failure.log(
+                        self.backends[index].name(),
+                        kind.list_method(),
+                        "catalog refresh failed",
+                    );
                 }
             }
             self.record(kind, &outcomes);
@@ -640,6 +687,15 @@ fn error_response(
     data: Option<serde_json::Value>,
 ) -> Response<ProxyBody> {
     json_response(status, error_body(id, code, message, data))
+}
+
+/// The answer to a request routed to a backend the probe found to be of the `initialize` era.
+fn legacy_backend(id: Option<&str>, backend: &Backend) -> Response<ProxyBody> {
+    let message = format!(
+        "Backend {:?} is an initialize-era MCP server, which this gateway does not forward to (see /readyz on its admin listener)",
+        backend.name()
+    );
+    error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None)
 }
 
 fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {

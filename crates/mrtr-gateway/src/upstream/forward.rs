@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
@@ -36,6 +36,9 @@ use super::body::{BackendBody, ProxyBody};
 use super::sse::{EventReader, ResponseMessage, is_response, is_sse};
 use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
+
+const MCP_SESSION_ID: &str = "mcp-session-id";
+const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
@@ -152,14 +155,35 @@ impl Forwarder {
     async fn post(
         &self,
         backend: &Backend,
-        mut headers: HeaderMap,
+        headers: HeaderMap,
         body: Bytes,
         connection: Connection,
     ) -> Result<Response<Incoming>, ForwardError> {
+        let (response, _) = self
+            .send(backend, Method::POST, headers, body, connection, None)
+            .await?;
+        Ok(response)
+    }
+
+    /// Sends `method` with `body` to `backend`, the headers filtered in place (see the module
+    /// docs) and, for a legacy backend, `session` as its `Mcp-Session-Id`. Returns the answer
+    /// (its body streaming) and the session id the backend's answer named, if any.
+    async fn send(
+        &self,
+        backend: &Backend,
+        method: Method,
+        mut headers: HeaderMap,
+        body: Bytes,
+        connection: Connection,
+        session: Option<&HeaderValue>,
+    ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
         drop_headers(&mut headers, request_drops);
         headers.insert(header::HOST, backend.host().clone());
         // The body may have been rewritten (an envelope opened, a name restored).
         headers.insert(header::CONTENT_LENGTH, body.len().into());
+        if let Some(session) = session {
+            headers.insert(MCP_SESSION_ID, session.clone());
+        }
         if !backend.headers().is_empty() {
             for name in backend.headers().keys() {
                 headers.remove(name);
@@ -168,9 +192,9 @@ impl Forwarder {
                 headers.append(name, value.clone());
             }
         }
-        let method = MethodLabel::of_headers(&headers);
+        let label = MethodLabel::of_headers(&headers);
         let mut request = Request::new(Full::new(body));
-        *request.method_mut() = Method::POST;
+        *request.method_mut() = method;
         *request.uri_mut() = backend.url().clone();
         *request.headers_mut() = headers;
 
@@ -201,10 +225,11 @@ impl Forwarder {
             Err(ForwardError::Timeout) => Some("timeout"),
             Err(ForwardError::Unreachable(_)) => Some("unreachable"),
         };
-        pools.metrics.request(method, failure, started.elapsed());
+        pools.metrics.request(label, failure, started.elapsed());
         let (mut parts, body) = outcome?.into_parts();
+        let session = parts.headers.get(MCP_SESSION_ID).cloned();
         drop_headers(&mut parts.headers, response_drops);
-        Ok(Response::from_parts(parts, body))
+        Ok((Response::from_parts(parts, body), session))
     }
 
     /// POSTs and reads the JSON-RPC response message, from a JSON or an SSE answer. These are
@@ -240,6 +265,76 @@ impl Forwarder {
         let response = self
             .post(backend, client_headers.clone(), body, connection)
             .await?;
+        self.read_answer(backend, response).await
+    }
+
+    /// A request of the gateway's own to an `initialize`-era backend: `body` POSTed in
+    /// `session` (none for `initialize`, which opens one) at the negotiated `version`. Returns the
+    /// answer and the session id the backend gave, if any.
+    pub(crate) async fn legacy_exchange(
+        &self,
+        backend: &Backend,
+        session: Option<(&HeaderValue, &str)>,
+        body: Bytes,
+    ) -> Result<(Answer, Option<HeaderValue>), ForwardError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if let Some(version) = session.and_then(|(_, v)| HeaderValue::from_str(v).ok()) {
+            headers.insert(MCP_PROTOCOL_VERSION, version);
+        }
+        let (response, opened) = self
+            .send(
+                backend,
+                Method::POST,
+                headers,
+                body,
+                Connection::Pooled,
+                session.map(|(id, _)| id),
+            )
+            .await?;
+        Ok((self.read_answer(backend, response).await?, opened))
+    }
+
+    /// Ends a legacy backend's `session` with `DELETE`, as a client that is done with it should.
+    /// What the backend answers does not matter (a server may refuse with 405): it is logged.
+    pub(crate) async fn legacy_close(&self, backend: &Backend, version: &str, session: HeaderValue) {
+        let mut headers = HeaderMap::new();
+        if let Ok(version) = HeaderValue::from_str(version) {
+            headers.insert(MCP_PROTOCOL_VERSION, version);
+        }
+        let outcome = self
+            .send(
+                backend,
+                Method::DELETE,
+                headers,
+                Bytes::new(),
+                Connection::Pooled,
+                Some(&session),
+            )
+            .await;
+        match outcome {
+            Ok((response, _)) => {
+                let status = response.status();
+                // The body is not read: dropping it lets the connection go.
+                tracing::debug!(backend = backend.name(), %status, "legacy session closed");
+            }
+            Err(error) => {
+                tracing::debug!(backend = backend.name(), %error, "closing a legacy session failed")
+            }
+        }
+    }
+
+    /// Reads the JSON-RPC response message from `response`, a JSON or an SSE answer, within the
+    /// backend's timeout and [`MAX_MERGED_ANSWER`].
+    async fn read_answer(
+        &self,
+        backend: &Backend,
+        response: Response<Incoming>,
+    ) -> Result<Answer, ForwardError> {
         let status = response.status();
         let is_sse = is_sse(response.headers());
         let mut body = response.into_body();

@@ -2,16 +2,25 @@
 //! [`Backend`](crate::upstream::Backend). `ops/readiness.rs` probes and reads it for `/readyz`,
 //! which shows a down backend's reason as a class only ([`Down::reason`]); what exactly failed
 //! goes to the log, which is not served to whoever can reach the admin listener.
+//!
+//! A backend is up when the probe found it to be a server the gateway forwards to: one of the
+//! 2026-07-28 era ([`Found`], from `upstream/era.rs`). One found to be of the `initialize` era is
+//! reachable but unusable: down, with the reason `legacy_era`, its version and server kept for
+//! `/readyz`, the log, and the error a request routed to it gets.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
+use crate::upstream::era::Found;
+
 /// Why a backend is down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Down {
-    /// A class of failure for `/readyz`: `unreachable`, `timeout` or `not_mcp`.
+    /// A class of failure for `/readyz`: `unreachable`, `timeout`, `not_mcp` (no MCP answer),
+    /// `not_modern` (configured `modern`, answers as a legacy server), `unknown_era` (answers
+    /// `initialize` with a revision the gateway does not know) or `legacy_era`.
     pub(crate) reason: &'static str,
     /// What failed, for the log.
     pub(crate) detail: String,
@@ -21,6 +30,8 @@ pub(crate) struct Down {
 #[derive(Clone, Debug)]
 struct Check {
     down: Option<Down>,
+    /// What the backend was found to be, when the probe got that far.
+    found: Option<Found>,
     at: SystemTime,
 }
 
@@ -31,25 +42,59 @@ pub struct BackendHealth {
 }
 
 impl BackendHealth {
-    /// Records the outcome of a probe.
-    pub(crate) fn record(&self, backend: &str, outcome: Result<(), Down>) {
+    /// Records the outcome of a probe: the era found, or why the backend is down.
+    pub(crate) fn record(&self, backend: &str, outcome: Result<Found, Down>) {
+        let (found, down) = match outcome {
+            Ok(found) if !found.modern => {
+                let down = Down {
+                    reason: "legacy_era",
+                    detail: format!(
+                        "an initialize-era server ({}, {}): this gateway forwards only to 2026-07-28 backends",
+                        found.version,
+                        found.server_text()
+                    ),
+                };
+                (Some(found), Some(down))
+            }
+            Ok(found) => (Some(found), None),
+            Err(down) => (None, Some(down)),
+        };
         let check = Check {
-            down: outcome.err(),
+            down,
+            found,
             at: SystemTime::now(),
         };
         let up = check.down.is_none();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let was_up = last.as_ref().map(|c| c.down.is_none());
-        if was_up != Some(up) {
+        let before = last.as_ref().map(|c| (c.down.is_none(), c.found.clone()));
+        if before.as_ref() != Some(&(up, check.found.clone())) {
+            let (era, version, server) = match &check.found {
+                Some(found) => (found.era(), found.version.as_str(), found.server_text()),
+                None => ("unknown", "", String::new()),
+            };
             match &check.down {
-                None => tracing::info!(backend, "backend up"),
+                None => tracing::info!(backend, era, version, server, "backend up"),
                 Some(down) => {
                     tracing::warn!(backend, reason = down.reason, detail = %down.detail, "backend down")
                 }
             }
             crate::observe::metrics::backend_up(backend, up);
+            let previous = before.and_then(|(_, found)| found);
+            crate::observe::metrics::backend_era(
+                backend,
+                previous.as_ref().map(|f| (f.era(), f.version.as_str())),
+                check.found.as_ref().map(|f| (f.era(), f.version.as_str())),
+            );
         }
         *last = Some(check);
+    }
+
+    /// The revision the last probe found this backend to speak, when it is one the gateway
+    /// cannot forward to: `Some(version)` for an `initialize`-era backend.
+    pub(crate) fn legacy_version(&self) -> Option<String> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let found = last.as_ref()?.found.as_ref()?;
+        (!found.modern).then(|| found.version.clone())
     }
 
     /// `Some(true)` up, `Some(false)` down, `None` not checked yet.
@@ -73,6 +118,13 @@ impl BackendHealth {
                 });
                 if let Some(down) = check.down {
                     value["reason"] = json!(down.reason);
+                }
+                if let Some(found) = check.found {
+                    value["era"] = json!(found.era());
+                    value["protocol_version"] = json!(found.version);
+                    if let Some((name, version)) = found.server {
+                        value["server"] = json!({ "name": name, "version": version });
+                    }
                 }
                 value
             }
@@ -102,8 +154,48 @@ mod tests {
             (Some("down"), Some("unreachable"))
         );
         assert!(!shown.to_string().contains("10.0.3.7"), "{shown}");
-        health.record("crm", Ok(()));
-        assert_eq!(health.to_json()["state"], "up");
-        assert!(health.to_json().get("reason").is_none());
+        health.record("crm", Ok(found(true)));
+        let shown = health.to_json();
+        assert_eq!(
+            (
+                shown["state"].as_str(),
+                shown["era"].as_str(),
+                shown["server"]["name"].as_str()
+            ),
+            (Some("up"), Some("modern"), Some("crm"))
+        );
+        assert!(shown.get("reason").is_none());
+        assert_eq!(health.legacy_version(), None);
+    }
+
+    fn found(modern: bool) -> Found {
+        Found {
+            modern,
+            version: if modern { "2026-07-28" } else { "2025-11-25" }.to_owned(),
+            server: Some(("crm".to_owned(), "3.1".to_owned())),
+        }
+    }
+
+    #[test]
+    fn an_initialize_era_backend_is_reachable_but_down() {
+        let health = BackendHealth::default();
+        health.record("crm", Ok(found(false)));
+        let shown = health.to_json();
+        assert_eq!(
+            (
+                shown["state"].as_str(),
+                shown["reason"].as_str(),
+                shown["era"].as_str(),
+                shown["protocol_version"].as_str()
+            ),
+            (
+                Some("down"),
+                Some("legacy_era"),
+                Some("legacy"),
+                Some("2025-11-25")
+            )
+        );
+        assert_eq!(health.is_up(), Some(false));
+        assert_eq!(health.legacy_version().as_deref(), Some("2025-11-25"));
     }
 }

@@ -4,9 +4,11 @@
 //! backend (another transport) goes here.
 //!
 //! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
-//! URL, and per-backend settings: a response timeout, TLS, and static headers (credentials).
+//! URL, the [`Era`] it is expected to speak ([`era`] finds the one it does), and per-backend
+//! settings: a response timeout, TLS, and static headers (credentials).
 
 pub(crate) mod body;
+pub(crate) mod era;
 pub(crate) mod forward;
 pub(crate) mod health;
 pub(crate) mod sse;
@@ -20,6 +22,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::ClientConfig;
 use tower_mrtr::{Route, RouteIdentity};
 
+use crate::upstream::era::Era;
 use crate::upstream::health::BackendHealth;
 
 /// Separator between a backend's name and an original name in the catalog's prefixed names
@@ -64,6 +67,7 @@ pub struct Backend {
     stall_timeout: Option<Duration>,
     tls: Option<Arc<ClientConfig>>,
     headers: HeaderMap,
+    era: Era,
     health: Arc<BackendHealth>,
 }
 
@@ -74,6 +78,7 @@ impl fmt::Debug for Backend {
         f.debug_struct("Backend")
             .field("name", &self.name())
             .field("url", &self.url)
+            .field("era", &self.era)
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("stall_timeout", &self.stall_timeout)
@@ -170,6 +175,7 @@ impl Backend {
             stall_timeout: None,
             tls: None,
             headers: HeaderMap::new(),
+            era: Era::Auto,
             health: Arc::default(),
         })
     }
@@ -229,6 +235,18 @@ impl Backend {
         value.set_sensitive(true);
         self.headers.append(name, value);
         self
+    }
+
+    /// Expects this backend to speak `era` (the default, [`Era::Auto`], finds out; see
+    /// `upstream/era.rs`).
+    pub fn with_era(mut self, era: Era) -> Self {
+        self.era = era;
+        self
+    }
+
+    /// The era this backend is expected to speak.
+    pub fn era(&self) -> Era {
+        self.era
     }
 
     /// This backend's own response timeout, if it has one.
