@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -15,7 +16,8 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+        ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
     transport::streamable_http_server::{
@@ -31,7 +33,10 @@ use crate::serve::MCP_PATH;
 /// The newest revision a [`LegacyBackend`] speaks.
 pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
-/// An `initialize`-era server with one tool, `echo`, answering its `text` argument.
+/// An `initialize`-era server with four tools: `echo` (answers its `text` argument), `session`
+/// (answers the `Mcp-Session-Id` its request came in, so tests can tell sessions apart),
+/// `progress` (two progress notifications, then `done`) and `roots` (asks the client for its
+/// roots, a server-to-client request, and answers what came back).
 #[derive(Clone, Debug)]
 pub struct LegacyBackend {
     name: String,
@@ -66,31 +71,65 @@ impl ServerHandler for LegacyBackend {
         let serde_json::Value::Object(schema) = schema else {
             unreachable!("a literal object");
         };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "echo",
-            "Answers its text argument.",
-            Arc::new(schema),
-        )]))
+        let schema = Arc::new(schema);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("echo", "Answers its text argument.", schema.clone()),
+            Tool::new(
+                "session",
+                "Answers the session its request came in.",
+                schema.clone(),
+            ),
+            Tool::new(
+                "progress",
+                "Sends two progress notifications, then answers done.",
+                schema.clone(),
+            ),
+            Tool::new(
+                "roots",
+                "Asks the client for its roots and answers what came back.",
+                schema,
+            ),
+        ]))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != "echo" {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {}", request.name),
-                None,
-            ));
-        }
-        let text = request
-            .arguments
-            .as_ref()
-            .and_then(|a| a.get("text"))
-            .and_then(|t| t.as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let text = match request.name.as_ref() {
+            "echo" => request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("text"))
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_owned(),
+            "session" => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.headers.get("mcp-session-id"))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_owned(),
+            "progress" => {
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in [1.0, 2.0] {
+                        let mut progress = ProgressNotificationParam::new(token.clone(), step);
+                        progress.total = Some(2.0);
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
+                }
+                "done".to_owned()
+            }
+            // Roots are of the initialize era, which this server is.
+            #[allow(deprecated)]
+            "roots" => match context.peer.list_roots().await {
+                Ok(roots) => format!("{} roots", roots.roots.len()),
+                Err(error) => format!("no roots: {error}"),
+            },
+            other => return Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+        };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
 }
@@ -99,10 +138,16 @@ impl ServerHandler for LegacyBackend {
 #[derive(Debug)]
 pub struct ServedLegacy {
     url: String,
+    addr: SocketAddr,
     stop: CancellationToken,
 }
 
 impl ServedLegacy {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `http://127.0.0.1:PORT/mcp`.
     pub fn url(&self) -> &str {
         &self.url
@@ -117,8 +162,15 @@ impl Drop for ServedLegacy {
 
 /// Serves `backend` on `127.0.0.1:0` at `/mcp` with sessions, until the returned value is dropped.
 pub async fn serve_legacy(backend: LegacyBackend) -> io::Result<ServedLegacy> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    serve_legacy_at(backend, SocketAddr::from(([127, 0, 0, 1], 0))).await
+}
+
+/// Serves `backend` at `addr` (a server started again where another one was, with none of its
+/// sessions).
+pub async fn serve_legacy_at(backend: LegacyBackend, addr: SocketAddr) -> io::Result<ServedLegacy> {
+    let listener = TcpListener::bind(addr).await?;
     let url = format!("http://{}{MCP_PATH}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
@@ -135,5 +187,5 @@ pub async fn serve_legacy(backend: LegacyBackend) -> io::Result<ServedLegacy> {
             .with_graceful_shutdown(async move { until.cancelled_owned().await })
             .await
     });
-    Ok(ServedLegacy { url, stop })
+    Ok(ServedLegacy { url, addr, stop })
 }
