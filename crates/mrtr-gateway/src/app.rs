@@ -27,6 +27,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -81,10 +82,11 @@ pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
 ///
 /// If `config.backends` is empty.
 pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
-    let proxy = Proxy::new(
+    let proxy = Proxy::with_principal_header(
         config.backends_with_defaults(),
         config.settings.catalog_ttl.into(),
         config.settings.backend_timeout.into(),
+        config.settings.principal_header.clone(),
     );
     service_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
 }
@@ -169,6 +171,8 @@ pub struct RunningGateway {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     probe: Option<JoinHandle<()>>,
+    /// Kept to close the sessions with `initialize`-era backends once the server stopped.
+    proxy: Proxy,
     keys: KeyringHandle,
     lifecycle: Lifecycle,
     accepting: Arc<AtomicBool>,
@@ -241,6 +245,7 @@ impl RunningGateway {
         if let Some(probe) = self.probe {
             probe.abort();
         }
+        self.proxy.close_idle_sessions(Duration::ZERO).await;
         served?
     }
 }
@@ -274,15 +279,16 @@ pub async fn start_with_keys(
     }
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let proxy = Proxy::new(
+    let proxy = Proxy::with_principal_header(
         config.backends_with_defaults(),
         config.settings.catalog_ttl.into(),
         config.settings.backend_timeout.into(),
+        config.settings.principal_header.clone(),
     );
     let probe = config
         .health_interval()
         .map(|interval| tokio::spawn(readiness::probe(proxy.clone(), interval)));
-    let app = service_with(&config, keys.clone(), proxy, addr);
+    let app = service_with(&config, keys.clone(), proxy.clone(), addr);
     let (stop, stopped) = watch::channel(false);
     let lifecycle = Lifecycle::new();
     let accepting = Arc::new(AtomicBool::new(true));
@@ -301,6 +307,7 @@ pub async fn start_with_keys(
         stop,
         task: tokio::spawn(server.run()),
         probe,
+        proxy,
         keys,
         lifecycle,
         accepting,

@@ -1,16 +1,16 @@
 //! The health probe finds each backend's era: a 2026-07-28 server (rmcp's demo backend) is up as
 //! `modern`; an `initialize`-era server with sessions (rmcp limited to 2025-11-25, as every
-//! official reference server still is) is reachable but reported down as `legacy_era`, with its
-//! version and server, in `/readyz`, the metrics and the log, and a request routed to it gets the
-//! gateway's own error instead of the backend's "Server not initialized". An unusable backend is
-//! never reported up.
+//! official reference server still is) is up as `legacy`, with its version and server, in
+//! `/readyz`, the metrics and the log. A backend configured `modern` that answers as a legacy
+//! one, and one that speaks no MCP, are down with the reason; an unusable backend is never
+//! reported up. (`legacy_backends.rs` has what requests to a legacy backend become.)
 
 use std::time::Duration;
 
 use mrtr_backends::{DemoBackend, LegacyBackend, ResponseMode, serve, serve_legacy};
 use mrtr_gateway::{Backend, Era, GatewayConfig, PositiveSeconds};
 use mrtr_test_support::gateway::{Process, gateway, keyring};
-use mrtr_test_support::mcp::{body, call_tool, mcp_headers, message, raw};
+use mrtr_test_support::mcp::{body, mcp_headers, message, raw};
 use mrtr_test_support::metrics::sample;
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ async fn post(url: &str, method: &'static str, params: Value) -> (u16, Value) {
 }
 
 #[tokio::test]
-async fn a_modern_backend_is_up_and_an_initialize_era_one_is_down_with_its_version() {
+async fn a_modern_backend_and_an_initialize_era_one_are_up_with_their_eras() {
     let modern = serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
         .await
         .unwrap();
@@ -72,26 +72,16 @@ async fn a_modern_backend_is_up_and_an_initialize_era_one_is_down_with_its_versi
     assert_eq!(
         (
             old["state"].as_str(),
-            old["reason"].as_str(),
             old["era"].as_str(),
             old["protocol_version"].as_str(),
             old["server"]["name"].as_str()
         ),
-        (
-            Some("down"),
-            Some("legacy_era"),
-            Some("legacy"),
-            Some("2025-11-25"),
-            Some("old-echo")
-        ),
+        (Some("up"), Some("legacy"), Some("2025-11-25"), Some("old-echo")),
         "{shown}"
     );
-    assert_eq!(
-        shown["ready"], true,
-        "one usable backend is enough by default: {shown}"
-    );
+    assert!(old.get("reason").is_none(), "{shown}");
 
-    // The merged list is alpha's alone, without an error for the legacy backend.
+    // The merged list has both backends' tools.
     let (status, tools) = post(&gateway.url(), "tools/list", json!({})).await;
     assert_eq!(status, 200, "{tools}");
     let names: Vec<&str> = tools["result"]["tools"]
@@ -100,34 +90,7 @@ async fn a_modern_backend_is_up_and_an_initialize_era_one_is_down_with_its_versi
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert!(names.contains(&"whoami") && !names.contains(&"echo"), "{names:?}");
-    gateway.shutdown().await.unwrap();
-}
-
-#[tokio::test]
-async fn a_request_for_an_initialize_era_backend_gets_the_gateways_own_error() {
-    let legacy = serve_legacy(LegacyBackend::new("old-echo")).await.unwrap();
-    let (gateway, shown) = probed(vec![Backend::new("old", legacy.url()).unwrap()]).await;
-    assert_eq!(shown["ready"], false, "{shown}");
-    assert!(
-        shown["reasons"][0]
-            .as_str()
-            .is_some_and(|r| r.contains("no backend was usable")),
-        "{shown}"
-    );
-
-    let answer = call_tool(
-        &reqwest::Client::new(),
-        &gateway.url(),
-        1,
-        json!({ "name": "echo", "arguments": { "text": "hi" } }),
-    )
-    .await;
-    let text = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        text.contains("\"old\" is an initialize-era MCP server"),
-        "{answer}"
-    );
+    assert!(names.contains(&"whoami") && names.contains(&"echo"), "{names:?}");
     gateway.shutdown().await.unwrap();
 }
 
@@ -183,7 +146,7 @@ async fn the_era_found_is_in_the_metrics_and_the_log() {
     );
     eventually(Duration::from_secs(15), "both backends probed", || async {
         let (_, ready) = gateway.readyz().await;
-        ready["backends"]["beta"]["state"] == "up" && ready["backends"]["old"]["state"] == "down"
+        ready["backends"]["beta"]["state"] == "up" && ready["backends"]["old"]["state"] == "up"
     })
     .await;
     let metrics = gateway.metrics().await;
@@ -198,7 +161,7 @@ async fn the_era_found_is_in_the_metrics_and_the_log() {
     assert_eq!(era("old", "legacy", "2025-11-25"), Some(1.0), "{metrics}");
     assert_eq!(
         sample(&metrics, "mrtr_gateway_backend_up", &[("backend", "old")]),
-        Some(0.0),
+        Some(1.0),
         "{metrics}"
     );
     let logged = |needle: &'static str| {
@@ -208,11 +171,15 @@ async fn the_era_found_is_in_the_metrics_and_the_log() {
             async move { stderr.lock().unwrap().contains(needle) }
         }
     };
-    eventually(
-        TIMEOUT,
-        "the legacy backend's line",
-        logged("an initialize-era server (2025-11-25, old-echo 1.0.0)"),
-    )
-    .await;
+    eventually(TIMEOUT, "the legacy backend's line", logged("era=\"legacy\"")).await;
+    let stderr = gateway.stderr.lock().unwrap().clone();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("backend up") && l.contains("backend=\"old\""))
+        .unwrap_or_default();
+    assert!(
+        line.contains("2025-11-25") && line.contains("old-echo 1.0.0"),
+        "{stderr}"
+    );
     eventually(TIMEOUT, "the modern backend's line", logged("era=\"modern\"")).await;
 }

@@ -146,7 +146,7 @@ pub struct Settings {
     #[arg(long, value_name = "SECONDS", default_value = "10")]
     pub health_interval: Option<PositiveSeconds>,
 
-    /// /readyz is 200 when any backend (or all) was usable (a 2026-07-28 server) at its last probe
+    /// /readyz is 200 when any backend (or all) was usable (an MCP server it can speak with) at its last probe
     #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
     pub ready_backends: ReadyRule,
 

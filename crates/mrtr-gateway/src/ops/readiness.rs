@@ -28,6 +28,7 @@ use tower_mrtr::KeyringHandle;
 
 use crate::front::drain::Lifecycle;
 use crate::route::Proxy;
+use crate::upstream::legacy::IDLE_TIMEOUT;
 use crate::upstream::{Backend, era};
 
 /// Which backends must be up for the gateway to be ready.
@@ -139,6 +140,7 @@ pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
             backend.health().record(backend.name(), outcome);
         });
         futures_util::future::join_all(probes).await;
+        proxy.close_idle_sessions(IDLE_TIMEOUT).await;
     }
 }
 

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,6 +51,7 @@ use crate::jsonrpc::{
 use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
+use crate::upstream::legacy::LegacyBackends;
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
@@ -73,6 +74,8 @@ pub struct Proxy {
 struct Inner {
     backends: Vec<Backend>,
     forwarder: Forwarder,
+    /// Sessions with `initialize`-era backends.
+    legacy: LegacyBackends,
     catalog: Catalog,
     server_info: Value,
 }
@@ -81,13 +84,27 @@ impl Proxy {
     /// A proxy over `backends` (at least one), re-listing catalogs older than `catalog_ttl`, and
     /// waiting at most `response_timeout` for a backend's response head.
     pub fn new(backends: Vec<Backend>, catalog_ttl: Duration, response_timeout: Duration) -> Self {
+        Self::with_principal_header(backends, catalog_ttl, response_timeout, None)
+    }
+
+    /// As [`new`](Self::new), keeping the sessions of `initialize`-era backends apart per value
+    /// of `principal_header` (the header the MRTR layer binds envelopes to), so that no two
+    /// principals ever share one (see `upstream/legacy.rs`).
+    pub fn with_principal_header(
+        backends: Vec<Backend>,
+        catalog_ttl: Duration,
+        response_timeout: Duration,
+        principal_header: Option<HeaderName>,
+    ) -> Self {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let forwarder = Forwarder::new(&backends, response_timeout);
+        let legacy = LegacyBackends::new(&backends, principal_header);
         Self {
             inner: Arc::new(Inner {
                 backends,
                 forwarder,
+                legacy,
                 catalog: Catalog::new(names, catalog_ttl),
                 server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
             }),
@@ -102,6 +119,22 @@ impl Proxy {
     /// The HTTP clients toward the backends (for the health probe).
     pub(crate) fn forwarder(&self) -> &Forwarder {
         &self.inner.forwarder
+    }
+
+    /// Closes the sessions with `initialize`-era backends unused for `idle` (the health probe's
+    /// round calls it).
+    pub(crate) async fn close_idle_sessions(&self, idle: Duration) {
+        let inner = &self.inner;
+        inner.legacy.sweep(&inner.forwarder, &inner.backends, idle).await;
+    }
+
+    /// Sessions open with `backend`, when it is an `initialize`-era one.
+    pub fn legacy_sessions(&self, backend: &str) -> usize {
+        self.inner
+            .backends
+            .iter()
+            .find(|b| b.name() == backend)
+            .map_or(0, |b| self.inner.legacy.open_sessions(b))
     }
 }
 
@@ -175,8 +208,6 @@ enum Failure {
     Answer(Answer),
     Unavailable(ForwardError),
     Malformed,
-    /// The probe found an `initialize`-era server (of this revision): not asked at all.
-    Legacy(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -186,23 +217,6 @@ impl std::fmt::Display for Failure {
             Self::Answer(answer) => write!(f, "no JSON-RPC result (HTTP {})", answer.status),
             Self::Unavailable(error) => error.fmt(f),
             Self::Malformed => f.write_str("malformed list result"),
-            Self::Legacy(version) => {
-                write!(
-                    f,
-                    "an initialize-era server ({version}), which the gateway does not forward to"
-                )
-            }
-        }
-    }
-}
-
-impl Failure {
-    /// Logs why `backend` gave nothing for `method`: a warning, except for an `initialize`-era
-    /// backend, which `/readyz` and the probe's log already report (once, not per request).
-    fn log(&self, backend: &str, method: &str, what: &str) {
-        match self {
-            Self::Legacy(_) => tracing::debug!(backend, method, failure = %self, "{what}"),
-            _ => tracing::warn!(backend, method, failure = %self, "{what}"),
         }
     }
 }
@@ -210,6 +224,22 @@ impl Failure {
 type Routed = (Route, Response<ProxyBody>);
 
 impl Inner {
+    /// A read-only request to `backend`, in its era.
+    async fn exchange(
+        &self,
+        backend: &Backend,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, ForwardError> {
+        if LegacyBackends::speaks_legacy(backend) {
+            return self
+                .legacy
+                .exchange(&self.forwarder, backend, headers, body)
+                .await;
+        }
+        self.forwarder.exchange(backend, headers, body).await
+    }
+
     fn own(&self, response: Response<ProxyBody>) -> Routed {
         (Route::new(GATEWAY_ROUTE), response)
     }
@@ -289,15 +319,6 @@ impl Inner {
         rename: Option<(&[&str], &str)>,
     ) -> Routed {
         let backend = &self.backends[index];
-        if let Some(version) = backend.health().legacy_version() {
-            // Forwarded, the request would only earn the backend's "Server not initialized".
-            tracing::debug!(
-                backend = backend.name(),
-                version,
-                "request for an initialize-era backend refused"
-            );
-            return (backend.route().clone(), legacy_backend(id, backend));
-        }
         let body = match rename {
             None => body,
             Some((path, original)) => {
@@ -313,7 +334,14 @@ impl Inner {
                 body
             }
         };
-        match self.forwarder.relay(backend, headers, id, body).await {
+        let relayed = if LegacyBackends::speaks_legacy(backend) {
+            self.legacy
+                .relay(&self.forwarder, backend, headers, id, body)
+                .await
+        } else {
+            self.forwarder.relay(backend, headers, id, body).await
+        };
+        match relayed {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
@@ -496,11 +524,7 @@ impl Inner {
             return self.own(self.all_failed(id, failures));
         }
         for (index, failure) in &failures {
-            failure.log(
-                self.backends[*index].name(),
-                kind.list_method(),
-                "left out of the merged list",
-            );
+            tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
         }
         let result = catalog::merge_listings(kind, &names, &listings, &self.server_info);
         self.own(success(id, &result))
@@ -509,16 +533,11 @@ impl Inner {
     /// `server/discover` with several backends.
     async fn discover(&self, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let answers = join_all(self.backends.iter().map(|backend| async {
-            match backend.health().legacy_version() {
-                Some(version) => Err(Failure::Legacy(version)),
-                None => self
-                    .forwarder
-                    .exchange(backend, headers, body.clone())
-                    .await
-                    .map_err(Failure::Unavailable),
-            }
-        }))
+        let answers = join_all(
+            self.backends
+                .iter()
+                .map(|backend| self.exchange(backend, headers, body.clone())),
+        )
         .await;
         let mut results = Vec::new();
         let mut failures = Vec::new();
@@ -532,18 +551,14 @@ impl Inner {
                     Some(result) => results.push((backend, result)),
                     None => failures.push((index, Failure::Answer(answer))),
                 },
-                Err(failure) => failures.push((index, failure)),
+                Err(error) => failures.push((index, Failure::Unavailable(error))),
             }
         }
         if results.is_empty() {
             return self.own(self.all_failed(id, failures));
         }
         for (index, failure) in &failures {
-            failure.log(
-                self.backends[*index].name(),
-                "server/discover",
-                "left out of server/discover",
-            );
+            tracing::warn!(backend = self.backends[*index].name(), %failure, "left out of server/discover");
         }
         let result = catalog::merge_discover(SUPPORTED_VERSIONS, &results, &self.server_info);
         self.own(success(id, &result))
@@ -560,14 +575,15 @@ impl Inner {
             }
         }
         for (index, failure) in &failures {
-            failure.log(self.backends[*index].name(), "", "backend failed");
+            tracing::warn!(backend = self.backends[*index].name(), %failure, "backend failed");
         }
-        let message = if failures.iter().all(|(_, f)| matches!(f, Failure::Legacy(_))) {
-            "Every backend is an initialize-era MCP server, which this gateway does not forward to (see /readyz on its admin listener)"
-        } else {
-            "No backend could answer"
-        };
-        error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, message, None)
+        error_response(
+            StatusCode::BAD_GATEWAY,
+            id,
+            INTERNAL_ERROR,
+            "No backend could answer",
+            None,
+        )
     }
 
     /// Every backend's full listing of `kind`, in configuration order.
@@ -584,13 +600,9 @@ impl Inner {
         mut body: Bytes,
     ) -> Result<Listing, Failure> {
         let backend = &self.backends[index];
-        if let Some(version) = backend.health().legacy_version() {
-            return Err(Failure::Legacy(version));
-        }
         let mut listing = Listing::default();
         for _ in 0..MAX_PAGES {
             let answer = self
-                .forwarder
                 .exchange(backend, headers, body.clone())
                 .await
                 .map_err(Failure::Unavailable)?;
@@ -656,11 +668,7 @@ impl Inner {
             let outcomes = self.list_all(kind, &headers, Bytes::from(list_body)).await;
             for (index, outcome) in outcomes.iter().enumerate() {
                 if let Err(failure) = outcome {
-                    failure.log(
-                        self.backends[index].name(),
-                        kind.list_method(),
-                        "catalog refresh failed",
-                    );
+                    tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
                 }
             }
             self.record(kind, &outcomes);
@@ -687,15 +695,6 @@ fn error_response(
     data: Option<serde_json::Value>,
 ) -> Response<ProxyBody> {
     json_response(status, error_body(id, code, message, data))
-}
-
-/// The answer to a request routed to a backend the probe found to be of the `initialize` era.
-fn legacy_backend(id: Option<&str>, backend: &Backend) -> Response<ProxyBody> {
-    let message = format!(
-        "Backend {:?} is an initialize-era MCP server, which this gateway does not forward to (see /readyz on its admin listener)",
-        backend.name()
-    );
-    error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None)
 }
 
 fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {

@@ -36,6 +36,7 @@ use tower_mrtr::BoxError;
 
 use http_body_util::{Either, Full};
 
+use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
 /// A backend's streamed body (`Left`) or the gateway's own (`Right`).
@@ -59,6 +60,8 @@ pin_project! {
         stall: Stall,
         // Only for SSE answers: what ending cleanly needs.
         sse: Option<Box<SseEnd>>,
+        // Only for an initialize-era backend's answer (`upstream/translate.rs`).
+        translation: Option<Box<Translation>>,
         finished: bool,
     }
 }
@@ -116,10 +119,22 @@ impl BackendBody {
                     last: Bytes::new(),
                 })
             }),
+            translation: None,
             finished: false,
         }
     }
+
+    /// Applies `translation` to every message of the answer (an `initialize`-era backend's
+    /// answer to a 2026-07-28 client). A JSON answer is then read whole, up to
+    /// [`MAX_TRANSLATED`] bytes.
+    pub(crate) fn translated(mut self, translation: Translation) -> Self {
+        self.translation = Some(Box::new(translation));
+        self
+    }
 }
+
+/// Largest JSON answer of an `initialize`-era backend the gateway reads whole to translate.
+pub(crate) const MAX_TRANSLATED: usize = super::forward::MAX_MERGED_ANSWER;
 
 impl Stall {
     /// Whether the backend has sent nothing for a whole timeout; registers the waker otherwise.
@@ -253,11 +268,31 @@ impl Body for BackendBody {
                 Poll::Ready(Some(Ok(frame))) => {
                     this.stall.frames += 1;
                     let Some(sse) = this.sse.as_mut() else {
-                        return Poll::Ready(Some(Ok(frame)));
+                        let Some(translation) = this.translation.as_mut() else {
+                            return Poll::Ready(Some(Ok(frame)));
+                        };
+                        if let Ok(data) = frame.into_data()
+                            && !translation.push_json(&data, MAX_TRANSLATED)
+                        {
+                            *this.finished = true;
+                            return Poll::Ready(Some(Err(
+                                "the backend's answer is too large to translate".into()
+                            )));
+                        }
+                        continue;
                     };
                     match frame.into_data() {
                         Ok(data) => match sse.pass(data) {
-                            Some(data) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                            Some(data) => match this.translation.as_mut() {
+                                None => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                                Some(translation) => {
+                                    let data = translation.events(&data);
+                                    if data.is_empty() {
+                                        continue;
+                                    }
+                                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                                }
+                            },
                             None => continue,
                         },
                         Err(frame) => return Poll::Ready(Some(Ok(frame))),
@@ -266,9 +301,15 @@ impl Body for BackendBody {
                 Poll::Ready(None) => {
                     *this.finished = true;
                     // A stream that ends cleanly inside an event is passed on as it ended.
-                    return match this.sse.as_mut().map(|sse| sse.held.split().freeze()) {
-                        Some(rest) if !rest.is_empty() => Poll::Ready(Some(Ok(Frame::data(rest)))),
-                        _ => Poll::Ready(None),
+                    let rest = match (this.sse.as_mut(), this.translation.as_mut()) {
+                        (Some(sse), None) => sse.held.split().freeze(),
+                        (Some(sse), Some(translation)) => translation.events(&sse.held.split()),
+                        (None, Some(translation)) => translation.finish_json(),
+                        (None, None) => Bytes::new(),
+                    };
+                    return match rest.is_empty() {
+                        false => Poll::Ready(Some(Ok(Frame::data(rest)))),
+                        true => Poll::Ready(None),
                     };
                 }
                 Poll::Ready(Some(Err(error))) => Failure::Connection(error),
@@ -290,13 +331,14 @@ impl Body for BackendBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished || (self.sse.is_none() && self.inner.is_end_stream())
+        self.finished || (self.sse.is_none() && self.translation.is_none() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
         match self.sse {
             // Held-back bytes and an error event may change the length.
             Some(_) => SizeHint::default(),
+            None if self.translation.is_some() => SizeHint::default(),
             None => self.inner.size_hint(),
         }
     }

@@ -9,10 +9,9 @@
 //! back to `initialize`, offering the newest legacy revision, which the server accepts or
 //! answers with the one it speaks. The probe's legacy session is closed (`DELETE`) at once.
 //!
-//! The era found decides whether the backend is usable. This gateway forwards to modern
-//! backends; a backend found to be of the `initialize` era is reported down with the reason
-//! `legacy_era` and its version and server, and a request routed to it is answered by the gateway
-//! with an error that says so, instead of the backend's "Server not initialized".
+//! The era found decides how requests reach the backend: as they come (modern), or in sessions of
+//! the gateway's own (`upstream/legacy.rs`). A backend whose era cannot be found is down, with
+//! the reason.
 //!
 //! ```
 //! use mrtr_gateway::Era;

@@ -160,15 +160,30 @@ impl Forwarder {
         connection: Connection,
     ) -> Result<Response<Incoming>, ForwardError> {
         let (response, _) = self
-            .send(backend, Method::POST, headers, body, connection, None)
+            .send_on(backend, Method::POST, headers, body, connection, None)
             .await?;
         Ok(response)
+    }
+
+    /// Sends `method` with `body` to `backend` on a kept-alive connection, in `session` (a
+    /// legacy backend's `Mcp-Session-Id`, if any), the headers filtered as for every request.
+    /// Returns the answer, its body streaming, and the session id it named.
+    pub(crate) async fn send(
+        &self,
+        backend: &Backend,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+        session: Option<&HeaderValue>,
+    ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
+        self.send_on(backend, method, headers, body, Connection::Pooled, session)
+            .await
     }
 
     /// Sends `method` with `body` to `backend`, the headers filtered in place (see the module
     /// docs) and, for a legacy backend, `session` as its `Mcp-Session-Id`. Returns the answer
     /// (its body streaming) and the session id the backend's answer named, if any.
-    async fn send(
+    async fn send_on(
         &self,
         backend: &Backend,
         method: Method,
@@ -287,14 +302,7 @@ impl Forwarder {
             headers.insert(MCP_PROTOCOL_VERSION, version);
         }
         let (response, opened) = self
-            .send(
-                backend,
-                Method::POST,
-                headers,
-                body,
-                Connection::Pooled,
-                session.map(|(id, _)| id),
-            )
+            .send(backend, Method::POST, headers, body, session.map(|(id, _)| id))
             .await?;
         Ok((self.read_answer(backend, response).await?, opened))
     }
@@ -307,14 +315,7 @@ impl Forwarder {
             headers.insert(MCP_PROTOCOL_VERSION, version);
         }
         let outcome = self
-            .send(
-                backend,
-                Method::DELETE,
-                headers,
-                Bytes::new(),
-                Connection::Pooled,
-                Some(&session),
-            )
+            .send(backend, Method::DELETE, headers, Bytes::new(), Some(&session))
             .await;
         match outcome {
             Ok((response, _)) => {
@@ -330,7 +331,7 @@ impl Forwarder {
 
     /// Reads the JSON-RPC response message from `response`, a JSON or an SSE answer, within the
     /// backend's timeout and [`MAX_MERGED_ANSWER`].
-    async fn read_answer(
+    pub(crate) async fn read_answer(
         &self,
         backend: &Backend,
         response: Response<Incoming>,

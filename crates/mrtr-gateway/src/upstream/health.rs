@@ -3,12 +3,12 @@
 //! which shows a down backend's reason as a class only ([`Down::reason`]); what exactly failed
 //! goes to the log, which is not served to whoever can reach the admin listener.
 //!
-//! A backend is up when the probe found it to be a server the gateway forwards to: one of the
-//! 2026-07-28 era ([`Found`], from `upstream/era.rs`). One found to be of the `initialize` era is
-//! reachable but unusable: down, with the reason `legacy_era`, its version and server kept for
-//! `/readyz`, the log, and the error a request routed to it gets.
+//! A backend is up when the probe found it to be an MCP server the gateway can speak with, of
+//! either era ([`Found`], from `upstream/era.rs`); its era, revision and server are kept for
+//! `/readyz`, the log and the choice of how requests reach it.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
@@ -19,8 +19,8 @@ use crate::upstream::era::Found;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Down {
     /// A class of failure for `/readyz`: `unreachable`, `timeout`, `not_mcp` (no MCP answer),
-    /// `not_modern` (configured `modern`, answers as a legacy server), `unknown_era` (answers
-    /// `initialize` with a revision the gateway does not know) or `legacy_era`.
+    /// `not_modern` (configured `modern`, answers as a legacy server) or `unknown_era` (answers
+    /// `initialize` with a revision the gateway does not know).
     pub(crate) reason: &'static str,
     /// What failed, for the log.
     pub(crate) detail: String,
@@ -39,26 +39,21 @@ struct Check {
 #[derive(Debug, Default)]
 pub struct BackendHealth {
     last: Mutex<Option<Check>>,
+    /// Whether the last probe found an `initialize`-era server: read by every request routed to
+    /// the backend, so kept apart from the lock.
+    legacy: AtomicBool,
 }
 
 impl BackendHealth {
     /// Records the outcome of a probe: the era found, or why the backend is down.
     pub(crate) fn record(&self, backend: &str, outcome: Result<Found, Down>) {
         let (found, down) = match outcome {
-            Ok(found) if !found.modern => {
-                let down = Down {
-                    reason: "legacy_era",
-                    detail: format!(
-                        "an initialize-era server ({}, {}): this gateway forwards only to 2026-07-28 backends",
-                        found.version,
-                        found.server_text()
-                    ),
-                };
-                (Some(found), Some(down))
-            }
             Ok(found) => (Some(found), None),
             Err(down) => (None, Some(down)),
         };
+        if let Some(found) = &found {
+            self.legacy.store(!found.modern, Ordering::Relaxed);
+        }
         let check = Check {
             down,
             found,
@@ -89,12 +84,10 @@ impl BackendHealth {
         *last = Some(check);
     }
 
-    /// The revision the last probe found this backend to speak, when it is one the gateway
-    /// cannot forward to: `Some(version)` for an `initialize`-era backend.
-    pub(crate) fn legacy_version(&self) -> Option<String> {
-        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let found = last.as_ref()?.found.as_ref()?;
-        (!found.modern).then(|| found.version.clone())
+    /// Whether a probe found this backend to be an `initialize`-era server (spoken to through
+    /// `upstream/legacy.rs`); a probe that failed keeps what an earlier one found.
+    pub(crate) fn is_legacy(&self) -> bool {
+        self.legacy.load(Ordering::Relaxed)
     }
 
     /// `Some(true)` up, `Some(false)` down, `None` not checked yet.
@@ -165,7 +158,7 @@ mod tests {
             (Some("up"), Some("modern"), Some("crm"))
         );
         assert!(shown.get("reason").is_none());
-        assert_eq!(health.legacy_version(), None);
+        assert!(!health.is_legacy());
     }
 
     fn found(modern: bool) -> Found {
@@ -177,25 +170,28 @@ mod tests {
     }
 
     #[test]
-    fn an_initialize_era_backend_is_reachable_but_down() {
+    fn an_initialize_era_backend_is_up_with_its_era() {
         let health = BackendHealth::default();
         health.record("crm", Ok(found(false)));
         let shown = health.to_json();
         assert_eq!(
             (
                 shown["state"].as_str(),
-                shown["reason"].as_str(),
+                shown.get("reason"),
                 shown["era"].as_str(),
                 shown["protocol_version"].as_str()
             ),
-            (
-                Some("down"),
-                Some("legacy_era"),
-                Some("legacy"),
-                Some("2025-11-25")
-            )
+            (Some("up"), None, Some("legacy"), Some("2025-11-25"))
         );
-        assert_eq!(health.is_up(), Some(false));
-        assert_eq!(health.legacy_version().as_deref(), Some("2025-11-25"));
+        assert_eq!(health.is_up(), Some(true));
+        assert!(health.is_legacy());
+        health.record(
+            "crm",
+            Err(Down {
+                reason: "timeout",
+                detail: String::new(),
+            }),
+        );
+        assert!(health.is_legacy(), "a failed probe keeps the era found before");
     }
 }

@@ -11,7 +11,9 @@ pub(crate) mod body;
 pub(crate) mod era;
 pub(crate) mod forward;
 pub(crate) mod health;
+pub(crate) mod legacy;
 pub(crate) mod sse;
+pub(crate) mod translate;
 
 use std::fmt;
 use std::str::FromStr;

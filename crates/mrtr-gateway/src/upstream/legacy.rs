@@ -1,0 +1,660 @@
+//! `initialize`-era backends (Streamable HTTP, 2025-03-26 to 2025-11-25) spoken to in their own
+//! era on behalf of 2026-07-28 clients ([`LegacyBackends`]).
+//!
+//! Such a backend needs a session (`initialize`, `notifications/initialized`, then
+//! `Mcp-Session-Id` on every request), and keeps per-session state (log level, roots,
+//! subscriptions, data of its own). So each replica keeps, per backend, a pool of sessions
+//! **keyed by the principal** (the `--principal-header` value) **and the capabilities declared**
+//! (none, for a 2026-07-28 client's requests): no session, and nothing a server keeps in one, is
+//! ever shared by two principals. A session is a connection-like resource, not client state: any
+//! replica opens its own, and losing one costs a new `initialize`, never a client's request.
+//!
+//! * **Opening**: on the first request of a key; concurrent requests wait for the same
+//!   `initialize`. The revision is the newest the backend accepts of 2025-11-25, 2025-06-18 and
+//!   2025-03-26.
+//! * **Requests** go in legacy form: an id of the gateway's own, unique in the session (clients
+//!   sharing it choose their ids freely), the `io.modelcontextprotocol/*` members of
+//!   `params._meta` removed, `Mcp-Session-Id` and the negotiated `MCP-Protocol-Version` set, the
+//!   2026-07-28 headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) removed. Answers come back in
+//!   modern form (`upstream/translate.rs`). `server/discover` is answered from the session's
+//!   `initialize` result; `subscriptions/listen` and notifications are not forwarded.
+//! * **A session the backend forgot** (it answers `404`, as the transport specification says it
+//!   must for an unknown session, without processing the request) is opened again and the request
+//!   sent once more.
+//! * **Bounds**: at most [`MAX_SESSIONS`] per backend; when full, the session idle longest is
+//!   closed for a new key, and a request finding every session busy is refused. A session idle
+//!   for [`IDLE_TIMEOUT`] is closed (`DELETE`) by the health probe's round.
+//!
+//! With no principal configured every client has the same key, so all clients share each
+//! backend's session (`docs/gateway.md` says so).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Response, StatusCode};
+use http_body_util::Either;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+use tower_mrtr::Route;
+
+use super::body::{BackendBody, ProxyBody};
+use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
+use super::forward::{Answer, ForwardError, Forwarder};
+use super::sse::is_sse;
+use super::translate::{Reply, Translation};
+use super::{Backend, DEFAULT_STALL_TIMEOUT};
+use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
+
+/// Most sessions kept per backend (one per principal and set of capabilities).
+pub(crate) const MAX_SESSIONS: usize = 1024;
+
+/// How long a session may go unused before the gateway closes it.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The sessions the gateway keeps with `initialize`-era backends; see the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct LegacyBackends {
+    pools: Vec<(Route, Pool)>,
+    principal_header: Option<HeaderName>,
+}
+
+/// One backend's sessions.
+#[derive(Debug, Default)]
+struct Pool {
+    slots: Mutex<HashMap<Key, Arc<Slot>>>,
+}
+
+/// What a session is for: no two principals, and no two sets of declared capabilities, share one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    principal: Option<Box<str>>,
+    /// The capabilities `initialize` declares (raw JSON); `{}` for a 2026-07-28 client.
+    capabilities: Box<str>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    session: OnceCell<Session>,
+    in_flight: AtomicUsize,
+    last_used: Mutex<Instant>,
+}
+
+/// An open session.
+#[derive(Debug)]
+struct Session {
+    /// `None` for a backend that gave no `Mcp-Session-Id` (a stateless legacy server).
+    id: Option<HeaderValue>,
+    version: String,
+    /// A `server/discover` result made from the `initialize` result.
+    discover: Value,
+    next_id: AtomicU64,
+}
+
+impl Session {
+    /// A fresh request id of the gateway's own in this session, as raw JSON.
+    fn next_id(&self) -> String {
+        format!("\"mrtr-{}\"", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A session in use by one request: counted as busy until dropped.
+#[derive(Debug)]
+struct Lease {
+    slot: Arc<Slot>,
+}
+
+impl Lease {
+    fn new(slot: Arc<Slot>) -> Self {
+        slot.in_flight.fetch_add(1, Ordering::SeqCst);
+        Self { slot }
+    }
+
+    fn session(&self) -> Option<&Session> {
+        self.slot.session.get()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        *self.slot.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.slot.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl LegacyBackends {
+    /// Empty pools for `backends`, sessions keyed by the value of `principal_header` (if any).
+    pub(crate) fn new(backends: &[Backend], principal_header: Option<HeaderName>) -> Self {
+        Self {
+            pools: backends
+                .iter()
+                .map(|b| (b.route().clone(), Pool::default()))
+                .collect(),
+            principal_header,
+        }
+    }
+
+    /// Whether `backend` is spoken to in the `initialize` era: configured so, or found so by the
+    /// last probe.
+    pub(crate) fn speaks_legacy(backend: &Backend) -> bool {
+        backend.era() == super::era::Era::Legacy || backend.health().is_legacy()
+    }
+
+    /// Sessions open with `backend` (for tests and `/readyz`-like reports).
+    pub(crate) fn open_sessions(&self, backend: &Backend) -> usize {
+        self.pool(backend).map_or(0, |pool| {
+            let slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.values().filter(|s| s.session.initialized()).count()
+        })
+    }
+
+    fn pool(&self, backend: &Backend) -> Option<&Pool> {
+        self.pools
+            .iter()
+            .find(|(route, _)| route == backend.route())
+            .map(|(_, pool)| pool)
+    }
+
+    fn key(&self, headers: &HeaderMap) -> Key {
+        let principal = self
+            .principal_header
+            .as_ref()
+            .and_then(|name| headers.get(name))
+            .and_then(|v| v.to_str().ok())
+            .map(Box::from);
+        Key {
+            principal,
+            capabilities: "{}".into(),
+        }
+    }
+
+    /// A request of a 2026-07-28 client (its `headers` and `body`, the request's `id` as raw
+    /// JSON) relayed to `backend` in the key's session; the answer streams back translated.
+    pub(crate) async fn relay(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        headers: HeaderMap,
+        id: Option<&str>,
+        body: Bytes,
+    ) -> Result<Response<ProxyBody>, ForwardError> {
+        let method = mcp_method(&headers);
+        let Some(id) = id else {
+            // 2026-07-28 has no client notification over HTTP that a legacy backend should get.
+            let mut accepted = Response::new(super::body::full(Bytes::new()));
+            *accepted.status_mut() = StatusCode::ACCEPTED;
+            return Ok(accepted);
+        };
+        if method == "subscriptions/listen" {
+            let message = format!(
+                "subscriptions/listen is not relayed to the initialize-era backend {:?}",
+                backend.name()
+            );
+            return Ok(own(
+                StatusCode::NOT_FOUND,
+                jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
+            ));
+        }
+        let key = self.key(&headers);
+        for attempt in 0..2 {
+            let lease = self.lease(forwarder, backend, &key, &headers).await?;
+            let Some(session) = lease.session() else {
+                return Err(ForwardError::Unreachable("no session".to_owned()));
+            };
+            if method == "server/discover" {
+                let result = session.discover.to_string();
+                let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+                return Ok(own(StatusCode::OK, Bytes::from(body)));
+            }
+            let ours = session.next_id();
+            let Some(legacy_body) = to_legacy(&body, &ours) else {
+                return Ok(own(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::error_body(
+                        Some(id),
+                        INTERNAL_ERROR,
+                        "The request could not be put in legacy form",
+                        None,
+                    ),
+                ));
+            };
+            let (response, _) = forwarder
+                .send(
+                    backend,
+                    Method::POST,
+                    legacy_headers(headers.clone(), &session.version),
+                    legacy_body,
+                    session.id.as_ref(),
+                )
+                .await?;
+            if response.status() == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
+                tracing::info!(
+                    backend = backend.name(),
+                    "the backend forgot its session; opening another"
+                );
+                self.forget(backend, &lease);
+                continue;
+            }
+            let sse = is_sse(response.headers());
+            let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
+            let translation = Translation::new(&ours, id, reply).for_method(&method);
+            let (mut parts, body) = response.into_parts();
+            // The translated body has another length.
+            parts.headers.remove(header::CONTENT_LENGTH);
+            let body = BackendBody::new(
+                body,
+                backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT),
+                sse,
+                Some(id),
+                backend.route(),
+            )
+            .translated(translation);
+            return Ok(Response::from_parts(parts, Either::Left(body)));
+        }
+        Err(ForwardError::Unreachable(
+            "the backend forgot a session it had just opened".to_owned(),
+        ))
+    }
+
+    /// A read-only request of the gateway's own or a client's list (as
+    /// [`Forwarder::exchange`]), in the key's session.
+    pub(crate) async fn exchange(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, ForwardError> {
+        let method = mcp_method(headers);
+        let key = self.key(headers);
+        for attempt in 0..2 {
+            let lease = self.lease(forwarder, backend, &key, headers).await?;
+            let Some(session) = lease.session() else {
+                return Err(ForwardError::Unreachable("no session".to_owned()));
+            };
+            if method == "server/discover" {
+                let result = session.discover.to_string();
+                let message = format!(r#"{{"jsonrpc":"2.0","id":"mrtr-gateway","result":{result}}}"#);
+                return Ok(Answer {
+                    status: StatusCode::OK,
+                    message: Some(Bytes::from(message)),
+                });
+            }
+            let ours = session.next_id();
+            let legacy_body = to_legacy(&body, &ours)
+                .ok_or_else(|| ForwardError::Unreachable("a request not in legacy form".to_owned()))?;
+            let (response, _) = forwarder
+                .send(
+                    backend,
+                    Method::POST,
+                    legacy_headers(headers.clone(), &session.version),
+                    legacy_body,
+                    session.id.as_ref(),
+                )
+                .await?;
+            if response.status() == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
+                self.forget(backend, &lease);
+                continue;
+            }
+            return forwarder.read_answer(backend, response).await;
+        }
+        Err(ForwardError::Unreachable(
+            "the backend forgot a session it had just opened".to_owned(),
+        ))
+    }
+
+    /// The key's session with `backend`, opened if there is none yet.
+    async fn lease(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        key: &Key,
+        headers: &HeaderMap,
+    ) -> Result<Lease, ForwardError> {
+        let pool = self
+            .pool(backend)
+            .ok_or_else(|| ForwardError::Unreachable("not a configured backend".to_owned()))?;
+        let (lease, evicted) = {
+            let mut slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut evicted = None;
+            if !slots.contains_key(key) && slots.len() >= MAX_SESSIONS {
+                let idle = slots
+                    .iter()
+                    .filter(|(_, s)| s.in_flight.load(Ordering::SeqCst) == 0)
+                    .min_by_key(|(_, s)| *s.last_used.lock().unwrap_or_else(|e| e.into_inner()))
+                    .map(|(k, _)| k.clone());
+                let Some(idle) = idle else {
+                    return Err(ForwardError::Unreachable(format!(
+                        "all {MAX_SESSIONS} sessions with this backend are busy"
+                    )));
+                };
+                evicted = slots.remove(&idle);
+            }
+            let slot = slots
+                .entry(key.clone())
+                .or_insert_with(|| {
+                    Arc::new(Slot {
+                        session: OnceCell::new(),
+                        in_flight: AtomicUsize::new(0),
+                        last_used: Mutex::new(Instant::now()),
+                    })
+                })
+                .clone();
+            (Lease::new(slot), evicted)
+        };
+        if let Some(slot) = evicted {
+            close(forwarder, backend, &slot).await;
+        }
+        lease
+            .slot
+            .session
+            .get_or_try_init(|| open(forwarder, backend, key, headers))
+            .await?;
+        Ok(lease)
+    }
+
+    /// Drops `lease`'s session from the pool (the backend forgot it), unless another request
+    /// already replaced it.
+    fn forget(&self, backend: &Backend, lease: &Lease) {
+        if let Some(pool) = self.pool(backend) {
+            let mut slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.retain(|_, slot| !Arc::ptr_eq(slot, &lease.slot));
+        }
+    }
+
+    /// Closes every session idle for `idle` or longer: each round of the health probe, and
+    /// every idle one (`Duration::ZERO`) when the gateway stops.
+    pub(crate) async fn sweep(&self, forwarder: &Forwarder, backends: &[Backend], idle: Duration) {
+        for backend in backends {
+            let Some(pool) = self.pool(backend) else { continue };
+            let expired: Vec<Arc<Slot>> = {
+                let mut slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
+                let keys: Vec<Key> = slots
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.in_flight.load(Ordering::SeqCst) == 0
+                            && s.last_used.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= idle
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                keys.iter().filter_map(|k| slots.remove(k)).collect()
+            };
+            for slot in expired {
+                close(forwarder, backend, &slot).await;
+            }
+        }
+    }
+}
+
+/// Ends `slot`'s session, if it was opened and named.
+async fn close(forwarder: &Forwarder, backend: &Backend, slot: &Slot) {
+    if let Some(Session {
+        id: Some(id),
+        version,
+        ..
+    }) = slot.session.get()
+    {
+        forwarder.legacy_close(backend, version, id.clone()).await;
+    }
+}
+
+/// `initialize` and `notifications/initialized` for `key`, with the client's principal header.
+async fn open(
+    forwarder: &Forwarder,
+    backend: &Backend,
+    key: &Key,
+    client_headers: &HeaderMap,
+) -> Result<Session, ForwardError> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"mrtr-init","method":"initialize","params":{{"protocolVersion":"{}","capabilities":{},"clientInfo":{{"name":"mrtr-gateway","version":"{}"}}}}}}"#,
+        LEGACY_VERSIONS[0],
+        key.capabilities,
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut headers = base_headers();
+    for (name, value) in client_headers {
+        // What identifies the client to the backend (the principal header, trace context)
+        // goes with the handshake too; the forwarder drops credentials and hop-by-hop headers.
+        if !name.as_str().starts_with("mcp-") && !matches!(*name, header::CONTENT_TYPE | header::ACCEPT) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let (response, id) = forwarder
+        .send(backend, Method::POST, headers.clone(), Bytes::from(body), None)
+        .await?;
+    let answer = forwarder.read_answer(backend, response).await?;
+    let result: Option<Value> = answer.result().and_then(|r| serde_json::from_str(r.get()).ok());
+    let Some(result) = result else {
+        return Err(ForwardError::Unreachable(format!(
+            "initialize got no result (HTTP {})",
+            answer.status
+        )));
+    };
+    let version = result["protocolVersion"].as_str().unwrap_or_default();
+    if !LEGACY_VERSIONS.contains(&version) {
+        return Err(ForwardError::Unreachable(format!(
+            "initialize answered protocol version {version:?}, which the gateway does not speak"
+        )));
+    }
+    if let Ok(value) = HeaderValue::from_str(version) {
+        headers.insert("mcp-protocol-version", value);
+    }
+    let initialized = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let (done, _) = forwarder
+        .send(backend, Method::POST, headers, initialized, id.as_ref())
+        .await?;
+    if !done.status().is_success() {
+        return Err(ForwardError::Unreachable(format!(
+            "notifications/initialized got HTTP {}",
+            done.status()
+        )));
+    }
+    tracing::debug!(
+        backend = backend.name(),
+        version,
+        session = id.is_some(),
+        "legacy session opened"
+    );
+    Ok(Session {
+        id,
+        version: version.to_owned(),
+        discover: discover_result(&result),
+        next_id: AtomicU64::new(1),
+    })
+}
+
+/// A `server/discover` result for a 2026-07-28 client from an `initialize` result: the features
+/// the backend offers, without what the gateway does not relay for it (`listChanged` and
+/// `subscribe` need `subscriptions/listen`; `logging` is per request in 2026-07-28).
+fn discover_result(initialize: &Value) -> Value {
+    let mut capabilities = serde_json::Map::new();
+    for feature in ["tools", "prompts", "resources", "completions"] {
+        if initialize["capabilities"][feature].is_object() {
+            capabilities.insert(feature.to_owned(), json!({}));
+        }
+    }
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": [MODERN_VERSION],
+        "capabilities": capabilities,
+        "serverInfo": initialize["serverInfo"],
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(instructions) = initialize["instructions"].as_str() {
+        result["instructions"] = json!(instructions);
+    }
+    result
+}
+
+fn base_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers
+}
+
+/// The client's headers for a legacy backend: the 2026-07-28 ones removed, the negotiated
+/// version set (the forwarder adds the session and filters the rest).
+fn legacy_headers(mut headers: HeaderMap, version: &str) -> HeaderMap {
+    let modern: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
+        })
+        .cloned()
+        .collect();
+    for name in modern {
+        headers.remove(name);
+    }
+    if let Ok(version) = HeaderValue::from_str(version) {
+        headers.insert("mcp-protocol-version", version);
+    }
+    headers
+}
+
+fn mcp_method(headers: &HeaderMap) -> String {
+    headers
+        .get("mcp-method")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `body` in legacy form: the id `ours`, and no `io.modelcontextprotocol/*` member in
+/// `params._meta` (an emptied `_meta` goes). Every other member keeps its raw text.
+fn to_legacy(body: &[u8], ours: &str) -> Option<Bytes> {
+    let mut message: RawObject = serde_json::from_slice(body).ok()?;
+    for (key, value) in &mut message.0 {
+        if key == "id" {
+            *value = RawValue::from_string(ours.to_owned()).ok()?;
+        } else if key == "params" {
+            let mut params: RawObject = serde_json::from_str(value.get()).ok()?;
+            if let Some(index) = params.0.iter().position(|(k, _)| k == "_meta") {
+                let mut meta: RawObject = serde_json::from_str(params.0[index].1.get()).ok()?;
+                meta.0.retain(|(k, _)| !k.starts_with("io.modelcontextprotocol/"));
+                if meta.0.is_empty() {
+                    params.0.remove(index);
+                } else {
+                    params.0[index].1 = serde_json::value::to_raw_value(&meta).ok()?;
+                }
+            }
+            *value = serde_json::value::to_raw_value(&params).ok()?;
+        }
+    }
+    serde_json::to_vec(&message).ok().map(Bytes::from)
+}
+
+/// Answers into `lease`'s session in the background, holding the lease until the translation
+/// that uses it is dropped.
+fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
+    let lease = Arc::new(lease);
+    Arc::new(move |message: Bytes| {
+        let (forwarder, backend, lease) = (forwarder.clone(), backend.clone(), lease.clone());
+        let Some(session) = lease.session() else { return };
+        let mut headers = base_headers();
+        if let Ok(version) = HeaderValue::from_str(&session.version) {
+            headers.insert("mcp-protocol-version", version);
+        }
+        let id = session.id.clone();
+        tokio::spawn(async move {
+            let sent = forwarder
+                .send(&backend, Method::POST, headers, message, id.as_ref())
+                .await;
+            if let Err(error) = sent {
+                tracing::debug!(backend = backend.name(), %error, "answering a legacy backend's message failed");
+            }
+            drop(lease);
+        });
+    })
+}
+
+fn own(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(super::body::full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_lose_the_modern_meta_and_get_the_gateways_id() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}}}"#;
+        let legacy = to_legacy(body, r#""mrtr-3""#).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&legacy).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"mrtr-3","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"progressToken":"p"}}}"#
+        );
+        let only_modern = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let legacy = to_legacy(only_modern, "1").unwrap();
+        assert_eq!(
+            std::str::from_utf8(&legacy).unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#
+        );
+    }
+
+    #[test]
+    fn modern_headers_go_and_the_negotiated_version_is_set() {
+        let mut headers = HeaderMap::new();
+        for (k, v) in [
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+            ("mcp-param-region", "eu"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("x-user", "alice"),
+        ] {
+            headers.insert(k, v.parse().unwrap());
+        }
+        let headers = legacy_headers(headers, "2025-06-18");
+        let mut names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["mcp-protocol-version", "x-user"]);
+        assert_eq!(headers["mcp-protocol-version"], "2025-06-18");
+    }
+
+    #[test]
+    fn discovery_offers_the_features_without_what_is_not_relayed() {
+        let initialize = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true }, "logging": {} },
+            "serverInfo": { "name": "everything", "version": "2.0.0" },
+            "instructions": "be kind"
+        });
+        let result = discover_result(&initialize);
+        assert_eq!(result["capabilities"], json!({ "tools": {}, "resources": {} }));
+        assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(result["serverInfo"]["name"], "everything");
+        assert_eq!(result["instructions"], "be kind");
+    }
+
+    #[test]
+    fn sessions_are_keyed_by_principal() {
+        let backend = Backend::new("old", "http://127.0.0.1:1/mcp").unwrap();
+        let legacy = LegacyBackends::new(&[backend], Some(HeaderName::from_static("x-user")));
+        let mut alice = HeaderMap::new();
+        alice.insert("x-user", "alice".parse().unwrap());
+        let mut bob = HeaderMap::new();
+        bob.insert("x-user", "bob".parse().unwrap());
+        assert_ne!(legacy.key(&alice), legacy.key(&bob));
+        assert_eq!(legacy.key(&alice), legacy.key(&alice.clone()));
+        let nobody = LegacyBackends::new(&[], None);
+        assert_eq!(
+            nobody.key(&alice),
+            nobody.key(&bob),
+            "no principal configured: one key"
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! What an `initialize`-era backend's answer becomes for a 2026-07-28 client ([`Translation`]),
+//! message by message, as the answer streams (`upstream/body.rs` applies it):
+//!
+//! * the response: its `id` back to the client's (the request went out under an id of the
+//!   gateway's own, unique in the backend session, which several clients may share), and
+//!   `resultType: "complete"` added to a result that has none (and to a list's or
+//!   `resources/read`'s, `ttlMs: 0` and `cacheScope: "private"`);
+//! * notifications (progress, log messages): passed on as they are;
+//! * a request of the backend's (`elicitation/create`, `sampling/createMessage`, `roots/list`,
+//!   `ping`): never passed on, since a 2026-07-28 client takes no server-to-client requests;
+//!   answered into the backend's session instead, `ping` with an empty result and the others
+//!   with an error that names the reason;
+//! * an error response without an id: the answer to this request (one POST carries one);
+//! * a response for another id: dropped.
+//!
+//! A translation dropped before its response came (the client went away) tells the backend with
+//! `notifications/cancelled`, which is how the `initialize` era cancels.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::value::RawValue;
+
+use super::sse::EventReader;
+use crate::jsonrpc::RawObject;
+
+/// Sends one JSON-RPC message into the backend session the request went out in (a POST of
+/// the gateway's own, in the background).
+pub(crate) type Reply = Arc<dyn Fn(Bytes) + Send + Sync>;
+
+/// The translation of one answer; see the [module docs](self).
+pub(crate) struct Translation {
+    /// The request's id in the backend session (raw JSON).
+    ours: Box<str>,
+    /// The client's id (raw JSON).
+    theirs: Box<str>,
+    reply: Reply,
+    answered: bool,
+    /// Whether the result is one 2026-07-28 makes cacheable (lists, `resources/read`), which
+    /// must carry `ttlMs` and `cacheScope`.
+    cacheable: bool,
+    /// A JSON answer, read whole before it is translated.
+    json: BytesMut,
+}
+
+impl std::fmt::Debug for Translation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Translation")
+            .field("ours", &self.ours)
+            .field("theirs", &self.theirs)
+            .field("answered", &self.answered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Translation {
+    /// The translation of the answer to the request the client sent as `theirs` and the gateway
+    /// as `ours` (both raw JSON ids); `reply` answers the backend's own requests.
+    pub(crate) fn new(ours: &str, theirs: &str, reply: Reply) -> Self {
+        Self {
+            ours: ours.into(),
+            theirs: theirs.into(),
+            reply,
+            answered: false,
+            cacheable: false,
+            json: BytesMut::new(),
+        }
+    }
+
+    /// For the answer to `method`: a cacheable result gets `ttlMs: 0` and `cacheScope:
+    /// "private"` when it has none (an `initialize`-era server says nothing about caching, so
+    /// nothing may be cached, and never shared across users).
+    pub(crate) fn for_method(mut self, method: &str) -> Self {
+        self.cacheable = matches!(
+            method,
+            "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read"
+        );
+        self
+    }
+
+    /// Whole SSE events in, the client's events out (empty when nothing is for the client). A
+    /// chunk of keep-alive comments passes as it is.
+    pub(crate) fn events(&mut self, stream: &[u8]) -> Bytes {
+        let mut reader = EventReader::new();
+        reader.push(stream);
+        let mut out = BytesMut::new();
+        let mut any = false;
+        while let Some(data) = reader.next_event() {
+            any = true;
+            if let Some(message) = self.message(&data) {
+                out.extend_from_slice(b"event: message\n");
+                for line in message.split(|b| *b == b'\n') {
+                    out.extend_from_slice(b"data: ");
+                    out.extend_from_slice(line);
+                    out.extend_from_slice(b"\n");
+                }
+                out.extend_from_slice(b"\n");
+            }
+        }
+        if let Some(data) = reader.finish() {
+            any = true;
+            if let Some(message) = self.message(&data) {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(&message);
+                out.extend_from_slice(b"\n\n");
+            }
+        }
+        if !any && stream.starts_with(b":") {
+            // Keep-alive comments keep the client's stream open while a tool works.
+            return Bytes::copy_from_slice(stream);
+        }
+        // Events without data (the priming event a legacy server sends for resumption, its
+        // `id` and `retry`) mean nothing to a 2026-07-28 client: dropped.
+        out.freeze()
+    }
+
+    /// A chunk of a JSON answer; `false` once the answer outgrew `limit` bytes.
+    pub(crate) fn push_json(&mut self, chunk: &[u8], limit: usize) -> bool {
+        self.json.extend_from_slice(chunk);
+        self.json.len() <= limit
+    }
+
+    /// The whole JSON answer, translated.
+    pub(crate) fn finish_json(&mut self) -> Bytes {
+        let body = self.json.split().freeze();
+        self.message(&body).unwrap_or(body)
+    }
+
+    /// One message: what the client gets of it, if anything.
+    fn message(&mut self, data: &[u8]) -> Option<Bytes> {
+        let Ok(message) = serde_json::from_slice::<RawObject>(data) else {
+            // Not a JSON object: the MRTR layer above refuses what it cannot read.
+            return Some(Bytes::copy_from_slice(data));
+        };
+        let id = message.get("id").map(RawValue::get).filter(|id| *id != "null");
+        match (message.get("method"), id) {
+            (Some(method), Some(id)) => {
+                let method: String = serde_json::from_str(method.get()).unwrap_or_default();
+                (self.reply)(answer_backend_request(id, &method));
+                None
+            }
+            (Some(_), None) => Some(Bytes::copy_from_slice(data)),
+            (None, Some(id)) if id == &*self.ours => {
+                self.answered = true;
+                Some(self.response(message))
+            }
+            // An error without an id (the backend could not read the request, or lost its
+            // session) is about the one request this POST carried.
+            (None, None) if message.get("error").is_some() => {
+                self.answered = true;
+                Some(self.response(message))
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// The backend's response under the client's id, with `resultType` on a result.
+    fn response(&self, mut message: RawObject) -> Bytes {
+        if message.get("id").is_none()
+            && let Ok(theirs) = RawValue::from_string(self.theirs.to_string())
+        {
+            message.0.push(("id".to_owned(), theirs));
+        }
+        for (key, value) in &mut message.0 {
+            if key == "id" {
+                if let Ok(theirs) = RawValue::from_string(self.theirs.to_string()) {
+                    *value = theirs;
+                }
+            } else if key == "result"
+                && let Some(result) = modern_result(value, self.cacheable)
+            {
+                *value = result;
+            }
+        }
+        serde_json::to_vec(&message).map(Bytes::from).unwrap_or_default()
+    }
+}
+
+impl Drop for Translation {
+    fn drop(&mut self) {
+        if !self.answered {
+            let cancelled = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client went away"}}}}"#,
+                self.ours
+            );
+            (self.reply)(Bytes::from(cancelled));
+        }
+    }
+}
+
+/// `result` with what 2026-07-28 requires of it added where missing: `"resultType":"complete"`,
+/// and for a `cacheable` one `"ttlMs":0` and `"cacheScope":"private"`. `None`: nothing to add.
+fn modern_result(result: &RawValue, cacheable: bool) -> Option<Box<RawValue>> {
+    let mut object: RawObject = serde_json::from_str(result.get()).ok()?;
+    let mut missing = vec![("resultType", r#""complete""#)];
+    if cacheable {
+        missing.extend([("ttlMs", "0"), ("cacheScope", r#""private""#)]);
+    }
+    missing.retain(|(key, _)| object.get(key).is_none());
+    if missing.is_empty() {
+        return None;
+    }
+    for (key, value) in missing {
+        object
+            .0
+            .push((key.to_owned(), RawValue::from_string(value.to_owned()).ok()?));
+    }
+    serde_json::value::to_raw_value(&object).ok()
+}
+
+/// The gateway's answer to a request a backend sent on a 2026-07-28 client's behalf.
+fn answer_backend_request(id: &str, method: &str) -> Bytes {
+    let mut text = String::new();
+    if method == "ping" {
+        let _ = write!(text, r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+    } else {
+        let message = format!(
+            "mrtr-gateway relays this request for a 2026-07-28 client, which cannot answer {method}: server-to-client requests need a legacy client (see docs/gateway.md, legacy backends)"
+        );
+        let message = serde_json::to_string(&message).unwrap_or_default();
+        let _ = write!(
+            text,
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":{message}}}}}"#
+        );
+    }
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::sync::Mutex;
+
+    fn translation() -> (Translation, Arc<Mutex<Vec<Value>>>) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let log = sent.clone();
+        let reply: Reply = Arc::new(move |message: Bytes| {
+            log.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&message).unwrap());
+        });
+        (Translation::new(r#""mrtr-7""#, "42", reply), sent)
+    }
+
+    fn data(events: &Bytes) -> Vec<Value> {
+        let mut reader = EventReader::new();
+        reader.push(events);
+        std::iter::from_fn(|| reader.next_event())
+            .map(|d| serde_json::from_slice(&d).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_response_gets_the_clients_id_and_a_result_type() {
+        let (mut t, sent) = translation();
+        let out = t.events(
+            b"id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":3,\"progress\":1}}\n\n\
+              event: message\ndata: {\"result\":{\"content\":[],\"n\":1.50},\"jsonrpc\":\"2.0\",\"id\":\"mrtr-7\"}\n\n",
+        );
+        let messages = data(&out);
+        assert_eq!(messages[0]["method"], "notifications/progress");
+        assert_eq!(messages[1]["id"], 42);
+        assert_eq!(messages[1]["result"]["resultType"], "complete");
+        assert!(String::from_utf8_lossy(&out).contains("1.50"), "raw numbers kept");
+        drop(t);
+        assert!(sent.lock().unwrap().is_empty(), "answered: nothing to cancel");
+    }
+
+    #[test]
+    fn the_backends_requests_are_answered_into_its_session_never_passed_on() {
+        let (mut t, sent) = translation();
+        let out = t.events(
+            b"data: {\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"elicitation/create\",\"params\":{}}\n\n\
+              data: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n",
+        );
+        assert!(out.is_empty(), "{out:?}");
+        let sent = sent.lock().unwrap().clone();
+        assert_eq!(sent[0]["id"], 0);
+        assert_eq!(sent[0]["error"]["code"], -32601);
+        assert!(
+            sent[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("elicitation/create")
+        );
+        assert_eq!(sent[1], json!({ "jsonrpc": "2.0", "id": 1, "result": {} }));
+    }
+
+    #[test]
+    fn a_translation_dropped_unanswered_cancels_the_request() {
+        let (t, sent) = translation();
+        drop(t);
+        let sent = sent.lock().unwrap().clone();
+        assert_eq!(sent[0]["method"], "notifications/cancelled");
+        assert_eq!(sent[0]["params"]["requestId"], "mrtr-7");
+    }
+
+    #[test]
+    fn json_answers_are_translated_whole_and_other_ids_dropped() {
+        let (t, _) = translation();
+        let mut t = t.for_method("tools/list");
+        assert!(t.push_json(br#"{"jsonrpc":"2.0","id":"mrtr-7","#, 1024));
+        assert!(t.push_json(br#""result":{"resultType":"complete","tools":[]}}"#, 1024));
+        let out: Value = serde_json::from_slice(&t.finish_json()).unwrap();
+        assert_eq!(out["id"], 42);
+        assert_eq!(
+            out["result"],
+            json!({ "resultType": "complete", "tools": [], "ttlMs": 0, "cacheScope": "private" })
+        );
+        let other = t.events(b"data: {\"jsonrpc\":\"2.0\",\"id\":\"mrtr-8\",\"result\":{}}\n\n");
+        assert!(other.is_empty());
+        let lost = t.events(b"data: {\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32001,\"message\":\"Session not found\"},\"id\":null}\n\n");
+        assert_eq!(data(&lost)[0]["id"], 42, "an id-less error is this request's");
+        assert!(!t.push_json(&[b' '; 2048], 1024));
+        let keepalive = t.events(b": keep-alive\n\n");
+        assert_eq!(&keepalive[..], b": keep-alive\n\n");
+        assert!(
+            t.events(b"data: \nid: 0/1\nretry: 3000\n\n").is_empty(),
+            "a priming event"
+        );
+    }
+}
