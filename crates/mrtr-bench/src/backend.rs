@@ -95,6 +95,9 @@ async fn answer(request: Request<Incoming>) -> Response<Answer> {
     };
     match (message.method.as_deref(), message.params) {
         (Some("tools/list"), _) => json(StatusCode::OK, mcp::list_answer(id)),
+        // The gateway's health probe: answered as a 2026-07-28 server does, so that the backend
+        // is up and the probe's connection stays in the gateway's pool, as with a real backend.
+        (Some("server/discover"), _) => json(StatusCode::OK, mcp::discover_answer(id)),
         (Some("tools/call"), Some(params)) => call(id, params),
         (Some("tools/call"), None) => json(StatusCode::OK, mcp::error_answer(id, -32602, "Missing params")),
         _ => json(StatusCode::OK, mcp::error_answer(id, -32601, "Method not found")),

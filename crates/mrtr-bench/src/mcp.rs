@@ -164,6 +164,15 @@ pub fn list_request(id: u64) -> Vec<u8> {
     request(id, "tools/list", "")
 }
 
+/// The backend's `server/discover` answer, as a 2026-07-28 server gives it.
+pub fn discover_answer(id: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"mock-backend","version":"{}"}},"ttlMs":0,"cacheScope":"private"}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
 /// The backend's `tools/list` answer: [`TOOLS`], one page.
 pub fn list_answer(id: &str) -> Vec<u8> {
     let tools: Vec<String> = TOOLS

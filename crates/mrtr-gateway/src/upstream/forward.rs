@@ -160,7 +160,7 @@ impl Forwarder {
         connection: Connection,
     ) -> Result<Response<Incoming>, ForwardError> {
         let (response, _) = self
-            .send_on(backend, Method::POST, headers, body, connection, None)
+            .send_on(backend, Method::POST, headers, body, connection, None, false)
             .await?;
         Ok(response)
     }
@@ -176,13 +176,14 @@ impl Forwarder {
         body: Bytes,
         session: Option<&HeaderValue>,
     ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
-        self.send_on(backend, method, headers, body, Connection::Pooled, session)
+        self.send_on(backend, method, headers, body, Connection::Pooled, session, true)
             .await
     }
 
     /// Sends `method` with `body` to `backend`, the headers filtered in place (see the module
     /// docs) and, for a legacy backend, `session` as its `Mcp-Session-Id`. Returns the answer
-    /// (its body streaming) and the session id the backend's answer named, if any.
+    /// (its body streaming) and, when `read_session`, the session id the backend's answer named.
+    #[allow(clippy::too_many_arguments)] // one private function behind `post` and `send`
     async fn send_on(
         &self,
         backend: &Backend,
@@ -191,6 +192,7 @@ impl Forwarder {
         body: Bytes,
         connection: Connection,
         session: Option<&HeaderValue>,
+        read_session: bool,
     ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
         drop_headers(&mut headers, request_drops);
         headers.insert(header::HOST, backend.host().clone());
@@ -242,7 +244,9 @@ impl Forwarder {
         };
         pools.metrics.request(label, failure, started.elapsed());
         let (mut parts, body) = outcome?.into_parts();
-        let session = parts.headers.get(MCP_SESSION_ID).cloned();
+        let session = read_session
+            .then(|| parts.headers.get(MCP_SESSION_ID).cloned())
+            .flatten();
         drop_headers(&mut parts.headers, response_drops);
         Ok((Response::from_parts(parts, body), session))
     }

@@ -19,8 +19,9 @@
 //!   modern form (`upstream/translate.rs`). `server/discover` is answered from the session's
 //!   `initialize` result; `subscriptions/listen` and notifications are not forwarded.
 //! * **A session the backend forgot** (it answers `404`, as the transport specification says it
-//!   must for an unknown session, without processing the request) is opened again and the request
-//!   sent once more.
+//!   must for an unknown session, or a `400` whose error names the session, as the TypeScript
+//!   SDK 1.x does; either without processing the request) is opened again and the request sent
+//!   once more.
 //! * **Bounds**: at most [`MAX_SESSIONS`] per backend; when full, the session idle longest is
 //!   closed for a new key, and a request finding every session busy is refused. A session idle
 //!   for [`IDLE_TIMEOUT`] is closed (`DELETE`) by the health probe's round.
@@ -231,13 +232,23 @@ impl LegacyBackends {
                     session.id.as_ref(),
                 )
                 .await?;
-            if response.status() == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
-                tracing::info!(
-                    backend = backend.name(),
-                    "the backend forgot its session; opening another"
-                );
-                self.forget(backend, &lease);
-                continue;
+            if session.id.is_some() && attempt == 0 && may_be_forgotten(response.status()) {
+                // Read the (small) refusal to tell a forgotten session from any other error.
+                let status = response.status();
+                let answer = forwarder.read_answer(backend, response).await?;
+                if forgotten(&answer) {
+                    tracing::info!(
+                        backend = backend.name(),
+                        "the backend forgot its session; opening another"
+                    );
+                    self.forget(backend, &lease);
+                    continue;
+                }
+                let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
+                let mut translation = Translation::new(&ours, id, reply).for_method(&method);
+                let body = answer.message.unwrap_or_default();
+                translation.push_json(&body, super::body::MAX_TRANSLATED);
+                return Ok(own(status, translation.finish_json()));
             }
             let sse = is_sse(response.headers());
             let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
@@ -296,11 +307,12 @@ impl LegacyBackends {
                     session.id.as_ref(),
                 )
                 .await?;
-            if response.status() == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
+            let answer = forwarder.read_answer(backend, response).await?;
+            if session.id.is_some() && attempt == 0 && forgotten(&answer) {
                 self.forget(backend, &lease);
                 continue;
             }
-            return forwarder.read_answer(backend, response).await;
+            return Ok(answer);
         }
         Err(ForwardError::Unreachable(
             "the backend forgot a session it had just opened".to_owned(),
@@ -387,6 +399,32 @@ impl LegacyBackends {
                 close(forwarder, backend, &slot).await;
             }
         }
+    }
+}
+
+/// Whether an answer with `status` may be a backend's refusal of a session it does not know.
+fn may_be_forgotten(status: StatusCode) -> bool {
+    matches!(status, StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST)
+}
+
+/// Whether `answer` refuses the request for its session, unprocessed: `404` (what the transport
+/// specification prescribes for an unknown session), or a `400` whose JSON-RPC error names the
+/// session (the TypeScript SDK 1.x's servers, server-everything among them, answer "Bad Request:
+/// No valid session ID provided" after a restart).
+fn forgotten(answer: &Answer) -> bool {
+    match answer.status {
+        StatusCode::NOT_FOUND => true,
+        StatusCode::BAD_REQUEST => answer
+            .message
+            .as_ref()
+            .and_then(|m| serde_json::from_slice::<Value>(m).ok())
+            .and_then(|m| {
+                m.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_ascii_lowercase)
+            })
+            .is_some_and(|message| message.contains("session")),
+        _ => false,
     }
 }
 
@@ -638,6 +676,24 @@ mod tests {
         assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
         assert_eq!(result["serverInfo"]["name"], "everything");
         assert_eq!(result["instructions"], "be kind");
+    }
+
+    #[test]
+    fn a_forgotten_session_is_told_from_other_refusals() {
+        let answer = |status: u16, message: &str| Answer {
+            status: StatusCode::from_u16(status).unwrap(),
+            message: Some(Bytes::copy_from_slice(message.as_bytes())),
+        };
+        let no_session = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
+        assert!(forgotten(&answer(400, no_session)));
+        assert!(forgotten(&answer(
+            404,
+            r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#
+        )));
+        let invalid =
+            r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid arguments"},"id":"mrtr-1"}"#;
+        assert!(!forgotten(&answer(400, invalid)));
+        assert!(!forgotten(&answer(200, no_session)));
     }
 
     #[test]
