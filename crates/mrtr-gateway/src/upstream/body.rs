@@ -133,8 +133,9 @@ impl BackendBody {
     }
 }
 
-/// Largest JSON answer of an `initialize`-era backend the gateway reads whole to translate.
-pub(crate) const MAX_TRANSLATED: usize = super::forward::MAX_MERGED_ANSWER;
+/// Largest JSON answer of an `initialize`-era backend the gateway reads whole to translate (as
+/// much as it reads of an answer it merges).
+pub(crate) const MAX_TRANSLATED: usize = 8 * 1024 * 1024;
 
 impl Stall {
     /// Whether the backend has sent nothing for a whole timeout; registers the waker otherwise.

@@ -1,6 +1,7 @@
 //! A backend's era: whether it speaks the 2026-07-28 revision (`server/discover`, per-request
 //! `_meta`, no sessions) or an earlier one (`initialize`, `Mcp-Session-Id`), as the operator
-//! configured it ([`Era`]) and as the health probe found it ([`detect`], giving a [`Found`]).
+//! configured it ([`Era`]) and as the health probe found it ([`detect`], giving a
+//! [`Found`](super::health::Found)).
 //!
 //! Detection follows the specification's advice to clients (basic/versioning, backward
 //! compatibility): send a modern request first; a success, or one of the modern JSON-RPC errors
@@ -31,7 +32,7 @@ use serde_json::Value;
 
 use super::Backend;
 use super::forward::{Answer, ForwardError, Forwarder};
-use super::health::Down;
+use super::health::{Down, Found};
 
 /// The revision the gateway speaks with modern backends.
 pub(crate) const MODERN_VERSION: &str = "2026-07-28";
@@ -76,32 +77,6 @@ impl fmt::Display for Era {
             Self::Modern => "modern",
             Self::Legacy => "legacy",
         })
-    }
-}
-
-/// What the probe found a backend to be.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Found {
-    /// Whether it is a 2026-07-28 server (else an `initialize`-era one).
-    pub(crate) modern: bool,
-    /// The revision spoken with it: 2026-07-28, or the one `initialize` negotiated.
-    pub(crate) version: String,
-    /// Its `serverInfo` name and version, when it gave them.
-    pub(crate) server: Option<(String, String)>,
-}
-
-impl Found {
-    /// `"modern"` or `"legacy"`, as `/readyz` and the metrics name it.
-    pub(crate) fn era(&self) -> &'static str {
-        if self.modern { "modern" } else { "legacy" }
-    }
-
-    /// `name version` of its server, or `unknown`, for the log.
-    pub(crate) fn server_text(&self) -> String {
-        match &self.server {
-            Some((name, version)) => format!("{name} {version}"),
-            None => "unknown".to_owned(),
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! goes to the log, which is not served to whoever can reach the admin listener.
 //!
 //! A backend is up when the probe found it to be an MCP server the gateway can speak with, of
-//! either era ([`Found`], from `upstream/era.rs`); its era, revision and server are kept for
+//! either era ([`Found`], by `upstream/era.rs`); its era, revision and server are kept for
 //! `/readyz`, the log and the choice of how requests reach it.
 
 use std::sync::Mutex;
@@ -13,7 +13,31 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
-use crate::upstream::era::Found;
+/// What the probe found a backend to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Whether it is a 2026-07-28 server (else an `initialize`-era one).
+    pub(crate) modern: bool,
+    /// The revision spoken with it: 2026-07-28, or the one `initialize` negotiated.
+    pub(crate) version: String,
+    /// Its `serverInfo` name and version, when it gave them.
+    pub(crate) server: Option<(String, String)>,
+}
+
+impl Found {
+    /// `"modern"` or `"legacy"`, as `/readyz` and the metrics name it.
+    pub(crate) fn era(&self) -> &'static str {
+        if self.modern { "modern" } else { "legacy" }
+    }
+
+    /// `name version` of its server, or `unknown`, for the log.
+    pub(crate) fn server_text(&self) -> String {
+        match &self.server {
+            Some((name, version)) => format!("{name} {version}"),
+            None => "unknown".to_owned(),
+        }
+    }
+}
 
 /// Why a backend is down.
 #[derive(Clone, Debug, PartialEq, Eq)]

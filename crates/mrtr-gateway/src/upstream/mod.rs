@@ -1,7 +1,12 @@
 //! The backend side: what a backend is ([`Backend`]), forwarding to it ([`forward`]), its
-//! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]) and
-//! its health state ([`health`]). Imports `observe` and the ground floor only. A new kind of
-//! backend (another transport) goes here.
+//! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]), its
+//! health state ([`health`]) and era ([`era`]: the probe that finds it), and the sessions in
+//! which `initialize`-era backends are spoken to ([`legacy`], whose answers [`translate`] puts
+//! in modern form). Imports `observe` and the ground floor only. A new kind of backend (another
+//! transport) goes here.
+//!
+//! Within the room, imports run from `legacy` and `era` to `forward`, then `body`, `translate`
+//! and `sse`; `era` and `legacy` also read `health`.
 //!
 //! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
 //! URL, the [`Era`] it is expected to speak ([`era`] finds the one it does), and per-backend
