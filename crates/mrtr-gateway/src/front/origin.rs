@@ -151,6 +151,10 @@ impl Guard {
 /// Whether a `Content-Type` value names exactly the media type `expected` (parameters such as
 /// `charset` aside, case aside): `application/jsonx` is not `application/json`.
 fn is_media_type(value: &str, expected: &str) -> bool {
+    // The usual value is exactly `expected`: compared in place, without splitting.
+    if value.len() == expected.len() {
+        return value.eq_ignore_ascii_case(expected);
+    }
     value
         .split(';')
         .next()

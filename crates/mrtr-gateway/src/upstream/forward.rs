@@ -41,7 +41,7 @@ const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
-/// `Host` and `Content-Length` are not listed: [`Forwarder::post`] replaces them.
+/// `Host` and `Content-Length` are not listed: [`Forwarder::send`] replaces them.
 fn request_drops(name: &str) -> bool {
     matches!(
         name,
@@ -142,27 +142,22 @@ impl Forwarder {
         id: Option<&str>,
         body: Bytes,
     ) -> Result<Response<ProxyBody>, ForwardError> {
-        let response = self.post(backend, headers, body, Connection::Pooled).await?;
+        let (response, _) = self
+            .send_on(
+                backend,
+                Method::POST,
+                headers,
+                body,
+                Connection::Pooled,
+                None,
+                false,
+            )
+            .await?;
         let sse = is_sse(response.headers());
         Ok(response.map(|body| {
             let stall = backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT);
             Either::Left(BackendBody::new(body, stall, sse, id, backend.route()))
         }))
-    }
-
-    /// POSTs `body` to `backend` with the client's headers, filtered in place (see the module
-    /// docs). The answer's body streams; the caller decides whether to buffer it.
-    async fn post(
-        &self,
-        backend: &Backend,
-        headers: HeaderMap,
-        body: Bytes,
-        connection: Connection,
-    ) -> Result<Response<Incoming>, ForwardError> {
-        let (response, _) = self
-            .send_on(backend, Method::POST, headers, body, connection, None, false)
-            .await?;
-        Ok(response)
     }
 
     /// Sends `method` with `body` to `backend` on a kept-alive connection, in `session` (a
@@ -183,7 +178,7 @@ impl Forwarder {
     /// Sends `method` with `body` to `backend`, the headers filtered in place (see the module
     /// docs) and, for a legacy backend, `session` as its `Mcp-Session-Id`. Returns the answer
     /// (its body streaming) and, when `read_session`, the session id the backend's answer named.
-    #[allow(clippy::too_many_arguments)] // one private function behind `post` and `send`
+    #[allow(clippy::too_many_arguments)] // one private function behind every request sent
     async fn send_on(
         &self,
         backend: &Backend,
@@ -281,8 +276,16 @@ impl Forwarder {
         body: Bytes,
         connection: Connection,
     ) -> Result<Answer, ForwardError> {
-        let response = self
-            .post(backend, client_headers.clone(), body, connection)
+        let (response, _) = self
+            .send_on(
+                backend,
+                Method::POST,
+                client_headers.clone(),
+                body,
+                connection,
+                None,
+                false,
+            )
             .await?;
         self.read_answer(backend, response).await
     }
