@@ -127,15 +127,6 @@ impl Proxy {
         let inner = &self.inner;
         inner.legacy.sweep(&inner.forwarder, &inner.backends, idle).await;
     }
-
-    /// Sessions open with `backend`, when it is an `initialize`-era one.
-    pub fn legacy_sessions(&self, backend: &str) -> usize {
-        self.inner
-            .backends
-            .iter()
-            .find(|b| b.name() == backend)
-            .map_or(0, |b| self.inner.legacy.open_sessions(b))
-    }
 }
 
 impl<B> Service<Request<RequestBody<B>>> for Proxy

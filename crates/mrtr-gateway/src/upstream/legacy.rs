@@ -145,14 +145,6 @@ impl LegacyBackends {
         backend.era() == super::era::Era::Legacy || backend.health().is_legacy()
     }
 
-    /// Sessions open with `backend` (for tests and `/readyz`-like reports).
-    pub(crate) fn open_sessions(&self, backend: &Backend) -> usize {
-        self.pool(backend).map_or(0, |pool| {
-            let slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
-            slots.values().filter(|s| s.session.initialized()).count()
-        })
-    }
-
     fn pool(&self, backend: &Backend) -> Option<&Pool> {
         self.pools
             .iter()
@@ -603,7 +595,11 @@ fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
             headers.insert("mcp-protocol-version", version);
         }
         let id = session.id.clone();
-        tokio::spawn(async move {
+        // A translation dropped as the runtime shuts down has no one to send with.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
             let sent = forwarder
                 .send(&backend, Method::POST, headers, message, id.as_ref())
                 .await;

@@ -25,6 +25,9 @@ use serde_json::value::RawValue;
 use super::sse::EventReader;
 use crate::jsonrpc::RawObject;
 
+/// Most requests of the backend's own answered during one call; later ones are dropped unanswered.
+pub(crate) const MAX_ANSWERED: usize = 64;
+
 /// Sends one JSON-RPC message into the backend session the request went out in (a POST of
 /// the gateway's own, in the background).
 pub(crate) type Reply = Arc<dyn Fn(Bytes) + Send + Sync>;
@@ -37,6 +40,8 @@ pub(crate) struct Translation {
     theirs: Box<str>,
     reply: Reply,
     answered: bool,
+    /// The backend's own requests answered so far (at most [`MAX_ANSWERED`]).
+    replies: usize,
     /// Whether the result is one 2026-07-28 makes cacheable (lists, `resources/read`), which
     /// must carry `ttlMs` and `cacheScope`.
     cacheable: bool,
@@ -63,6 +68,7 @@ impl Translation {
             theirs: theirs.into(),
             reply,
             answered: false,
+            replies: 0,
             cacheable: false,
             json: BytesMut::new(),
         }
@@ -136,8 +142,13 @@ impl Translation {
         let id = message.get("id").map(RawValue::get).filter(|id| *id != "null");
         match (message.get("method"), id) {
             (Some(method), Some(id)) => {
-                let method: String = serde_json::from_str(method.get()).unwrap_or_default();
-                (self.reply)(answer_backend_request(id, &method));
+                // Each answer is a POST of the gateway's own: a backend that keeps asking gets
+                // no more than a bounded number of them per call.
+                if self.replies < MAX_ANSWERED {
+                    self.replies += 1;
+                    let method: String = serde_json::from_str(method.get()).unwrap_or_default();
+                    (self.reply)(answer_backend_request(id, &method));
+                }
                 None
             }
             (Some(_), None) => Some(Bytes::copy_from_slice(data)),
@@ -286,6 +297,13 @@ mod tests {
                 .contains("elicitation/create")
         );
         assert_eq!(sent[1], json!({ "jsonrpc": "2.0", "id": 1, "result": {} }));
+        drop(sent);
+        let flood = "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"roots/list\"}\n\n".repeat(100);
+        t.events(flood.as_bytes());
+        assert_eq!(
+            t.replies, MAX_ANSWERED,
+            "a flood of requests gets a bounded number of answers"
+        );
     }
 
     #[test]
