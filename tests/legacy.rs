@@ -307,7 +307,10 @@ async fn a_call_ends_when_its_client_goes_away_or_does_not_answer() -> anyhow::R
     drop(events);
     let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "cancel"}});
     let mut status = 0;
-    for _ in 0..50 {
+    // Polled until the gateway has seen the stream go (bounded by TIMEOUT, not a count of
+    // tries a loaded machine can exhaust).
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
         status = session
             .post(&gateway.url(), answer.clone())
             .await?
@@ -416,7 +419,8 @@ async fn one_session_cannot_keep_every_call_waiting() -> anyhow::Result<()> {
     // An ended call gives its place back.
     drop(held.pop());
     let mut again = None;
-    for _ in 0..50 {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
         let mut events = greedy
             .call("test_elicitation", json!({"message": "Name?"}))
             .await?;

@@ -4,13 +4,14 @@
 //! many or too large headers are cut off; connections over the limit wait. Memory under ten times the sustainable load is
 //! measured by `overload-bench` (docs/reliability.md), not asserted here.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, Seconds};
-use mrtr_test_support::backends::{Answer, start_backend};
+use mrtr_test_support::backends::{Answer, start_backend, start_counting_backend};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::mcp::{body, mcp_post, mcp_request, message, response_text};
-use mrtr_test_support::wait::TIMEOUT;
+use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -37,19 +38,23 @@ fn head(addr: std::net::SocketAddr, content_length: usize, extra: &str) -> Strin
 
 #[tokio::test]
 async fn requests_over_the_limit_get_a_fast_503_and_the_gateway_recovers() {
-    let (url, _) = start_backend(Answer::JsonAfter(Duration::from_millis(500)), None).await;
+    let (url, _, received) = start_counting_backend(Answer::JsonAfter(Duration::from_secs(2)), None).await;
     let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
     config.settings.max_in_flight = 2.try_into().unwrap();
     let gateway = gateway(config, keyring()).await.unwrap();
     let client = reqwest::Client::new();
     let call = |id: u64| mcp_post(&client, &gateway.url(), id, "tools/call", json!({"name": "echo"})).send();
-    // Two calls the backend holds for 500 ms take both places.
+    // Two calls the backend holds for 2 s take both places: waited for until the backend has
+    // both (not for a fixed time, which a loaded machine can outlast).
     let (first, second) = (tokio::spawn(call(1)), tokio::spawn(call(2)));
     let held = tokio::spawn(async move {
         let first = first.await.unwrap().unwrap().status();
         (first, second.await.unwrap().unwrap().status())
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    eventually(TIMEOUT, "both held calls reached the backend", || async {
+        received.load(Ordering::SeqCst) == 2
+    })
+    .await;
 
     let shed = call(3).await.unwrap();
     // Shed without waiting for a place: the held calls are still running.

@@ -141,16 +141,22 @@ pub enum Answer {
 type BackendBody =
     Either<Full<Bytes>, StreamBody<futures_util::stream::BoxStream<'static, io::Result<Frame<Bytes>>>>>;
 
-async fn answer(request: Request<Incoming>, answer: Answer) -> Result<Response<BackendBody>, Infallible> {
+async fn answer(
+    request: Request<Incoming>,
+    answer: Answer,
+    calls: Arc<AtomicUsize>,
+) -> Result<Response<BackendBody>, Infallible> {
     let body = request
         .into_body()
         .collect()
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let id = serde_json::from_slice::<Value>(&body)
-        .map(|m| m["id"].clone())
-        .unwrap_or_default();
+    let message = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    if message["method"] == "tools/call" {
+        calls.fetch_add(1, Ordering::SeqCst);
+    }
+    let id = message["id"].clone();
     let progress = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
     let stream = match answer {
         Answer::Json | Answer::JsonAfter(_) => {
@@ -188,6 +194,19 @@ async fn answer(request: Request<Incoming>, answer: Answer) -> Result<Response<B
 /// for that long is closed (hyper's header read timeout, which runs while a connection idles).
 /// Returns the backend's URL and its count of accepted connections.
 pub async fn start_backend(mode: Answer, idle_close: Option<Duration>) -> (String, Arc<AtomicUsize>) {
+    let (url, connections, _) = start_counting_backend(mode, idle_close).await;
+    (url, connections)
+}
+
+/// [`start_backend`], also returning how many `tools/call` requests it has received (counted as
+/// each arrives, before it is answered), so that a test can wait for calls to be in flight
+/// instead of sleeping.
+pub async fn start_counting_backend(
+    mode: Answer,
+    idle_close: Option<Duration>,
+) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let received = calls.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let connections = Arc::new(AtomicUsize::new(0));
@@ -200,11 +219,12 @@ pub async fn start_backend(mode: Answer, idle_close: Option<Duration>) -> (Strin
             counted.fetch_add(1, Ordering::SeqCst);
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(idle_close);
+            let calls = received.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| answer(request, mode));
+                let service = hyper::service::service_fn(move |request| answer(request, mode, calls.clone()));
                 let _ = builder.serve_connection(TokioIo::new(stream), service).await;
             });
         }
     });
-    (url, connections)
+    (url, connections, calls)
 }

@@ -2,8 +2,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -73,10 +71,18 @@ async fn a_request_in_flight_finishes_with_the_keyring_it_arrived_under() {
     // A backend that answers only when told to, so the keyring changes while it works.
     let (release, released) = oneshot::channel::<()>();
     let released = std::sync::Arc::new(tokio::sync::Mutex::new(Some(released)));
+    // The backend says when the request has reached it, so the keyring changes while it works
+    // and not before (a fixed sleep is outlasted on a loaded machine).
+    let (arrived, has_arrived) = oneshot::channel::<()>();
+    let arrived = std::sync::Arc::new(std::sync::Mutex::new(Some(arrived)));
     let inner = tower::service_fn(
         move |req: http::Request<tower_mrtr::RequestBody<http_body_util::Full<bytes::Bytes>>>| {
             let released = released.clone();
+            let arrived = arrived.clone();
             async move {
+                if let Some(arrived) = arrived.lock().unwrap().take() {
+                    let _ = arrived.send(());
+                }
                 if let Some(rx) = released.lock().await.take() {
                     let _ = rx.await;
                 }
@@ -95,7 +101,7 @@ async fn a_request_in_flight_finishes_with_the_keyring_it_arrived_under() {
     );
     let svc = layer.layer(inner);
     let in_flight = tokio::spawn(send(svc, post(&tool_call(1, "t", None))));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    has_arrived.await.unwrap();
     handle.store(ring(&format!("{NEW},{OLD}")));
     release.send(()).unwrap();
     let envelope = in_flight.await.unwrap().envelope();
