@@ -286,13 +286,17 @@ impl Body for BackendBody {
                         Ok(data) => match sse.pass(data) {
                             Some(data) => match this.translation.as_mut() {
                                 None => return Poll::Ready(Some(Ok(Frame::data(data)))),
-                                Some(translation) => {
-                                    let data = translation.events(&data);
-                                    if data.is_empty() {
-                                        continue;
+                                Some(translation) => match translation.events(&data, MAX_TRANSLATED) {
+                                    Some(data) if data.is_empty() => continue,
+                                    Some(data) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                                    None => {
+                                        *this.finished = true;
+                                        return Poll::Ready(Some(Err(
+                                            "an event of the backend's answer is too large to translate"
+                                                .into(),
+                                        )));
                                     }
-                                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                                }
+                                },
                             },
                             None => continue,
                         },
@@ -304,7 +308,15 @@ impl Body for BackendBody {
                     // A stream that ends cleanly inside an event is passed on as it ended.
                     let rest = match (this.sse.as_mut(), this.translation.as_mut()) {
                         (Some(sse), None) => sse.held.split().freeze(),
-                        (Some(sse), Some(translation)) => translation.events(&sse.held.split()),
+                        (Some(sse), Some(translation)) => {
+                            // What the body held back, then what the translation still holds.
+                            let held = sse.held.split();
+                            let mut rest = BytesMut::from(
+                                &translation.events(&held, MAX_TRANSLATED).unwrap_or_default()[..],
+                            );
+                            rest.extend_from_slice(&translation.finish_events());
+                            rest.freeze()
+                        }
                         (None, Some(translation)) => translation.finish_json(),
                         (None, None) => Bytes::new(),
                     };

@@ -47,6 +47,8 @@ pub(crate) struct Translation {
     cacheable: bool,
     /// A JSON answer, read whole before it is translated.
     json: BytesMut,
+    /// An SSE answer's events, read as they complete.
+    events: EventReader,
 }
 
 impl std::fmt::Debug for Translation {
@@ -71,6 +73,7 @@ impl Translation {
             replies: 0,
             cacheable: false,
             json: BytesMut::new(),
+            events: EventReader::new(),
         }
     }
 
@@ -85,40 +88,50 @@ impl Translation {
         self
     }
 
-    /// Whole SSE events in, the client's events out (empty when nothing is for the client). A
-    /// chunk of keep-alive comments passes as it is.
-    pub(crate) fn events(&mut self, stream: &[u8]) -> Bytes {
-        let mut reader = EventReader::new();
-        reader.push(stream);
+    /// A chunk of an SSE answer in, the client's events out: every event the chunk completes
+    /// (an event may span chunks: one longer than the body's whole-event limit arrives in
+    /// pieces), empty when nothing is for the client. A chunk of keep-alive comments alone
+    /// passes as it is. `None` once an unfinished event holds more than `limit` bytes.
+    pub(crate) fn events(&mut self, chunk: &[u8], limit: usize) -> Option<Bytes> {
+        self.events.push(chunk);
         let mut out = BytesMut::new();
         let mut any = false;
-        while let Some(data) = reader.next_event() {
+        while let Some(data) = self.events.next_event() {
             any = true;
-            if let Some(message) = self.message(&data) {
-                out.extend_from_slice(b"event: message\n");
-                for line in message.split(|b| *b == b'\n') {
-                    out.extend_from_slice(b"data: ");
-                    out.extend_from_slice(line);
-                    out.extend_from_slice(b"\n");
-                }
-                out.extend_from_slice(b"\n");
-            }
+            self.write_event(&data, &mut out);
         }
-        if let Some(data) = reader.finish() {
-            any = true;
-            if let Some(message) = self.message(&data) {
-                out.extend_from_slice(b"data: ");
-                out.extend_from_slice(&message);
-                out.extend_from_slice(b"\n\n");
-            }
+        if self.events.held() > limit {
+            return None;
         }
-        if !any && stream.starts_with(b":") {
+        if !any && self.events.held() == 0 && chunk.starts_with(b":") {
             // Keep-alive comments keep the client's stream open while a tool works.
-            return Bytes::copy_from_slice(stream);
+            return Some(Bytes::copy_from_slice(chunk));
         }
         // Events without data (the priming event a legacy server sends for resumption, its
         // `id` and `retry`) mean nothing to a 2026-07-28 client: dropped.
+        Some(out.freeze())
+    }
+
+    /// The end of an SSE answer: an event the stream ended inside, translated.
+    pub(crate) fn finish_events(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        if let Some(data) = self.events.finish() {
+            self.write_event(&data, &mut out);
+        }
         out.freeze()
+    }
+
+    /// Writes what the client gets of the event `data` to `out`, as one event.
+    fn write_event(&mut self, data: &[u8], out: &mut BytesMut) {
+        if let Some(message) = self.message(data) {
+            out.extend_from_slice(b"event: message\n");
+            for line in message.split(|b| *b == b'\n') {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(line);
+                out.extend_from_slice(b"\n");
+            }
+            out.extend_from_slice(b"\n");
+        }
     }
 
     /// A chunk of a JSON answer; `false` once the answer outgrew `limit` bytes.
@@ -244,6 +257,40 @@ mod tests {
     use serde_json::{Value, json};
     use std::sync::Mutex;
 
+    const LIMIT: usize = 1024;
+
+    #[test]
+    fn an_event_in_pieces_is_translated_once_whole_and_a_huge_one_refused() {
+        let (mut t, _) = translation();
+        let event = b"data: {\"jsonrpc\":\"2.0\",\"id\":\"mrtr-7\",\"result\":{\"text\":\"abcdef\"}}\n\n";
+        let (first, rest) = event.split_at(20);
+        assert!(
+            t.events(first, LIMIT).unwrap().is_empty(),
+            "nothing before the event is whole"
+        );
+        let out = t.events(rest, LIMIT).unwrap();
+        assert_eq!(data(&out)[0]["id"], 42, "{out:?}");
+        let (mut t, _) = translation();
+        assert!(
+            t.events(&[b'x'; 2048], LIMIT).is_none(),
+            "an unfinished event over the limit"
+        );
+        let (mut t, _) = translation();
+        assert!(
+            t.events(
+                b"data: {\"jsonrpc\":\"2.0\",\"id\":\"mrtr-7\",\"result\":{}}",
+                LIMIT
+            )
+            .unwrap()
+            .is_empty()
+        );
+        assert_eq!(
+            data(&t.finish_events())[0]["id"],
+            42,
+            "the stream ended inside the event"
+        );
+    }
+
     fn translation() -> (Translation, Arc<Mutex<Vec<Value>>>) {
         let sent = Arc::new(Mutex::new(Vec::new()));
         let log = sent.clone();
@@ -266,10 +313,13 @@ mod tests {
     #[test]
     fn the_response_gets_the_clients_id_and_a_result_type() {
         let (mut t, sent) = translation();
-        let out = t.events(
-            b"id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":3,\"progress\":1}}\n\n\
-              event: message\ndata: {\"result\":{\"content\":[],\"n\":1.50},\"jsonrpc\":\"2.0\",\"id\":\"mrtr-7\"}\n\n",
-        );
+        let out = t
+            .events(
+                b"id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":3,\"progress\":1}}\n\n\
+                  event: message\ndata: {\"result\":{\"content\":[],\"n\":1.50},\"jsonrpc\":\"2.0\",\"id\":\"mrtr-7\"}\n\n",
+                LIMIT,
+            )
+            .unwrap();
         let messages = data(&out);
         assert_eq!(messages[0]["method"], "notifications/progress");
         assert_eq!(messages[1]["id"], 42);
@@ -282,10 +332,13 @@ mod tests {
     #[test]
     fn the_backends_requests_are_answered_into_its_session_never_passed_on() {
         let (mut t, sent) = translation();
-        let out = t.events(
-            b"data: {\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"elicitation/create\",\"params\":{}}\n\n\
-              data: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n",
-        );
+        let out = t
+            .events(
+                b"data: {\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"elicitation/create\",\"params\":{}}\n\n\
+                  data: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n",
+                LIMIT,
+            )
+            .unwrap();
         assert!(out.is_empty(), "{out:?}");
         let sent = sent.lock().unwrap().clone();
         assert_eq!(sent[0]["id"], 0);
@@ -299,7 +352,7 @@ mod tests {
         assert_eq!(sent[1], json!({ "jsonrpc": "2.0", "id": 1, "result": {} }));
         drop(sent);
         let flood = "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"roots/list\"}\n\n".repeat(100);
-        t.events(flood.as_bytes());
+        t.events(flood.as_bytes(), LIMIT).unwrap();
         assert_eq!(
             t.replies, MAX_ANSWERED,
             "a flood of requests gets a bounded number of answers"
@@ -327,15 +380,22 @@ mod tests {
             out["result"],
             json!({ "resultType": "complete", "tools": [], "ttlMs": 0, "cacheScope": "private" })
         );
-        let other = t.events(b"data: {\"jsonrpc\":\"2.0\",\"id\":\"mrtr-8\",\"result\":{}}\n\n");
+        let other = t
+            .events(
+                b"data: {\"jsonrpc\":\"2.0\",\"id\":\"mrtr-8\",\"result\":{}}\n\n",
+                LIMIT,
+            )
+            .unwrap();
         assert!(other.is_empty());
-        let lost = t.events(b"data: {\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32001,\"message\":\"Session not found\"},\"id\":null}\n\n");
+        let lost = t.events(b"data: {\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32001,\"message\":\"Session not found\"},\"id\":null}\n\n", LIMIT).unwrap();
         assert_eq!(data(&lost)[0]["id"], 42, "an id-less error is this request's");
         assert!(!t.push_json(&[b' '; 2048], 1024));
-        let keepalive = t.events(b": keep-alive\n\n");
+        let keepalive = t.events(b": keep-alive\n\n", LIMIT).unwrap();
         assert_eq!(&keepalive[..], b": keep-alive\n\n");
         assert!(
-            t.events(b"data: \nid: 0/1\nretry: 3000\n\n").is_empty(),
+            t.events(b"data: \nid: 0/1\nretry: 3000\n\n", LIMIT)
+                .unwrap()
+                .is_empty(),
             "a priming event"
         );
     }
