@@ -244,7 +244,13 @@ pub(crate) async fn detect(forwarder: &Forwarder, backend: &Backend) -> Result<F
         }
     }
     let (answer, session) = forwarder
-        .legacy_exchange(backend, None, Bytes::from_static(INITIALIZE_BODY.as_bytes()))
+        .legacy_exchange(
+            backend,
+            HeaderMap::new(),
+            None,
+            None,
+            Bytes::from_static(INITIALIZE_BODY.as_bytes()),
+        )
         .await
         .map_err(unavailable)?;
     let found = initialized(&answer, not_modern.as_deref());

@@ -290,27 +290,27 @@ impl Forwarder {
         self.read_answer(backend, response).await
     }
 
-    /// A request of the gateway's own to an `initialize`-era backend: `body` POSTed in
-    /// `session` (none for `initialize`, which opens one) at the negotiated `version`. Returns the
-    /// answer and the session id the backend gave, if any.
+    /// A message of the gateway's own to an `initialize`-era backend: `body` POSTed with
+    /// `headers` (the client's, or none) at the negotiated `version` (none for `initialize`),
+    /// in `session` (none for `initialize`, which opens one, and for a server that keeps none).
+    /// Returns the answer and the session id the backend gave, if any.
     pub(crate) async fn legacy_exchange(
         &self,
         backend: &Backend,
-        session: Option<(&HeaderValue, &str)>,
+        mut headers: HeaderMap,
+        version: Option<&str>,
+        session: Option<&HeaderValue>,
         body: Bytes,
     ) -> Result<(Answer, Option<HeaderValue>), ForwardError> {
-        let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             header::ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        if let Some(version) = session.and_then(|(_, v)| HeaderValue::from_str(v).ok()) {
+        if let Some(version) = version.and_then(|v| HeaderValue::from_str(v).ok()) {
             headers.insert(MCP_PROTOCOL_VERSION, version);
         }
-        let (response, opened) = self
-            .send(backend, Method::POST, headers, body, session.map(|(id, _)| id))
-            .await?;
+        let (response, opened) = self.send(backend, Method::POST, headers, body, session).await?;
         Ok((self.read_answer(backend, response).await?, opened))
     }
 

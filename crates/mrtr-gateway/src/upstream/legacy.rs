@@ -38,6 +38,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::Either;
+use hyper::body::Incoming;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -101,6 +102,21 @@ impl Session {
     fn next_id(&self) -> String {
         format!("\"mrtr-{}\"", self.next_id.fetch_add(1, Ordering::Relaxed))
     }
+}
+
+/// What a backend answered a request sent in a session.
+enum Answered {
+    /// The answer, as it streams.
+    Streaming(Response<Incoming>),
+    /// A refusal, read whole to tell a forgotten session from other errors.
+    Read(Answer),
+    /// Nothing: the request could not be put in legacy form (not a JSON-RPC object with
+    /// object `params`).
+    NotLegacy,
+}
+
+fn no_session() -> ForwardError {
+    ForwardError::Unreachable("no session".to_owned())
 }
 
 /// A session in use by one request: counted as busy until dropped.
@@ -192,19 +208,17 @@ impl LegacyBackends {
                 jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
             ));
         }
-        let key = self.key(&headers);
-        for attempt in 0..2 {
-            let lease = self.lease(forwarder, backend, &key, &headers).await?;
-            let Some(session) = lease.session() else {
-                return Err(ForwardError::Unreachable("no session".to_owned()));
-            };
-            if method == "server/discover" {
-                let result = session.discover.to_string();
-                let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
-                return Ok(own(StatusCode::OK, Bytes::from(body)));
-            }
-            let ours = session.next_id();
-            let Some(legacy_body) = to_legacy(&body, &ours) else {
+        if method == "server/discover" {
+            let result = self.discover(forwarder, backend, &headers).await?;
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+            return Ok(own(StatusCode::OK, Bytes::from(body)));
+        }
+        let (lease, ours, answered) = self.send_in_session(forwarder, backend, &headers, &body).await?;
+        let answer = match answered {
+            Answered::Streaming(response) => Ok(response),
+            Answered::Read(answer) => Err(answer),
+            // Nothing went out: nothing to translate, nothing to cancel.
+            Answered::NotLegacy => {
                 return Ok(own(
                     StatusCode::BAD_REQUEST,
                     jsonrpc::error_body(
@@ -214,53 +228,31 @@ impl LegacyBackends {
                         None,
                     ),
                 ));
-            };
-            let (response, _) = forwarder
-                .send(
-                    backend,
-                    Method::POST,
-                    legacy_headers(headers.clone(), &session.version),
-                    legacy_body,
-                    session.id.as_ref(),
-                )
-                .await?;
-            if session.id.is_some() && attempt == 0 && may_be_forgotten(response.status()) {
-                // Read the (small) refusal to tell a forgotten session from any other error.
-                let status = response.status();
-                let answer = forwarder.read_answer(backend, response).await?;
-                if forgotten(&answer) {
-                    tracing::info!(
-                        backend = backend.name(),
-                        "the backend forgot its session; opening another"
-                    );
-                    self.forget(backend, &lease);
-                    continue;
-                }
-                let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
-                let mut translation = Translation::new(&ours, id, reply).for_method(&method);
-                let body = answer.message.unwrap_or_default();
-                translation.push_json(&body, super::body::MAX_TRANSLATED);
-                return Ok(own(status, translation.finish_json()));
             }
-            let sse = is_sse(response.headers());
-            let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
-            let translation = Translation::new(&ours, id, reply).for_method(&method);
-            let (mut parts, body) = response.into_parts();
-            // The translated body has another length.
-            parts.headers.remove(header::CONTENT_LENGTH);
-            let body = BackendBody::new(
-                body,
-                backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT),
-                sse,
-                Some(id),
-                backend.route(),
-            )
-            .translated(translation);
-            return Ok(Response::from_parts(parts, Either::Left(body)));
+        };
+        let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
+        let mut translation = Translation::new(&ours, id, reply).for_method(method);
+        match answer {
+            Err(answer) => {
+                let message = answer.message.unwrap_or_default();
+                Ok(own(answer.status, translation.one(message)))
+            }
+            Ok(response) => {
+                let sse = is_sse(response.headers());
+                let (mut parts, body) = response.into_parts();
+                // The translated body has another length.
+                parts.headers.remove(header::CONTENT_LENGTH);
+                let body = BackendBody::new(
+                    body,
+                    backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT),
+                    sse,
+                    Some(id),
+                    backend.route(),
+                )
+                .translated(translation);
+                Ok(Response::from_parts(parts, Either::Left(body)))
+            }
         }
-        Err(ForwardError::Unreachable(
-            "the backend forgot a session it had just opened".to_owned(),
-        ))
     }
 
     /// A read-only request of the gateway's own or a client's list (as
@@ -272,24 +264,57 @@ impl LegacyBackends {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
-        let method = mcp_method(headers);
+        if mcp_method(headers) == "server/discover" {
+            let result = self.discover(forwarder, backend, headers).await?;
+            let message = format!(r#"{{"jsonrpc":"2.0","id":"mrtr-gateway","result":{result}}}"#);
+            return Ok(Answer {
+                status: StatusCode::OK,
+                message: Some(Bytes::from(message)),
+            });
+        }
+        match self.send_in_session(forwarder, backend, headers, &body).await?.2 {
+            Answered::Streaming(response) => forwarder.read_answer(backend, response).await,
+            Answered::Read(answer) => Ok(answer),
+            Answered::NotLegacy => Err(ForwardError::Unreachable(
+                "a request not in legacy form".to_owned(),
+            )),
+        }
+    }
+
+    /// The `server/discover` result made from the key's session's `initialize` result.
+    async fn discover(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        headers: &HeaderMap,
+    ) -> Result<String, ForwardError> {
+        let lease = self
+            .lease(forwarder, backend, &self.key(headers), headers)
+            .await?;
+        let session = lease.session().ok_or_else(no_session)?;
+        Ok(session.discover.to_string())
+    }
+
+    /// `body`, a 2026-07-28 request, sent in legacy form in the key's session with `backend`
+    /// (opened if needed), and once more in a new session when the backend forgot the first.
+    /// Returns the session's lease, the request's id in it and the answer.
+    async fn send_in_session(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Result<(Lease, String, Answered), ForwardError> {
         let key = self.key(headers);
-        for attempt in 0..2 {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             let lease = self.lease(forwarder, backend, &key, headers).await?;
-            let Some(session) = lease.session() else {
-                return Err(ForwardError::Unreachable("no session".to_owned()));
-            };
-            if method == "server/discover" {
-                let result = session.discover.to_string();
-                let message = format!(r#"{{"jsonrpc":"2.0","id":"mrtr-gateway","result":{result}}}"#);
-                return Ok(Answer {
-                    status: StatusCode::OK,
-                    message: Some(Bytes::from(message)),
-                });
-            }
+            let session = lease.session().ok_or_else(no_session)?;
             let ours = session.next_id();
-            let legacy_body = to_legacy(&body, &ours)
-                .ok_or_else(|| ForwardError::Unreachable("a request not in legacy form".to_owned()))?;
+            let Some(legacy_body) = to_legacy(body, &ours) else {
+                return Ok((lease, ours, Answered::NotLegacy));
+            };
             let (response, _) = forwarder
                 .send(
                     backend,
@@ -299,16 +324,21 @@ impl LegacyBackends {
                     session.id.as_ref(),
                 )
                 .await?;
+            if session.id.is_none() || !may_be_forgotten(response.status()) {
+                return Ok((lease, ours, Answered::Streaming(response)));
+            }
+            // Read the (small) refusal to tell a forgotten session from any other error.
             let answer = forwarder.read_answer(backend, response).await?;
-            if session.id.is_some() && attempt == 0 && forgotten(&answer) {
+            if attempt == 1 && forgotten(&answer) {
+                tracing::info!(
+                    backend = backend.name(),
+                    "the backend forgot its session; opening another"
+                );
                 self.forget(backend, &lease);
                 continue;
             }
-            return Ok(answer);
+            return Ok((lease, ours, Answered::Read(answer)));
         }
-        Err(ForwardError::Unreachable(
-            "the backend forgot a session it had just opened".to_owned(),
-        ))
     }
 
     /// The key's session with `backend`, opened if there is none yet.
@@ -445,18 +475,17 @@ async fn open(
         key.capabilities,
         env!("CARGO_PKG_VERSION")
     );
-    let mut headers = base_headers();
+    // What identifies the client to the backend (the principal header, trace context) goes
+    // with the handshake too; the forwarder drops credentials and hop-by-hop headers.
+    let mut headers = HeaderMap::new();
     for (name, value) in client_headers {
-        // What identifies the client to the backend (the principal header, trace context)
-        // goes with the handshake too; the forwarder drops credentials and hop-by-hop headers.
         if !name.as_str().starts_with("mcp-") && !matches!(*name, header::CONTENT_TYPE | header::ACCEPT) {
             headers.append(name.clone(), value.clone());
         }
     }
-    let (response, id) = forwarder
-        .send(backend, Method::POST, headers.clone(), Bytes::from(body), None)
+    let (answer, id) = forwarder
+        .legacy_exchange(backend, headers.clone(), None, None, Bytes::from(body))
         .await?;
-    let answer = forwarder.read_answer(backend, response).await?;
     let result: Option<Value> = answer.result().and_then(|r| serde_json::from_str(r.get()).ok());
     let Some(result) = result else {
         return Err(ForwardError::Unreachable(format!(
@@ -470,17 +499,14 @@ async fn open(
             "initialize answered protocol version {version:?}, which the gateway does not speak"
         )));
     }
-    if let Ok(value) = HeaderValue::from_str(version) {
-        headers.insert("mcp-protocol-version", value);
-    }
     let initialized = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     let (done, _) = forwarder
-        .send(backend, Method::POST, headers, initialized, id.as_ref())
+        .legacy_exchange(backend, headers, Some(version), id.as_ref(), initialized)
         .await?;
-    if !done.status().is_success() {
+    if !done.status.is_success() {
         return Err(ForwardError::Unreachable(format!(
             "notifications/initialized got HTTP {}",
-            done.status()
+            done.status
         )));
     }
     tracing::debug!(
@@ -521,16 +547,6 @@ fn discover_result(initialize: &Value) -> Value {
     result
 }
 
-fn base_headers() -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers
-}
-
 /// The client's headers for a legacy backend: the 2026-07-28 ones removed, the negotiated
 /// version set (the forwarder adds the session and filters the rest).
 fn legacy_headers(mut headers: HeaderMap, version: &str) -> HeaderMap {
@@ -551,12 +567,11 @@ fn legacy_headers(mut headers: HeaderMap, version: &str) -> HeaderMap {
     headers
 }
 
-fn mcp_method(headers: &HeaderMap) -> String {
+fn mcp_method(headers: &HeaderMap) -> &str {
     headers
         .get("mcp-method")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
-        .to_owned()
 }
 
 /// `body` in legacy form: the id `ours`, and no `io.modelcontextprotocol/*` member in
@@ -590,18 +605,14 @@ fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
     Arc::new(move |message: Bytes| {
         let (forwarder, backend, lease) = (forwarder.clone(), backend.clone(), lease.clone());
         let Some(session) = lease.session() else { return };
-        let mut headers = base_headers();
-        if let Ok(version) = HeaderValue::from_str(&session.version) {
-            headers.insert("mcp-protocol-version", version);
-        }
-        let id = session.id.clone();
+        let (version, id) = (session.version.clone(), session.id.clone());
         // A translation dropped as the runtime shuts down has no one to send with.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
             let sent = forwarder
-                .send(&backend, Method::POST, headers, message, id.as_ref())
+                .legacy_exchange(&backend, HeaderMap::new(), Some(&version), id.as_ref(), message)
                 .await;
             if let Err(error) = sent {
                 tracing::debug!(backend = backend.name(), %error, "answering a legacy backend's message failed");

@@ -98,7 +98,7 @@ impl Translation {
         let mut any = false;
         while let Some(data) = self.events.next_event() {
             any = true;
-            self.write_event(&data, &mut out);
+            self.write_event(data, &mut out);
         }
         if self.events.held() > limit {
             return None;
@@ -116,13 +116,13 @@ impl Translation {
     pub(crate) fn finish_events(&mut self) -> Bytes {
         let mut out = BytesMut::new();
         if let Some(data) = self.events.finish() {
-            self.write_event(&data, &mut out);
+            self.write_event(data, &mut out);
         }
         out.freeze()
     }
 
     /// Writes what the client gets of the event `data` to `out`, as one event.
-    fn write_event(&mut self, data: &[u8], out: &mut BytesMut) {
+    fn write_event(&mut self, data: Bytes, out: &mut BytesMut) {
         if let Some(message) = self.message(data) {
             out.extend_from_slice(b"event: message\n");
             for line in message.split(|b| *b == b'\n') {
@@ -143,14 +143,21 @@ impl Translation {
     /// The whole JSON answer, translated.
     pub(crate) fn finish_json(&mut self) -> Bytes {
         let body = self.json.split().freeze();
-        self.message(&body).unwrap_or(body)
+        self.one(body)
     }
 
-    /// One message: what the client gets of it, if anything.
-    fn message(&mut self, data: &[u8]) -> Option<Bytes> {
-        let Ok(message) = serde_json::from_slice::<RawObject>(data) else {
+    /// One whole JSON message (an answer read already), translated; as it came when it is
+    /// nothing for the client.
+    pub(crate) fn one(&mut self, message: Bytes) -> Bytes {
+        self.message(message.clone()).unwrap_or(message)
+    }
+
+    /// One message: what the client gets of it, if anything (passed on uncopied when it
+    /// needs no change).
+    fn message(&mut self, data: Bytes) -> Option<Bytes> {
+        let Ok(message) = serde_json::from_slice::<RawObject>(&data) else {
             // Not a JSON object: the MRTR layer above refuses what it cannot read.
-            return Some(Bytes::copy_from_slice(data));
+            return Some(data);
         };
         let id = message.get("id").map(RawValue::get).filter(|id| *id != "null");
         match (message.get("method"), id) {
@@ -164,7 +171,7 @@ impl Translation {
                 }
                 None
             }
-            (Some(_), None) => Some(Bytes::copy_from_slice(data)),
+            (Some(_), None) => Some(data),
             (None, Some(id)) if id == &*self.ours => {
                 self.answered = true;
                 Some(self.response(message))
