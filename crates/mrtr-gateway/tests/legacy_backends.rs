@@ -3,7 +3,7 @@
 //! id, two principals never share a backend session, progress reaches the client's stream, the
 //! backend's own requests are answered with an error instead of reaching the client, and a
 //! backend that restarts (forgetting its sessions) is initialised again with no error for the
-//! client.
+//! client, and a gateway that stops ends its sessions with `DELETE`.
 
 use std::time::Duration;
 
@@ -212,4 +212,37 @@ async fn a_backend_that_restarts_gets_a_new_session_and_the_client_no_error() {
     let (_, _, echo) = call(&gateway, "alice", 3, "echo", json!({})).await;
     assert_eq!(text_of(&echo), "hello", "{echo}");
     gateway.shutdown().await.unwrap();
+}
+
+/// A raw `tools/list` to the backend itself in `session`: its HTTP status.
+async fn status_in_session(url: &str, session: &str) -> u16 {
+    let body = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {} });
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-session-id", session),
+    ];
+    raw(reqwest::Method::POST, url, &headers, &body.to_string())
+        .await
+        .unwrap()
+        .0
+}
+
+#[tokio::test]
+async fn the_gateway_ends_its_backend_sessions_when_it_stops() {
+    let legacy = serve_legacy(LegacyBackend::new("old-echo")).await.unwrap();
+    let gateway = gateway_over(legacy.url()).await;
+    let session = text_of(&call(&gateway, "alice", 1, "session", json!({})).await.2).to_owned();
+    assert_eq!(
+        status_in_session(legacy.url(), &session).await,
+        200,
+        "the session is open while the gateway runs"
+    );
+    gateway.shutdown().await.unwrap();
+    assert_eq!(
+        status_in_session(legacy.url(), &session).await,
+        404,
+        "the gateway DELETEd its session as it stopped"
+    );
 }
