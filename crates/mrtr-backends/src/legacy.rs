@@ -33,10 +33,12 @@ use crate::serve::MCP_PATH;
 /// The newest revision a [`LegacyBackend`] speaks.
 pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
-/// An `initialize`-era server with four tools: `echo` (answers its `text` argument), `session`
+/// An `initialize`-era server with these tools: `echo` (answers its `text` argument), `session`
 /// (answers the `Mcp-Session-Id` its request came in, so tests can tell sessions apart),
-/// `progress` (two progress notifications, then `done`) and `roots` (asks the client for its
-/// roots, a server-to-client request, and answers what came back).
+/// `progress` (two progress notifications, then `done`), `roots` (asks the client for its
+/// roots, a server-to-client request, and answers what came back), and for tests of a stdio
+/// server's process: `environment` (the names of its environment variables, sorted), `pid`
+/// (its process id) and `sleep` (answers `slept` after `text` milliseconds, at most 10 000).
 #[derive(Clone, Debug)]
 pub struct LegacyBackend {
     name: String,
@@ -87,8 +89,15 @@ impl ServerHandler for LegacyBackend {
             Tool::new(
                 "roots",
                 "Asks the client for its roots and answers what came back.",
-                schema,
+                schema.clone(),
             ),
+            Tool::new(
+                "environment",
+                "Answers the names of the server's environment variables.",
+                schema.clone(),
+            ),
+            Tool::new("pid", "Answers the server's process id.", schema.clone()),
+            Tool::new("sleep", "Answers slept after text milliseconds.", schema),
         ]))
     }
 
@@ -97,14 +106,28 @@ impl ServerHandler for LegacyBackend {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let argument = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(|t| t.as_str())
+            .unwrap_or_default()
+            .to_owned();
         let text = match request.name.as_ref() {
-            "echo" => request
-                .arguments
-                .as_ref()
-                .and_then(|a| a.get("text"))
-                .and_then(|t| t.as_str())
-                .unwrap_or_default()
-                .to_owned(),
+            "echo" => argument,
+            "environment" => {
+                let mut names: Vec<String> = std::env::vars_os()
+                    .map(|(name, _)| name.to_string_lossy().into_owned())
+                    .collect();
+                names.sort_unstable();
+                names.join(",")
+            }
+            "pid" => std::process::id().to_string(),
+            "sleep" => {
+                let ms = argument.parse::<u64>().unwrap_or(0).min(10_000);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                "slept".to_owned()
+            }
             "session" => context
                 .extensions
                 .get::<axum::http::request::Parts>()
@@ -158,6 +181,18 @@ impl Drop for ServedLegacy {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// Serves `backend` over this process's stdin and stdout (the MCP stdio transport) until stdin
+/// closes.
+pub async fn serve_legacy_stdio(backend: LegacyBackend) -> io::Result<()> {
+    use rmcp::ServiceExt;
+    let running = backend
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(io::Error::other)?;
+    running.waiting().await.map_err(io::Error::other)?;
+    Ok(())
 }
 
 /// Serves `backend` on `127.0.0.1:0` at `/mcp` with sessions, until the returned value is dropped.

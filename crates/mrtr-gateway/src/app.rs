@@ -246,6 +246,7 @@ impl RunningGateway {
             probe.abort();
         }
         self.proxy.close_idle_sessions(Duration::ZERO).await;
+        self.proxy.stop_processes().await;
         served?
     }
 }

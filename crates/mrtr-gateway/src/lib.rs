@@ -64,6 +64,7 @@ pub use ops::{admin, reload};
 pub use route::Proxy;
 pub use route::headers::SUPPORTED_VERSIONS;
 pub use upstream::era::Era;
+pub use upstream::stdio::StdioCommand;
 pub use upstream::{Backend, BackendSpecError};
 
 /// What the fuzz targets (`fuzz/`) exercise of the gateway's insides; not an API.

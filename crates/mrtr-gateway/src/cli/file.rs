@@ -67,6 +67,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::config::BackendUrl;
     use crate::config::{BackendSpec, Seconds};
     use crate::observe::logging::LogFormat;
     use crate::ops::readiness::ReadyRule;
@@ -160,7 +161,10 @@ headers.x-tenant = { value = "acme" }
 
         assert_eq!(file.backend.len(), 2);
         let b = &file.backend[1];
-        assert_eq!((b.name.as_str(), b.url.as_str()), ("b", "https://b.internal/mcp"));
+        assert_eq!(
+            (b.name.as_str(), b.url.as_ref().map(BackendUrl::as_str)),
+            ("b", Some("https://b.internal/mcp"))
+        );
         assert_eq!(
             (file.backend[0].era, b.era),
             (None, Some(crate::upstream::era::Era::Legacy))
@@ -172,9 +176,9 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(b.client_cert.as_deref(), Some(Path::new("/etc/mrtr/b.crt")));
         assert_eq!(b.client_key.as_deref(), Some(Path::new("/etc/mrtr/b.key")));
         let a = file.backend[0].resolve(None, &no_env).unwrap();
-        assert_eq!(a.url().to_string(), "http://127.0.0.1:9001/mcp");
+        assert_eq!(a.endpoint(), "http://127.0.0.1:9001/mcp");
         let tenant = BackendSpec {
-            url: "http://b.internal/mcp".to_owned().try_into().unwrap(),
+            url: Some("http://b.internal/mcp".to_owned().try_into().unwrap()),
             ..b.clone()
         };
         let tenant = BackendSpec {
@@ -200,7 +204,11 @@ headers.x-tenant = { value = "acme" }
         assert!(file.backend[2].client_cert.is_some());
         // The plain-HTTP backend with a header from the environment resolves as documented.
         let jira = file.backend.iter().find(|b| !b.headers.is_empty()).unwrap();
-        if jira.url.as_str().starts_with("http://") {
+        if jira
+            .url
+            .as_ref()
+            .is_some_and(|u| u.as_str().starts_with("http://"))
+        {
             assert!(jira.resolve(None, &env).is_ok());
         }
     }

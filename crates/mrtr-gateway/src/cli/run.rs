@@ -108,7 +108,7 @@ where
     let names: Vec<String> = config
         .backends
         .iter()
-        .map(|b| format!("{}={}", b.name(), b.url()))
+        .map(|b| format!("{}={}", b.name(), b.endpoint()))
         .collect();
     let certs = config
         .listener_tls

@@ -1,5 +1,6 @@
-//! [`BackendSpec`]: a backend as an operator writes it, `--backend NAME=URL` or a `[[backend]]`
-//! section of the config file (URL, era, timeouts, TLS files, static headers), until
+//! [`BackendSpec`]: a backend as an operator writes it, `--backend NAME=URL` (or
+//! `NAME=stdio:COMMAND`) or a `[[backend]]` section of the config file (URL or command, era,
+//! timeouts, TLS files, static headers, a command's environment), until
 //! [`resolve`](BackendSpec::resolve) reads its files and environment and makes it a
 //! [`Backend`].
 //!
@@ -18,6 +19,7 @@ use serde::Deserialize;
 use super::values::PositiveSeconds;
 use crate::tls::BackendTls;
 use crate::upstream::era::Era;
+use crate::upstream::stdio::StdioCommand;
 use crate::upstream::{Backend, BackendSpecError};
 
 /// One backend as configured: `--backend NAME=URL`, or a `[[backend]]` section of the config
@@ -27,8 +29,16 @@ use crate::upstream::{Backend, BackendSpecError};
 pub struct BackendSpec {
     /// Its name: the route sealed into envelopes and the prefix of its shared names.
     pub name: BackendName,
-    /// Its Streamable HTTP endpoint, `http://` or `https://`.
-    pub url: BackendUrl,
+    /// Its Streamable HTTP endpoint, `http://` or `https://` (or give `command`).
+    pub url: Option<BackendUrl>,
+    /// The command of a stdio server, program first, run without a shell (instead of `url`).
+    pub command: Option<Vec<String>>,
+    /// A stdio server's environment besides `PATH` and `HOME`: each a value, or `{ env = "VAR" }`
+    /// or `{ file = "PATH" }` (the gateway's own environment is never passed on).
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvSource>,
+    /// The working directory of a stdio server.
+    pub cwd: Option<PathBuf>,
     /// The MCP revision it speaks: `auto` (the default: the probe finds out), `modern`
     /// (2026-07-28) or `legacy` (`initialize` era).
     pub era: Option<Era>,
@@ -165,17 +175,57 @@ impl HeaderSource {
     }
 }
 
+/// A stdio server's environment variable: a literal value, or where it comes from (as for a
+/// header, without `prefix`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum EnvSource {
+    /// The value itself.
+    Value(String),
+    /// `{ env = "VAR" }`, `{ file = "PATH" }` or `{ value = "…" }`.
+    From(HeaderSource),
+}
+
+impl EnvSource {
+    fn resolve(&self, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+        match self {
+            Self::Value(value) => Ok(value.clone()),
+            Self::From(source) => source.resolve(env),
+        }
+    }
+}
+
+/// The prefix of a stdio backend's command in `--backend NAME=stdio:COMMAND`.
+const STDIO_PREFIX: &str = "stdio:";
+
 impl FromStr for BackendSpec {
     type Err = BackendSpecError;
 
-    /// `NAME=URL`, as `--backend` gives it.
+    /// `NAME=URL` or `NAME=stdio:COMMAND` (split as a shell splits words), as `--backend` gives
+    /// it.
     fn from_str(spec: &str) -> Result<Self, BackendSpecError> {
-        let (name, url) = spec
-            .split_once('=')
-            .ok_or_else(|| BackendSpecError::new(format!("expected NAME=URL, got {spec:?}")))?;
+        let (name, target) = spec.split_once('=').ok_or_else(|| {
+            BackendSpecError::new(format!("expected NAME=URL or NAME=stdio:COMMAND, got {spec:?}"))
+        })?;
+        let target = target.trim();
+        let (url, command) = match target.strip_prefix(STDIO_PREFIX) {
+            Some(line) => {
+                let words = shlex::split(line).filter(|w| !w.is_empty()).ok_or_else(|| {
+                    BackendSpecError::new(format!(
+                        "cannot split the command of backend {:?}: empty, or an unclosed quote",
+                        name.trim()
+                    ))
+                })?;
+                (None, Some(words))
+            }
+            None => (Some(BackendUrl::try_from(target.to_owned())?), None),
+        };
         Ok(Self {
             name: BackendName::try_from(name.trim().to_owned())?,
-            url: BackendUrl::try_from(url.trim().to_owned())?,
+            url,
+            command,
+            env: BTreeMap::new(),
+            cwd: None,
             era: None,
             identity: None,
             timeout: None,
@@ -199,7 +249,36 @@ impl BackendSpec {
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Backend, String> {
         let name = self.name.as_str();
-        let mut backend = Backend::new(name, self.url.as_str()).map_err(|e| e.to_string())?;
+        let mut backend = match (&self.url, &self.command) {
+            (Some(url), None) => {
+                if !self.env.is_empty() || self.cwd.is_some() {
+                    return Err(format!(
+                        "backend {name:?}: env and cwd are for a stdio backend (command), not a URL"
+                    ));
+                }
+                Backend::new(name, url.as_str()).map_err(|e| e.to_string())?
+            }
+            (None, Some(command)) => {
+                if !self.headers.is_empty() || self.idle_timeout.is_some() {
+                    return Err(format!(
+                        "backend {name:?}: headers and idle-timeout are for an HTTP backend (url), not a command"
+                    ));
+                }
+                let mut command = StdioCommand::new(command.iter().cloned())
+                    .map_err(|e| format!("backend {name:?}: {e}"))?;
+                for (var, source) in &self.env {
+                    let value = source
+                        .resolve(env)
+                        .map_err(|problem| format!("backend {name:?}, env {var:?}: {problem}"))?;
+                    command = command.with_env(var, &value);
+                }
+                if let Some(cwd) = &self.cwd {
+                    command = command.with_cwd(cwd);
+                }
+                Backend::stdio(name, command).map_err(|e| e.to_string())?
+            }
+            _ => return Err(format!("backend {name:?}: give exactly one of url or command")),
+        };
         if let Some(era) = self.era {
             backend = backend.with_era(era);
         }
@@ -233,10 +312,10 @@ impl BackendSpec {
             client_cert: self.client_cert.clone(),
             client_key: self.client_key.clone(),
         };
-        if backend.url().scheme_str() != Some("https") {
+        if backend.url().and_then(http::Uri::scheme_str) != Some("https") {
             if !tls.is_default() {
                 return Err(format!(
-                    "backend {name:?}: TLS files are set but its URL is http://"
+                    "backend {name:?}: TLS files are set but it is not an https:// backend"
                 ));
             }
             return Ok(backend);

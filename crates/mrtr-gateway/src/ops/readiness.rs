@@ -28,8 +28,8 @@ use tower_mrtr::KeyringHandle;
 
 use crate::front::drain::Lifecycle;
 use crate::route::Proxy;
+use crate::upstream::Backend;
 use crate::upstream::legacy::IDLE_TIMEOUT;
-use crate::upstream::{Backend, era};
 
 /// Which backends must be up for the gateway to be ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -134,9 +134,8 @@ pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let forwarder = proxy.forwarder();
         let probes = proxy.backends().iter().map(|backend| async {
-            let outcome = era::detect(forwarder, backend).await;
+            let outcome = proxy.detect(backend).await;
             backend.health().record(backend.name(), outcome);
         });
         futures_util::future::join_all(probes).await;

@@ -51,7 +51,9 @@ use crate::jsonrpc::{
 use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
+use crate::upstream::health::{Down, Found};
 use crate::upstream::legacy::LegacyBackends;
+use crate::upstream::stdio::StdioBackends;
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
@@ -76,6 +78,8 @@ struct Inner {
     forwarder: Forwarder,
     /// Sessions with `initialize`-era backends.
     legacy: LegacyBackends,
+    /// The processes of stdio backends.
+    stdio: StdioBackends,
     catalog: Catalog,
     server_info: Value,
 }
@@ -100,11 +104,13 @@ impl Proxy {
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let forwarder = Forwarder::new(&backends, response_timeout);
         let legacy = LegacyBackends::new(&backends, principal_header);
+        let stdio = StdioBackends::new(&backends, response_timeout);
         Self {
             inner: Arc::new(Inner {
                 backends,
                 forwarder,
                 legacy,
+                stdio,
                 catalog: Catalog::new(names, catalog_ttl),
                 server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
             }),
@@ -116,9 +122,18 @@ impl Proxy {
         &self.inner.backends
     }
 
-    /// The HTTP clients toward the backends (for the health probe).
-    pub(crate) fn forwarder(&self) -> &Forwarder {
-        &self.inner.forwarder
+    /// Finds what `backend` is (the health probe): its era, or why it is down. A stdio
+    /// backend's process is started if it is not running.
+    pub(crate) async fn detect(&self, backend: &Backend) -> Result<Found, Down> {
+        if StdioBackends::serves(backend) {
+            return self.inner.stdio.detect(backend).await;
+        }
+        crate::upstream::era::detect(&self.inner.forwarder, backend).await
+    }
+
+    /// Stops the processes of stdio backends (stdin closed, then signals) and waits for them.
+    pub(crate) async fn stop_processes(&self) {
+        self.inner.stdio.stop().await;
     }
 
     /// Closes the sessions with `initialize`-era backends unused for `idle` (the health probe's
@@ -222,6 +237,9 @@ impl Inner {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
+        if StdioBackends::serves(backend) {
+            return self.stdio.exchange(backend, headers, body).await;
+        }
         if LegacyBackends::speaks_legacy(backend) {
             return self
                 .legacy
@@ -325,7 +343,9 @@ impl Inner {
                 body
             }
         };
-        let relayed = if LegacyBackends::speaks_legacy(backend) {
+        let relayed = if StdioBackends::serves(backend) {
+            self.stdio.relay(backend, &headers, id, body).await
+        } else if LegacyBackends::speaks_legacy(backend) {
             self.legacy
                 .relay(&self.forwarder, backend, headers, id, body)
                 .await

@@ -1,7 +1,7 @@
 //! The body of every answer the proxy gives ([`ProxyBody`]): a backend's body streamed through as
-//! a [`BackendBody`], or one the gateway wrote itself (errors, merged lists). A concrete type rather
-//! than a boxed one, so that no answer pays an allocation and a virtual call per frame for the
-//! choice.
+//! a [`BackendBody`], one the gateway wrote itself (errors, merged lists), or the messages of a
+//! stdio backend as SSE events ([`ChannelBody`]). A concrete type rather than a boxed one, so that
+//! no answer pays an allocation and a virtual call per frame for the choice.
 //!
 //! [`BackendBody`] is a backend's answer body on its way to the client, so that a backend that
 //! dies or stalls mid-answer never leaves the client with a cut stream:
@@ -39,12 +39,12 @@ use http_body_util::{Either, Full};
 use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
-/// A backend's streamed body (`Left`) or the gateway's own (`Right`).
-pub(crate) type ProxyBody = Either<BackendBody, Full<Bytes>>;
+/// A backend's streamed body (`Left`), or the gateway's own or a stdio backend's (`Right`).
+pub(crate) type ProxyBody = Either<BackendBody, Either<Full<Bytes>, ChannelBody>>;
 
 /// The gateway's own body of `bytes`.
 pub(crate) fn full(bytes: Bytes) -> ProxyBody {
-    Either::Right(Full::new(bytes))
+    Either::Right(Either::Left(Full::new(bytes)))
 }
 
 /// Most bytes of an unfinished SSE event held back; a longer event is passed on as it comes
@@ -458,5 +458,124 @@ mod tests {
         let event = end_event(Some("7"), "alpha", "the connection failed");
         assert!(event.starts_with(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,"));
         assert!(event.ends_with(b"}}\n\n"));
+    }
+}
+
+/// One message for a call a [`ChannelBody`] answers: a notification, or (`response`) the
+/// response that ends it.
+#[derive(Debug)]
+pub(crate) struct Relayed {
+    pub(crate) message: Bytes,
+    pub(crate) response: bool,
+}
+
+/// The answer to one call to a stdio backend (`upstream/stdio/`), as the client's SSE stream:
+/// every message the process sends for the call, translated, then the end after the response.
+/// When the process exits first (the channel closes) or sends nothing for the stall timeout,
+/// the stream ends with a JSON-RPC error for the request, as a [`BackendBody`] ends.
+///
+/// Dropping it (the client went away) drops the translation, which tells the backend with
+/// `notifications/cancelled`, and what it `holds` (the call's place among those in flight).
+pub struct ChannelBody {
+    messages: tokio::sync::mpsc::Receiver<Relayed>,
+    /// A message received before the answer's head went out.
+    first: Option<Relayed>,
+    translation: Translation,
+    id: Box<str>,
+    backend: tower_mrtr::Route,
+    stall_timeout: Duration,
+    stall: Pin<Box<Sleep>>,
+    finished: bool,
+    _holds: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ChannelBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelBody")
+            .field("id", &self.id)
+            .field("backend", &self.backend)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelBody {
+    /// The answer to the request `id` (raw JSON) sent to `backend`, made of `first` (if any) and
+    /// then `messages`.
+    pub(crate) fn new(
+        messages: tokio::sync::mpsc::Receiver<Relayed>,
+        first: Option<Relayed>,
+        translation: Translation,
+        id: &str,
+        backend: &tower_mrtr::Route,
+        stall_timeout: Duration,
+        holds: Box<dyn Send + Sync>,
+    ) -> Self {
+        Self {
+            messages,
+            first,
+            translation,
+            id: id.into(),
+            backend: backend.clone(),
+            stall_timeout,
+            stall: Box::pin(tokio::time::sleep(stall_timeout)),
+            finished: false,
+            _holds: holds,
+        }
+    }
+
+    /// The end of a stream whose process failed for `reason`.
+    fn fail(&mut self, reason: &str) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.finished = true;
+        tracing::warn!(backend = %self.backend, reason, "stdio backend failed mid-answer; ending the client's stream with an error");
+        Poll::Ready(Some(Ok(Frame::data(end_event(
+            Some(&self.id),
+            self.backend.as_str(),
+            reason,
+        )))))
+    }
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            if this.finished {
+                return Poll::Ready(None);
+            }
+            let next = match this.first.take() {
+                Some(first) => Poll::Ready(Some(first)),
+                None => this.messages.poll_recv(cx),
+            };
+            match next {
+                Poll::Ready(Some(relayed)) => {
+                    this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
+                    let event = this.translation.event(relayed.message);
+                    if relayed.response {
+                        this.finished = true;
+                    }
+                    if !event.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(event))));
+                    }
+                }
+                Poll::Ready(None) => return this.fail("the process exited"),
+                Poll::Pending => {
+                    if this.stall.as_mut().poll(cx).is_ready() {
+                        return this.fail("it stalled");
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished
     }
 }

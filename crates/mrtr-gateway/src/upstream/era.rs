@@ -81,10 +81,10 @@ impl fmt::Display for Era {
 }
 
 /// The discovery request the probe sends.
-const DISCOVER_BODY: &str = r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+pub(crate) const DISCOVER_BODY: &str = r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 /// The legacy handshake the probe falls back to: no capabilities, the newest legacy revision.
-const INITIALIZE_BODY: &str = concat!(
+pub(crate) const INITIALIZE_BODY: &str = concat!(
     r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mrtr-gateway","version":""#,
     env!("CARGO_PKG_VERSION"),
     r#""}}}"#
@@ -163,7 +163,7 @@ fn short(text: &str) -> String {
 
 /// What an answer to `initialize` says: the era found, or why the backend is no MCP server the
 /// gateway can speak with.
-fn initialized(answer: &Answer, discover: Option<&str>) -> Result<Found, Down> {
+pub(crate) fn initialized(answer: &Answer, discover: Option<&str>) -> Result<Found, Down> {
     let message: Option<Value> = answer
         .message
         .as_ref()
@@ -202,13 +202,39 @@ fn initialized(answer: &Answer, discover: Option<&str>) -> Result<Found, Down> {
     })
 }
 
-fn unavailable(error: ForwardError) -> Down {
+pub(crate) fn unavailable(error: ForwardError) -> Down {
     Down {
         reason: match error {
             ForwardError::Timeout => "timeout",
             ForwardError::Unreachable(_) => "unreachable",
         },
         detail: error.to_string(),
+    }
+}
+
+/// What the answer to the discovery probe means for a backend expected to speak `era`.
+pub(crate) enum AfterDiscover {
+    /// A modern server.
+    Modern(Found),
+    /// Not a modern answer (what it was, for the log): `initialize` is next.
+    Fallback(String),
+}
+
+/// Reads the answer to the discovery probe of a backend configured as `era` (not `legacy`).
+pub(crate) fn after_discover(answer: &Answer, era: Era) -> Result<AfterDiscover, Down> {
+    match discovered(answer) {
+        Discovered::Modern(server) => Ok(AfterDiscover::Modern(Found {
+            modern: true,
+            version: MODERN_VERSION.to_owned(),
+            server,
+        })),
+        Discovered::NotModern(what) if era == Era::Modern => Err(Down {
+            reason: "not_modern",
+            detail: format!(
+                "server/discover: {what} (configured as era \"modern\"; \"auto\" would try initialize)"
+            ),
+        }),
+        Discovered::NotModern(what) => Ok(AfterDiscover::Fallback(what)),
     }
 }
 
@@ -224,23 +250,9 @@ pub(crate) async fn detect(forwarder: &Forwarder, backend: &Backend) -> Result<F
             )
             .await
             .map_err(unavailable)?;
-        match discovered(&answer) {
-            Discovered::Modern(server) => {
-                return Ok(Found {
-                    modern: true,
-                    version: MODERN_VERSION.to_owned(),
-                    server,
-                });
-            }
-            Discovered::NotModern(what) if backend.era() == Era::Modern => {
-                return Err(Down {
-                    reason: "not_modern",
-                    detail: format!(
-                        "server/discover: {what} (configured as era \"modern\"; \"auto\" would try initialize)"
-                    ),
-                });
-            }
-            Discovered::NotModern(what) => not_modern = Some(what),
+        match after_discover(&answer, backend.era())? {
+            AfterDiscover::Modern(found) => return Ok(found),
+            AfterDiscover::Fallback(what) => not_modern = Some(what),
         }
     }
     let (answer, session) = forwarder

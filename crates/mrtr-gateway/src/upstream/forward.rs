@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -189,8 +189,11 @@ impl Forwarder {
         session: Option<&HeaderValue>,
         read_session: bool,
     ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
+        let (Some(url), Some(host)) = (backend.url(), backend.host()) else {
+            return Err(ForwardError::Unreachable("not an HTTP backend".to_owned()));
+        };
         drop_headers(&mut headers, request_drops);
-        headers.insert(header::HOST, backend.host().clone());
+        headers.insert(header::HOST, host.clone());
         // The body may have been rewritten (an envelope opened, a name restored).
         headers.insert(header::CONTENT_LENGTH, body.len().into());
         if let Some(session) = session {
@@ -207,7 +210,7 @@ impl Forwarder {
         let label = MethodLabel::of_headers(&headers);
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
-        *request.uri_mut() = backend.url().clone();
+        *request.uri_mut() = url.clone();
         *request.headers_mut() = headers;
 
         // A short scan: a backend's route is compared by pointer first.
@@ -435,7 +438,7 @@ fn client_for(backend: &Backend, idle_timeout: Option<Duration>) -> BackendClien
             .unwrap_or_else(|error| {
                 // Checked at start-up for https:// backends; this keeps plain-HTTP backends
                 // working on a machine without a trust store.
-                if backend.url().scheme_str() == Some("https") {
+                if backend.url().and_then(Uri::scheme_str) == Some("https") {
                     tracing::error!(backend = backend.name(), %error, "no TLS roots: HTTPS to this backend will fail");
                 }
                 crate::tls::empty_roots_config()

@@ -39,7 +39,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use tower_mrtr::Route;
@@ -48,9 +47,9 @@ use super::body::{BackendBody, ProxyBody};
 use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
 use super::forward::{Answer, ForwardError, Forwarder};
 use super::sse::is_sse;
-use super::translate::{Reply, Translation};
+use super::translate::{Reply, Translation, outgoing};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
-use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
+use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 /// Most sessions kept per backend (one per principal and set of capabilities).
 pub(crate) const MAX_SESSIONS: usize = 1024;
@@ -312,7 +311,7 @@ impl LegacyBackends {
             let lease = self.lease(forwarder, backend, &key, headers).await?;
             let session = lease.session().ok_or_else(no_session)?;
             let ours = session.next_id();
-            let Some(legacy_body) = to_legacy(body, &ours) else {
+            let Some(legacy) = outgoing(body, &ours, true, false) else {
                 return Ok((lease, ours, Answered::NotLegacy));
             };
             let (response, _) = forwarder
@@ -320,7 +319,7 @@ impl LegacyBackends {
                     backend,
                     Method::POST,
                     legacy_headers(headers.clone(), &session.version),
-                    legacy_body,
+                    legacy.body,
                     session.id.as_ref(),
                 )
                 .await?;
@@ -526,7 +525,7 @@ async fn open(
 /// A `server/discover` result for a 2026-07-28 client from an `initialize` result: the features
 /// the backend offers, without what the gateway does not relay for it (`listChanged` and
 /// `subscribe` need `subscriptions/listen`; `logging` is per request in 2026-07-28).
-fn discover_result(initialize: &Value) -> Value {
+pub(crate) fn discover_result(initialize: &Value) -> Value {
     let mut capabilities = serde_json::Map::new();
     for feature in ["tools", "prompts", "resources", "completions"] {
         if initialize["capabilities"][feature].is_object() {
@@ -574,30 +573,6 @@ fn mcp_method(headers: &HeaderMap) -> &str {
         .unwrap_or_default()
 }
 
-/// `body` in legacy form: the id `ours`, and no `io.modelcontextprotocol/*` member in
-/// `params._meta` (an emptied `_meta` goes). Every other member keeps its raw text.
-fn to_legacy(body: &[u8], ours: &str) -> Option<Bytes> {
-    let mut message: RawObject = serde_json::from_slice(body).ok()?;
-    for (key, value) in &mut message.0 {
-        if key == "id" {
-            *value = RawValue::from_string(ours.to_owned()).ok()?;
-        } else if key == "params" {
-            let mut params: RawObject = serde_json::from_str(value.get()).ok()?;
-            if let Some(index) = params.0.iter().position(|(k, _)| k == "_meta") {
-                let mut meta: RawObject = serde_json::from_str(params.0[index].1.get()).ok()?;
-                meta.0.retain(|(k, _)| !k.starts_with("io.modelcontextprotocol/"));
-                if meta.0.is_empty() {
-                    params.0.remove(index);
-                } else {
-                    params.0[index].1 = serde_json::value::to_raw_value(&meta).ok()?;
-                }
-            }
-            *value = serde_json::value::to_raw_value(&params).ok()?;
-        }
-    }
-    serde_json::to_vec(&message).ok().map(Bytes::from)
-}
-
 /// Answers into `lease`'s session in the background, holding the lease until the translation
 /// that uses it is dropped.
 fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
@@ -634,22 +609,6 @@ fn own(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_lose_the_modern_meta_and_get_the_gateways_id() {
-        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}}}"#;
-        let legacy = to_legacy(body, r#""mrtr-3""#).unwrap();
-        assert_eq!(
-            std::str::from_utf8(&legacy).unwrap(),
-            r#"{"jsonrpc":"2.0","id":"mrtr-3","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"progressToken":"p"}}}"#
-        );
-        let only_modern = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
-        let legacy = to_legacy(only_modern, "1").unwrap();
-        assert_eq!(
-            std::str::from_utf8(&legacy).unwrap(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#
-        );
-    }
 
     #[test]
     fn modern_headers_go_and_the_negotiated_version_is_set() {

@@ -1,16 +1,18 @@
 //! The backend side: what a backend is ([`Backend`]), forwarding to it ([`forward`]), its
 //! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]), its
-//! health state ([`health`]) and era ([`era`]: the probe that finds it), and the sessions in
+//! health state ([`health`]) and era ([`era`]: the probe that finds it), the sessions in
 //! which `initialize`-era backends are spoken to ([`legacy`], whose answers [`translate`] puts
-//! in modern form). Imports `observe` and the ground floor only. A new kind of backend (another
-//! transport) goes here.
+//! in modern form), and the processes of stdio backends ([`stdio`]). Imports `observe` and the
+//! ground floor only. A new kind of backend (another transport) goes here.
 //!
-//! Within the room, imports run from `legacy` and `era` to `forward`, then `body`, `translate`
-//! and `sse`; `era` and `legacy` also read `health`.
+//! Within the room, imports run from `stdio`, `legacy` and `era` to `forward`, then `body`,
+//! `translate` and `sse`; `stdio` also uses `era`'s probe messages and `legacy`'s discovery
+//! result, and `era`, `legacy` and `stdio` read `health`.
 //!
 //! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
-//! URL, the [`Era`] it is expected to speak ([`era`] finds the one it does), and per-backend
-//! settings: a response timeout, TLS, and static headers (credentials).
+//! URL or a command to run (a stdio server), the [`Era`] it is expected to speak ([`era`] finds
+//! the one it does), and per-backend settings: a response timeout, TLS, and static headers
+//! (credentials).
 
 pub(crate) mod body;
 pub(crate) mod era;
@@ -18,6 +20,7 @@ pub(crate) mod forward;
 pub(crate) mod health;
 pub(crate) mod legacy;
 pub(crate) mod sse;
+pub(crate) mod stdio;
 pub(crate) mod translate;
 
 use std::fmt;
@@ -31,6 +34,7 @@ use tower_mrtr::{Route, RouteIdentity};
 
 use crate::upstream::era::Era;
 use crate::upstream::health::BackendHealth;
+use crate::upstream::stdio::StdioCommand;
 
 /// Separator between a backend's name and an original name in the catalog's prefixed names
 /// (`alpha__deploy`), which is why no backend name may contain it.
@@ -52,7 +56,7 @@ pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
 ///
 /// let backend: Backend = "github=http://127.0.0.1:9001/mcp".parse().unwrap();
 /// assert_eq!(backend.name(), "github");
-/// assert_eq!(backend.url().to_string(), "http://127.0.0.1:9001/mcp");
+/// assert_eq!(backend.endpoint(), "http://127.0.0.1:9001/mcp");
 /// assert!("git hub=http://x/mcp".parse::<Backend>().is_err());
 /// assert!("github=ftp://x/mcp".parse::<Backend>().is_err());
 ///
@@ -67,8 +71,7 @@ pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Clone)]
 pub struct Backend {
     route: Route,
-    url: Uri,
-    host: HeaderValue,
+    transport: Transport,
     timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     stall_timeout: Option<Duration>,
@@ -78,13 +81,22 @@ pub struct Backend {
     health: Arc<BackendHealth>,
 }
 
+/// How a backend is reached.
+#[derive(Clone, Debug)]
+enum Transport {
+    /// Streamable HTTP at `url`, whose authority is `host`.
+    Http { url: Uri, host: HeaderValue },
+    /// A process the gateway starts and speaks to over its stdin and stdout.
+    Stdio(Arc<StdioCommand>),
+}
+
 impl fmt::Debug for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Header values are credentials: only their names are shown.
         let headers: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
         f.debug_struct("Backend")
             .field("name", &self.name())
-            .field("url", &self.url)
+            .field("transport", &self.transport)
             .field("era", &self.era)
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
@@ -175,8 +187,34 @@ impl Backend {
             // By default a backend is its URL: another gateway's backend of the same name at
             // another URL never opens this one's envelopes.
             route: Route::new(name).with_identity(RouteIdentity::digest(url.to_string())),
-            url,
-            host,
+            transport: Transport::Http { url, host },
+            timeout: None,
+            idle_timeout: None,
+            stall_timeout: None,
+            tls: None,
+            headers: HeaderMap::new(),
+            era: Era::Auto,
+            health: Arc::default(),
+        })
+    }
+
+    /// A backend named `name` (as for [`new`](Self::new)) that is a process the gateway starts
+    /// with `command` and speaks to over stdio (see `upstream/stdio/`).
+    ///
+    /// ```
+    /// use mrtr_gateway::{Backend, StdioCommand};
+    ///
+    /// let command = StdioCommand::new(["npx", "-y", "@modelcontextprotocol/server-memory"]).unwrap();
+    /// let backend = Backend::stdio("memory", command).unwrap();
+    /// assert!(backend.url().is_none());
+    /// assert_eq!(backend.endpoint(), "stdio: npx -y @modelcontextprotocol/server-memory");
+    /// ```
+    pub fn stdio(name: &str, command: StdioCommand) -> Result<Self, BackendSpecError> {
+        Self::check_name(name)?;
+        Ok(Self {
+            // By default a stdio backend is its command line.
+            route: Route::new(name).with_identity(RouteIdentity::digest(command.to_string())),
+            transport: Transport::Stdio(Arc::new(command)),
             timeout: None,
             idle_timeout: None,
             stall_timeout: None,
@@ -286,14 +324,36 @@ impl Backend {
         &self.route
     }
 
-    /// The backend's MCP endpoint.
-    pub fn url(&self) -> &Uri {
-        &self.url
+    /// The backend's MCP endpoint; `None` for a stdio backend.
+    pub fn url(&self) -> Option<&Uri> {
+        match &self.transport {
+            Transport::Http { url, .. } => Some(url),
+            Transport::Stdio(_) => None,
+        }
     }
 
-    /// The `Host` header the backend expects: its own authority.
-    pub fn host(&self) -> &HeaderValue {
-        &self.host
+    /// The `Host` header the backend expects: its own authority; `None` for a stdio backend.
+    pub fn host(&self) -> Option<&HeaderValue> {
+        match &self.transport {
+            Transport::Http { host, .. } => Some(host),
+            Transport::Stdio(_) => None,
+        }
+    }
+
+    /// The command of a stdio backend.
+    pub fn command(&self) -> Option<&StdioCommand> {
+        match &self.transport {
+            Transport::Http { .. } => None,
+            Transport::Stdio(command) => Some(command),
+        }
+    }
+
+    /// Where the backend is, for logs: its URL, or `stdio: ` and its command line.
+    pub fn endpoint(&self) -> String {
+        match &self.transport {
+            Transport::Http { url, .. } => url.to_string(),
+            Transport::Stdio(command) => format!("stdio: {command}"),
+        }
     }
 }
 
@@ -346,6 +406,6 @@ mod tests {
             moved.route(),
             "moved, keeping the old URL as its identity"
         );
-        assert_eq!(moved.url().to_string(), "http://127.0.0.1:9002/mcp");
+        assert_eq!(moved.endpoint(), "http://127.0.0.1:9002/mcp");
     }
 }

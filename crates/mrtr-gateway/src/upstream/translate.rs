@@ -14,7 +14,12 @@
 //! * a response for another id: dropped.
 //!
 //! A translation dropped before its response came (the client went away) tells the backend with
-//! `notifications/cancelled`, which is how the `initialize` era cancels.
+//! `notifications/cancelled`, which is how the `initialize` era (and stdio, in every era) cancels.
+//!
+//! The same translation serves stdio backends (`upstream/stdio/`), where the gateway also
+//! rewrites the request's `progressToken` (one process serves every client, whose tokens may
+//! collide) and restores it here; a 2026-07-28 stdio backend's result is passed on as it is,
+//! only its id restored. [`outgoing`] is the way there: a request under the gateway's id.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -45,6 +50,10 @@ pub(crate) struct Translation {
     /// Whether the result is one 2026-07-28 makes cacheable (lists, `resources/read`), which
     /// must carry `ttlMs` and `cacheScope`.
     cacheable: bool,
+    /// Whether the backend speaks 2026-07-28 (a stdio one): its result needs nothing added.
+    modern: bool,
+    /// The client's `progressToken` (raw JSON), where the request went out with `ours` instead.
+    progress: Option<Box<str>>,
     /// A JSON answer, read whole before it is translated.
     json: BytesMut,
     /// An SSE answer's events, read as they complete.
@@ -72,6 +81,8 @@ impl Translation {
             answered: false,
             replies: 0,
             cacheable: false,
+            modern: false,
+            progress: None,
             json: BytesMut::new(),
             events: EventReader::new(),
         }
@@ -86,6 +97,26 @@ impl Translation {
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read"
         );
         self
+    }
+
+    /// For a 2026-07-28 backend's answer: only the id is restored (and the progress token).
+    pub(crate) fn modern(mut self) -> Self {
+        self.modern = true;
+        self
+    }
+
+    /// Restores `token` (the client's `progressToken`, raw JSON) in progress notifications that
+    /// carry the gateway's id instead ([`outgoing`] put it there).
+    pub(crate) fn with_progress(mut self, token: Option<Box<str>>) -> Self {
+        self.progress = token;
+        self
+    }
+
+    /// One whole message as the client's SSE event; empty when nothing is for the client.
+    pub(crate) fn event(&mut self, message: Bytes) -> Bytes {
+        let mut out = BytesMut::new();
+        self.write_event(message, &mut out);
+        out.freeze()
     }
 
     /// A chunk of an SSE answer in, the client's events out: every event the chunk completes
@@ -171,7 +202,12 @@ impl Translation {
                 }
                 None
             }
-            (Some(_), None) => Some(data),
+            (Some(method), None) => match &self.progress {
+                Some(token) if method.get() == r#""notifications/progress""# => {
+                    Some(self.progress_notification(message, token).unwrap_or(data))
+                }
+                _ => Some(data),
+            },
             (None, Some(id)) if id == &*self.ours => {
                 self.answered = true;
                 Some(self.response(message))
@@ -184,6 +220,19 @@ impl Translation {
             }
             (None, _) => None,
         }
+    }
+
+    /// A progress notification with the client's `token` back in place of the gateway's.
+    fn progress_notification(&self, mut message: RawObject, token: &str) -> Option<Bytes> {
+        let (_, params) = message.0.iter_mut().find(|(key, _)| key == "params")?;
+        let mut object: RawObject = serde_json::from_str(params.get()).ok()?;
+        let (_, value) = object.0.iter_mut().find(|(key, _)| key == "progressToken")?;
+        if value.get() != &*self.ours {
+            return None;
+        }
+        *value = RawValue::from_string(token.to_owned()).ok()?;
+        *params = serde_json::value::to_raw_value(&object).ok()?;
+        serde_json::to_vec(&message).ok().map(Bytes::from)
     }
 
     /// The backend's response under the client's id, with `resultType` on a result.
@@ -199,6 +248,7 @@ impl Translation {
                     *value = theirs;
                 }
             } else if key == "result"
+                && !self.modern
                 && let Some(result) = modern_result(value, self.cacheable)
             {
                 *value = result;
@@ -218,6 +268,57 @@ impl Drop for Translation {
             (self.reply)(Bytes::from(cancelled));
         }
     }
+}
+
+/// A client's request on its way to a backend under the gateway's id.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    /// The request as sent.
+    pub(crate) body: Bytes,
+    /// The client's id (raw JSON), when it had one.
+    pub(crate) id: Option<Box<str>>,
+    /// The client's `params._meta.progressToken` (raw JSON), when it was replaced.
+    pub(crate) progress: Option<Box<str>>,
+}
+
+/// `body` under the id `ours` (raw JSON). For a `legacy` backend, no `io.modelcontextprotocol/*`
+/// member stays in `params._meta` (an emptied `_meta` goes). With `progress`, a
+/// `params._meta.progressToken` becomes `ours` too, so that progress from a backend several
+/// clients share is told apart. Every other member keeps its raw text. `None`: not a JSON-RPC
+/// object with object `params`.
+pub(crate) fn outgoing(body: &[u8], ours: &str, legacy: bool, progress: bool) -> Option<Outgoing> {
+    let mut message: RawObject = serde_json::from_slice(body).ok()?;
+    let mut out = Outgoing {
+        body: Bytes::new(),
+        id: None,
+        progress: None,
+    };
+    for (key, value) in &mut message.0 {
+        if key == "id" {
+            out.id = Some(value.get().into());
+            *value = RawValue::from_string(ours.to_owned()).ok()?;
+        } else if key == "params" {
+            let mut params: RawObject = serde_json::from_str(value.get()).ok()?;
+            if let Some(index) = params.0.iter().position(|(k, _)| k == "_meta") {
+                let mut meta: RawObject = serde_json::from_str(params.0[index].1.get()).ok()?;
+                if legacy {
+                    meta.0.retain(|(k, _)| !k.starts_with("io.modelcontextprotocol/"));
+                }
+                if progress && let Some((_, token)) = meta.0.iter_mut().find(|(k, _)| k == "progressToken") {
+                    out.progress = Some(token.get().into());
+                    *token = RawValue::from_string(ours.to_owned()).ok()?;
+                }
+                if meta.0.is_empty() {
+                    params.0.remove(index);
+                } else {
+                    params.0[index].1 = serde_json::value::to_raw_value(&meta).ok()?;
+                }
+            }
+            *value = serde_json::value::to_raw_value(&params).ok()?;
+        }
+    }
+    out.body = serde_json::to_vec(&message).ok().map(Bytes::from)?;
+    Some(out)
 }
 
 /// `result` with what 2026-07-28 requires of it added where missing: `"resultType":"complete"`,
@@ -265,6 +366,55 @@ mod tests {
     use std::sync::Mutex;
 
     const LIMIT: usize = 1024;
+
+    #[test]
+    fn requests_lose_the_modern_meta_and_get_the_gateways_id() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}}}"#;
+        let legacy = outgoing(body, r#""mrtr-3""#, true, false).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&legacy.body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"mrtr-3","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"progressToken":"p"}}}"#
+        );
+        assert_eq!((legacy.id.as_deref(), legacy.progress), (Some("7"), None));
+        let only_modern = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let legacy = outgoing(only_modern, "1", true, false).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&legacy.body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#
+        );
+        // Over stdio, in 2026-07-28: the meta stays, the progress token becomes the gateway's.
+        let stdio = outgoing(body, r#""mrtr-4""#, false, true).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&stdio.body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"mrtr-4","method":"tools/call","params":{"name":"echo","arguments":{"n":1.50},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"mrtr-4"}}}"#
+        );
+        assert_eq!(stdio.progress.as_deref(), Some(r#""p""#));
+        assert!(outgoing(b"[1]", "1", true, true).is_none());
+    }
+
+    #[test]
+    fn progress_gets_the_clients_token_back_and_modern_results_stay_as_they_are() {
+        let (t, _) = translation();
+        let mut t = t.modern().with_progress(Some(r#"{"k":1}"#.into()));
+        let progress = t.event(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"mrtr-7","progress":1}}"#,
+        ));
+        assert_eq!(data(&progress)[0]["params"]["progressToken"], json!({ "k": 1 }));
+        let other = t.event(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"mrtr-8","progress":1}}"#,
+        ));
+        assert_eq!(
+            data(&other)[0]["params"]["progressToken"],
+            "mrtr-8",
+            "not ours: as it came"
+        );
+        assert!(!t.answered);
+        let out = t.one(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":"mrtr-7","result":{"content":[]}}"#,
+        ));
+        assert_eq!(&out[..], br#"{"jsonrpc":"2.0","id":42,"result":{"content":[]}}"#);
+        assert!(t.answered);
+    }
 
     #[test]
     fn an_event_in_pieces_is_translated_once_whole_and_a_huge_one_refused() {

@@ -1,0 +1,151 @@
+//! One run of a stdio backend's process: started without a shell, in its own process group and
+//! a clean environment ([`spawn`]); its stderr logged line by line under the backend's name; and
+//! stopped the way the MCP stdio transport describes ([`stop`]): stdin closed, then `SIGTERM`,
+//! then `SIGKILL`, each after a grace period.
+//!
+//! The environment is the configured variables plus `PATH` and `HOME` (which a command found on
+//! the `PATH`, `npx` or `uvx`, needs): nothing else of the gateway's, so never `MRTR_KEYS`, the
+//! keys file's path or a backend credential.
+
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
+
+use super::StdioCommand;
+
+/// Longest line read from a process's stdout: one JSON-RPC message (as much as the gateway
+/// reads of any backend answer it translates). A longer one is dropped, with a warning.
+pub(crate) const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// Longest stderr line logged whole; a longer one is logged cut.
+const MAX_LOG_LINE: usize = 8 * 1024;
+
+/// The variables of the gateway's environment a child gets (besides the configured ones).
+const INHERITED: [&str; 2] = ["PATH", "HOME"];
+
+/// A started process: the child, and its stdout as lines.
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: FramedRead<ChildStdout, LinesCodec>,
+}
+
+/// Starts `command` for the backend `name`, its stderr logged until it closes.
+pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
+    let mut process = Command::new(&command.program);
+    process
+        .args(&command.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A process the gateway loses track of (the gateway dies) is not left running.
+        .kill_on_drop(true);
+    for var in INHERITED {
+        if let Some(value) = std::env::var_os(var) {
+            process.env(var, value);
+        }
+    }
+    process.envs(command.env.iter().map(|(k, v)| (k, v)));
+    if let Some(cwd) = &command.cwd {
+        process.current_dir(cwd);
+    }
+    // Its own group, so that a stop reaches what a launcher (`npx`, `uvx`) starts in turn.
+    #[cfg(unix)]
+    process.process_group(0);
+    let mut child = process.spawn()?;
+    let missing = || io::Error::other("the process's pipes were not set up");
+    let stdin = child.stdin.take().ok_or_else(missing)?;
+    let stdout = child.stdout.take().ok_or_else(missing)?;
+    let stderr = child.stderr.take().ok_or_else(missing)?;
+    let backend = name.to_owned();
+    tokio::spawn(async move {
+        let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(MAX_LOG_LINE));
+        while let Some(line) = lines.next().await {
+            match line {
+                Ok(line) => tracing::info!(backend, stderr = %line.trim_end(), "stdio backend"),
+                Err(error) => tracing::info!(backend, %error, "stdio backend (stderr line cut)"),
+            }
+        }
+    });
+    Ok(Spawned {
+        child,
+        stdin,
+        stdout: FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE)),
+    })
+}
+
+/// Writes each message of `messages` to `stdin` as one line, until the channel closes or `close`
+/// is cancelled; stdin is closed then (the first step of a stop).
+pub(crate) async fn write_lines(
+    mut stdin: ChildStdin,
+    mut messages: mpsc::Receiver<bytes::Bytes>,
+    close: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            message = messages.recv() => message,
+            () = close.cancelled() => None,
+        };
+        let Some(message) = message else { break };
+        let written = async {
+            stdin.write_all(&message).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await
+        };
+        if written.await.is_err() {
+            // The process closed its stdin or exited: the supervisor sees the exit.
+            break;
+        }
+    }
+}
+
+/// Stops `child` once its stdin is closed: it gets `grace` to exit, then `SIGTERM` (to its
+/// group) and `grace` again, then `SIGKILL`.
+pub(crate) async fn stop(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status.ok();
+    }
+    signal(child, Signal::Term);
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status.ok();
+    }
+    signal(child, Signal::Kill);
+    let _ = child.start_kill();
+    child.wait().await.ok()
+}
+
+enum Signal {
+    Term,
+    Kill,
+}
+
+/// Sends `signal` to `child`'s process group (it leads it).
+#[cfg(unix)]
+fn signal(child: &Child, signal: Signal) {
+    use rustix::process::{Pid, Signal as Sig, kill_process_group};
+    let Some(pid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    else {
+        return;
+    };
+    let signal = match signal {
+        Signal::Term => Sig::TERM,
+        Signal::Kill => Sig::KILL,
+    };
+    // It may have exited in between: nothing to do then.
+    let _ = kill_process_group(pid, signal);
+}
+
+/// Elsewhere there are no signals: the `SIGKILL` step's `start_kill` is what stops it.
+#[cfg(not(unix))]
+fn signal(_child: &Child, _signal: Signal) {}
