@@ -155,3 +155,22 @@ impl Process {
             .unwrap()
     }
 }
+
+/// The path of `name`, a binary of another workspace package (`legacy-stdio-server` of
+/// `mrtr-backends`), next to the running test's own directory: `cargo test --workspace` builds
+/// it there (that package has integration tests), as `cargo build --workspace --bins` does.
+pub fn workspace_binary(name: &str) -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let profile = test
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("a test binary under target/<profile>/deps");
+    let binary = profile.join(name);
+    assert!(
+        binary.exists(),
+        "{} is not built: run `cargo test --workspace` (or `cargo build --workspace --bins` first)",
+        binary.display()
+    );
+    binary
+}

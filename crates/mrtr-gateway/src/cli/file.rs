@@ -199,9 +199,15 @@ headers.x-tenant = { value = "acme" }
     fn the_documented_example_parses() {
         let env = |name: &str| (name == "JIRA_MCP_TOKEN").then(|| "t".to_owned());
         let file = parse(include_str!("../../../../docs/gateway.toml"), "docs/gateway.toml").unwrap();
-        assert_eq!(file.backend.len(), 3);
+        assert_eq!(file.backend.len(), 4);
         assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys/keys")));
-        assert!(file.backend[2].client_cert.is_some());
+        assert!(file.backend[3].client_cert.is_some());
+        let env = |name: &str| (name == "NODE_EXTRA_CA_CERTS").then(|| "/etc/ca.pem".to_owned());
+        let memory = file.backend[2].resolve(None, &env).unwrap();
+        assert_eq!(
+            memory.endpoint(),
+            "stdio: npx -y @modelcontextprotocol/server-memory"
+        );
         // The plain-HTTP backend with a header from the environment resolves as documented.
         let jira = file.backend.iter().find(|b| !b.headers.is_empty()).unwrap();
         if jira
@@ -276,6 +282,58 @@ headers.x-tenant = { value = "acme" }
                 error.starts_with(expected),
                 "{text:?} gave {error:?}, expected {expected:?}"
             );
+        }
+    }
+
+    #[test]
+    fn stdio_backends_from_the_file_and_the_command_line() {
+        let file = parse(
+            "[[backend]]\nname = \"fs\"\ncommand = [\"node\", \"server.js\", \"/srv/a b\"]\nenv.TOKEN = { env = \"FS_TOKEN\" }\nenv.MODE = \"ro\"\ncwd = \"/srv\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let env = |name: &str| (name == "FS_TOKEN").then(|| "s3cret".to_owned());
+        let fs = file.backend[0].resolve(None, &env).unwrap();
+        assert_eq!(fs.endpoint(), "stdio: node server.js '/srv/a b'");
+        let command = format!("{:?}", fs.command().unwrap());
+        assert!(
+            command.contains("TOKEN") && command.contains("MODE") && !command.contains("s3cret"),
+            "{command}"
+        );
+        assert!(
+            file.backend[0]
+                .resolve(None, &no_env)
+                .unwrap_err()
+                .contains("FS_TOKEN")
+        );
+
+        let cli: BackendSpec = "fs=stdio:node server.js '/srv/a b'".parse().unwrap();
+        assert_eq!(
+            cli.resolve(None, &no_env).unwrap().endpoint(),
+            "stdio: node server.js '/srv/a b'"
+        );
+        assert!("fs=stdio:".parse::<BackendSpec>().is_err());
+        assert!("fs=stdio:node 'x".parse::<BackendSpec>().is_err());
+
+        for (text, problem) in [
+            (
+                "url = \"http://127.0.0.1:1/mcp\"\ncommand = [\"x\"]",
+                "exactly one of url or command",
+            ),
+            ("", "exactly one of url or command"),
+            ("command = []", "command is empty"),
+            (
+                "command = [\"x\"]\nheaders.a = { value = \"b\" }",
+                "for an HTTP backend",
+            ),
+            (
+                "url = \"http://127.0.0.1:1/mcp\"\ncwd = \"/\"",
+                "for a stdio backend",
+            ),
+        ] {
+            let file = parse(&format!("[[backend]]\nname = \"x\"\n{text}\n"), "t.toml").unwrap();
+            let error = file.backend[0].resolve(None, &no_env).unwrap_err();
+            assert!(error.contains(problem), "{text}: {error}");
         }
     }
 

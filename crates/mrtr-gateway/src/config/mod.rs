@@ -73,8 +73,8 @@ pub struct Settings {
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
-    /// A backend's Streamable HTTP endpoint (http:// or https://); repeat for several. NAME is its route and name prefix. Replaces the config file's backends
-    #[arg(long, value_name = "NAME=URL", action = ArgAction::Append)]
+    /// A backend: NAME=URL for a Streamable HTTP endpoint (http:// or https://), or NAME=stdio:COMMAND for a stdio server the gateway starts (the command split into words as a shell would, run without one, e.g. 'fs=stdio:npx -y @modelcontextprotocol/server-filesystem /srv/data'); repeat for several. NAME is its route and name prefix. Replaces the config file's backends
+    #[arg(long, value_name = "NAME=URL|NAME=stdio:COMMAND", action = ArgAction::Append)]
     pub backend: Vec<BackendSpec>,
 
     /// Trust only the CA certificate(s) in this PEM file for https:// backends that name no CA of their own (default: the system's trust store)

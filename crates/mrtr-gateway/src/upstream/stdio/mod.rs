@@ -218,11 +218,12 @@ impl fmt::Debug for Process {
 enum State {
     /// Not started yet.
     Idle,
-    /// Started, its handshake not done.
-    Starting,
+    /// Started (the run's number, from 1), its handshake not done.
+    Starting(u64),
     Up(Arc<Conn>),
-    /// It could not be started, failed its handshake or exited; it is started again soon.
-    Down(Down),
+    /// Run number `.1` could not be started, failed its handshake or exited; the next one starts
+    /// soon.
+    Down(Down, u64),
     /// Stopped for good.
     Stopped,
 }
@@ -704,16 +705,24 @@ impl Process {
     async fn up(self: &Arc<Self>, timeout: Duration) -> Result<Arc<Conn>, Waited> {
         self.start();
         let mut state = self.state.subscribe();
-        let mut attempts = 0;
+        // The last run whose failure does not end the wait (a watch shows only the latest
+        // state, so runs are told apart by number, not by the transitions seen).
+        let mut waited_out = None;
         let wait = async {
             loop {
                 let current = state.borrow_and_update().clone();
+                let before = match &current {
+                    State::Idle => 0,
+                    State::Starting(run) => run - 1,
+                    State::Down(_, run) => *run,
+                    State::Up(_) | State::Stopped => 0,
+                };
+                let waited_out = *waited_out.get_or_insert(before);
                 match current {
                     State::Up(conn) => return Ok(conn),
                     State::Stopped => return Err(Waited::Stopped),
-                    State::Down(down) if attempts > 0 => return Err(Waited::Down(down)),
-                    State::Starting => attempts += 1,
-                    State::Idle | State::Down(_) => {}
+                    State::Down(down, run) if run > waited_out => return Err(Waited::Down(down)),
+                    State::Idle | State::Starting(_) | State::Down(..) => {}
                 }
                 if state.changed().await.is_err() {
                     return Err(Waited::Stopped);
@@ -742,9 +751,11 @@ impl Process {
     /// Runs the process until it is stopped, starting it again after each exit.
     async fn supervise(self: Arc<Self>) {
         let mut failures: u32 = 0;
+        let mut run = 0;
         while !self.stop.is_cancelled() {
             let began = Instant::now();
-            let down = self.run_once().await;
+            run += 1;
+            let down = self.run_once(run).await;
             if self.stop.is_cancelled() {
                 break;
             }
@@ -763,7 +774,7 @@ impl Process {
                 restart_in_ms = backoff.as_millis() as u64,
                 "stdio backend down"
             );
-            self.state.send_replace(State::Down(down));
+            self.state.send_replace(State::Down(down, run));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.stop.cancelled() => break,
@@ -774,8 +785,8 @@ impl Process {
 
     /// One run: spawn, handshake, serve until the process exits or the gateway stops it.
     /// Returns why it is down.
-    async fn run_once(&self) -> Down {
-        self.state.send_replace(State::Starting);
+    async fn run_once(&self, run: u64) -> Down {
+        self.state.send_replace(State::Starting(run));
         let spawned = match child::spawn(&self.name, &self.command) {
             Ok(spawned) => spawned,
             Err(error) => {

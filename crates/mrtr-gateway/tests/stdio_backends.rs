@@ -1,0 +1,220 @@
+//! stdio backends: an `initialize`-era MCP server (rmcp limited to 2025-11-25, the
+//! `legacy-stdio-server` of `mrtr-backends`) started by the gateway as a process and served to
+//! 2026-07-28 clients. Calls come back in modern form under the client's id, progress under the
+//! client's token; clients sharing the process with the same ids get their own answers; the
+//! process sees only `PATH`, `HOME` and what the config gives it; a process killed mid-call fails
+//! those calls at once and is started again; a gateway that stops ends its process; a command
+//! that cannot start is a backend reported down.
+
+use std::time::Duration;
+
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
+use mrtr_test_support::gateway::{gateway, keyring, workspace_binary};
+use mrtr_test_support::mcp::{HEADERS, message, meta, raw};
+use mrtr_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+
+fn server() -> StdioCommand {
+    let binary = workspace_binary("legacy-stdio-server");
+    StdioCommand::new([binary.to_string_lossy().into_owned(), "legacy-stdio".to_owned()]).unwrap()
+}
+
+/// A gateway over the stdio backend `command`, once the probe found what it is (`era`, or down).
+async fn gateway_over(command: StdioCommand, ready: &str) -> RunningGateway {
+    let mut config = GatewayConfig::new(vec![Backend::stdio("local", command).unwrap()]);
+    config.settings.health_interval = PositiveSeconds::from_secs(3600);
+    let gateway = gateway(config, keyring()).await.unwrap();
+    let readiness = gateway.readiness();
+    eventually(TIMEOUT, "the probe found the backend", || async {
+        let backend = &readiness.check().1["backends"]["local"];
+        backend["era"] == ready || backend["reason"] == ready
+    })
+    .await;
+    gateway
+}
+
+/// `tools/call` of `tool` with the argument `text` under the id `id`, `_meta` extended by
+/// `extra`: the HTTP status, the raw text and the JSON-RPC response.
+async fn call(
+    gateway: &RunningGateway,
+    id: u64,
+    tool: &str,
+    text: &str,
+    extra: Value,
+) -> (u16, String, Value) {
+    let mut meta = meta();
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            meta[k] = v;
+        }
+    }
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": { "name": tool, "arguments": { "text": text }, "_meta": meta },
+    });
+    let mut headers = HEADERS.to_vec();
+    headers.extend([("mcp-method", "tools/call"), ("mcp-name", tool)]);
+    let (status, _, text) = raw(reqwest::Method::POST, &gateway.url(), &headers, &body.to_string())
+        .await
+        .unwrap();
+    let response = message(&text).unwrap_or(Value::Null);
+    (status, text, response)
+}
+
+fn text_of(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Whether a process `pid` exists (`kill -0`).
+fn alive(pid: &str) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", pid])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[tokio::test]
+async fn a_stdio_server_serves_modern_clients_with_their_ids_tokens_and_nothing_of_the_gateways_environment()
+{
+    let gateway = gateway_over(server().with_env("GREETING", "hello"), "legacy").await;
+    let (_, body) = gateway.readiness().check();
+    assert_eq!(
+        body["backends"]["local"]["protocol_version"], "2025-11-25",
+        "{body}"
+    );
+
+    let (status, _, response) = call(&gateway, 41, "echo", "hi", json!({})).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(
+        response["id"], 41,
+        "the client's id, not the gateway's: {response}"
+    );
+    assert_eq!(response["result"]["resultType"], "complete", "{response}");
+    assert_eq!(text_of(&response), "hi");
+
+    // The test process has CARGO_*, RUST_* and more: the child sees none of them.
+    let (_, _, response) = call(&gateway, 42, "environment", "", json!({})).await;
+    assert_eq!(text_of(&response), "GREETING,HOME,PATH", "{response}");
+
+    let (status, text, response) = call(
+        &gateway,
+        43,
+        "progress",
+        "",
+        json!({ "progressToken": { "mine": 7 } }),
+    )
+    .await;
+    assert_eq!((status, text_of(&response)), (200, "done"), "{text}");
+    let progress: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 2, "{text}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == json!({ "mine": 7 })),
+        "the client's own token: {text}"
+    );
+
+    // The process's own request to a client: answered by the gateway with the reason.
+    let (_, _, response) = call(&gateway, 44, "roots", "", json!({})).await;
+    assert!(
+        text_of(&response).contains("no one client can answer roots/list"),
+        "{response}"
+    );
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn clients_sharing_the_process_with_the_same_ids_get_their_own_answers() {
+    let gateway = gateway_over(server(), "legacy").await;
+    let calls = (0..24).map(|n| {
+        let gateway = &gateway;
+        async move {
+            let text = format!("client-{n}");
+            let (status, _, response) = call(gateway, 1, "echo", &text, json!({})).await;
+            (
+                status,
+                response["id"].clone(),
+                text_of(&response).to_owned(),
+                text,
+            )
+        }
+    });
+    for (status, id, answered, sent) in futures_util::future::join_all(calls).await {
+        assert_eq!((status, id, answered), (200, json!(1), sent));
+    }
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_killed_process_fails_its_calls_at_once_and_is_started_again() {
+    let gateway = gateway_over(server(), "legacy").await;
+    let (_, _, response) = call(&gateway, 1, "pid", "", json!({})).await;
+    let pid = text_of(&response).to_owned();
+    assert!(alive(&pid), "{response}");
+
+    // Three calls in flight for 5 s each; the process is killed after 300 ms.
+    let sleeping = (0..3).map(|n| call(&gateway, 10 + n, "sleep", "5000", json!({})));
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    };
+    let started = tokio::time::Instant::now();
+    let (answers, ()) = tokio::join!(futures_util::future::join_all(sleeping), kill);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the calls were answered when the process died, not when they would have ended: {:?}",
+        started.elapsed()
+    );
+    for (n, (status, text, response)) in answers.into_iter().enumerate() {
+        assert_eq!(response["id"], 10 + n as u64, "{text}");
+        assert!(
+            response["error"]["message"].is_string(),
+            "an error, not a result: {status} {text}"
+        );
+    }
+
+    // Started again: later calls succeed, in another process.
+    eventually(TIMEOUT, "the process started again", || async {
+        let (status, _, response) = call(&gateway, 2, "pid", "", json!({})).await;
+        status == 200 && !text_of(&response).is_empty()
+    })
+    .await;
+    let (_, _, response) = call(&gateway, 3, "pid", "", json!({})).await;
+    let again = text_of(&response).to_owned();
+    assert!(!again.is_empty() && again != pid, "{response}");
+
+    // A gateway that stops ends its process.
+    gateway.shutdown().await.unwrap();
+    assert!(!alive(&again), "the process outlived the gateway");
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_is_a_backend_down_and_calls_fail_without_waiting() {
+    let missing = StdioCommand::new(["/nonexistent/mcp-server"]).unwrap();
+    let gateway = gateway_over(missing, "unreachable").await;
+    let started = tokio::time::Instant::now();
+    let (status, text, response) = call(&gateway, 5, "echo", "hi", json!({})).await;
+    assert_eq!(status, 502, "{text}");
+    assert_eq!(response["id"], 5, "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "bounded by the next start attempt, not the response timeout: {:?}",
+        started.elapsed()
+    );
+    gateway.shutdown().await.unwrap();
+}
