@@ -2,14 +2,19 @@
 # Servers and clients nobody here wrote, through mrtr-gateway (issue 23's proof, for the parts
 # built so far):
 #
-#   * the official reference server @modelcontextprotocol/server-everything (npm, an
-#     initialize-era server with Mcp-Session-Id sessions over Streamable HTTP) and the project's
-#     modern suite fixture (fixture-server --suite), behind one gateway;
+#   * the official reference servers behind one gateway, configured in one config file:
+#     @modelcontextprotocol/server-everything (npm, an initialize-era server with Mcp-Session-Id
+#     sessions over Streamable HTTP), server-memory and server-filesystem (initialize-era stdio
+#     servers the gateway starts; filesystem serves a temporary directory), and the project's
+#     modern suite fixture (fixture-server --suite);
 #   * the official Python SDK as a 2026-07-28 client (mcp 2.x) and as an initialize-era client
 #     (mcp 1.x), both from PyPI, each running scripts/reference_servers_client.py: the merged
-#     lists, everything's tools, prompts, resources, completion and progress;
-#   * a fault: server-everything restarted on its port (every session it had is gone), then the
-#     modern client once more, which must see no error.
+#     lists, everything's tools, prompts, resources, completion and progress, memory's
+#     create_entities then read_graph, filesystem's write_file then read_text_file;
+#   * faults: server-everything restarted on its port (every session it had is gone), then the
+#     modern client once more, which must see no error; and server-memory's process killed
+#     (kill -9) under load from the modern client: no call hangs, and calls succeed again once
+#     the gateway has started it again.
 #
 #   bash scripts/reference-servers.sh
 #
@@ -31,11 +36,17 @@ source scripts/conformance-lib.sh
 echo "==> @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $TOOLS/reference-servers"
 REFERENCE=$TOOLS/reference-servers
 EVERYTHING=$REFERENCE/node_modules/.bin/mcp-server-everything
-installed=$(node -p "require('$REFERENCE/node_modules/@modelcontextprotocol/server-everything/package.json').version" 2>/dev/null || true)
+installed=$(node -p "[
+    require('$REFERENCE/node_modules/@modelcontextprotocol/server-everything/package.json').version,
+    require('$REFERENCE/node_modules/@modelcontextprotocol/server-memory/package.json').version,
+    require('$REFERENCE/node_modules/@modelcontextprotocol/server-filesystem/package.json').version,
+].every(v => v === '$EVERYTHING_VERSION') ? '$EVERYTHING_VERSION' : 'other'" 2>/dev/null || true)
 if [ "$installed" != "$EVERYTHING_VERSION" ]; then
     mkdir -p "$REFERENCE"
     npm install --prefix "$REFERENCE" --no-audit --no-fund --loglevel=error \
-        "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION"
+        "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+        "@modelcontextprotocol/server-memory@$EVERYTHING_VERSION" \
+        "@modelcontextprotocol/server-filesystem@$EVERYTHING_VERSION"
 fi
 
 venv() { # venv DIR REQUIREMENT: a venv in DIR with REQUIREMENT installed
@@ -69,14 +80,35 @@ start_everything() {
 start_everything
 start fixture "$FIXTURE" --listen 127.0.0.1:0 --suite --sse
 FIXTURE_URL=$URL
-start gateway "$GATEWAY" --listen 127.0.0.1:0 \
-    --backend "everything=http://127.0.0.1:$EVERYTHING_PORT/mcp" --backend "suite=$FIXTURE_URL"
+# The stdio servers get a temporary directory (filesystem) and a temporary graph file (memory).
+DATA=$LOGS/data
+mkdir -p "$DATA"
+cat >"$LOGS/gateway.toml" <<TOML
+[[backend]]
+name = "everything"
+url = "http://127.0.0.1:$EVERYTHING_PORT/mcp"
+
+[[backend]]
+name = "suite"
+url = "$FIXTURE_URL"
+
+[[backend]]
+name = "memory"
+command = ["$REFERENCE/node_modules/.bin/mcp-server-memory"]
+env.MEMORY_FILE_PATH = "$LOGS/memory.jsonl"
+
+[[backend]]
+name = "filesystem"
+command = ["$REFERENCE/node_modules/.bin/mcp-server-filesystem", "$DATA"]
+TOML
+start gateway "$GATEWAY" --listen 127.0.0.1:0 --config "$LOGS/gateway.toml"
 GATEWAY_URL=$URL
+GATEWAY_PID=${PIDS[-1]}
 
 FAILED=()
 run_client() { # run_client ERA PYTHON: the client script of ERA, its lines indented
     echo "==> $1 client (mcp $("$2" -c 'import importlib.metadata as m; print(m.version("mcp"))')) through the gateway"
-    if ! timeout 120 "$2" scripts/reference_servers_client.py "$1" "$GATEWAY_URL" | sed 's/^/    /'; then
+    if ! timeout 120 "$2" scripts/reference_servers_client.py "$1" "$GATEWAY_URL" "$DATA" | sed 's/^/    /'; then
         FAILED+=("$1${3:+ $3}")
     fi
 }
@@ -89,10 +121,32 @@ wait "$EVERYTHING_PID" 2>/dev/null || true
 start_everything
 run_client modern "$TOOLS/python-mcp2/bin/python" "(after the restart)"
 
-if ! grep -q 'backend up backend="everything" era="legacy"' "$LOGS/gateway.err"; then
-    echo "$PROG: the gateway's log does not report everything as a legacy backend" >&2
-    FAILED+=("log")
+echo "==> server-memory's process killed (kill -9) under load from the modern client"
+MEMORY_PID=$(pgrep -P "$GATEWAY_PID" -f mcp-server-memory | head -1 || true)
+if [ -z "$MEMORY_PID" ]; then
+    echo "$PROG: no server-memory process under the gateway" >&2
+    FAILED+=("kill -9: no process")
+else
+    "$TOOLS/python-mcp2/bin/python" scripts/reference_servers_client.py fault "$GATEWAY_URL" "$DATA" >"$LOGS/fault.out" 2>&1 &
+    FAULT=$!
+    sleep 2
+    kill -9 "$MEMORY_PID"
+    echo "    killed server-memory (pid $MEMORY_PID)"
+    if ! wait "$FAULT"; then FAILED+=("kill -9 under load"); fi
+    sed 's/^/    /' "$LOGS/fault.out"
+    AGAIN=$(pgrep -P "$GATEWAY_PID" -f mcp-server-memory | head -1 || true)
+    if [ -z "$AGAIN" ] || [ "$AGAIN" = "$MEMORY_PID" ]; then
+        echo "$PROG: server-memory was not started again" >&2
+        FAILED+=("kill -9: no restart")
+    fi
 fi
+
+for backend in everything memory filesystem; do
+    if ! grep -q "backend up backend=\"$backend\" era=\"legacy\"" "$LOGS/gateway.err"; then
+        echo "$PROG: the gateway's log does not report $backend as a legacy backend" >&2
+        FAILED+=("log: $backend")
+    fi
+done
 for f in "${FAILED[@]+"${FAILED[@]}"}"; do
     echo "failed: $f (gateway log below)"
 done

@@ -2,10 +2,13 @@
 
 Run by scripts/reference-servers.sh, which starts the gateway in front of the official
 `@modelcontextprotocol/server-everything` (an initialize-era server over Streamable HTTP, from
-npm) and the project's modern suite fixture. Usage:
+npm), `server-memory` and `server-filesystem` (initialize-era stdio servers, the latter serving
+DATA), and the project's modern suite fixture. Usage:
 
-    python reference_servers_client.py modern URL    # Python SDK mcp 2.x, 2026-07-28
-    python reference_servers_client.py legacy URL    # Python SDK mcp 1.x, initialize era
+    python reference_servers_client.py modern URL DATA   # Python SDK mcp 2.x, 2026-07-28
+    python reference_servers_client.py legacy URL DATA   # Python SDK mcp 1.x, initialize era
+    python reference_servers_client.py fault URL DATA    # mcp 2.x: read_graph under load while
+                                                         # the script kills server-memory
 
 Each check prints one line, `PASS name` or `FAIL name: why`; the exit status is the number of
 failures (0: all passed).
@@ -29,10 +32,32 @@ def text(result):
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-async def common(client, era):
-    """What both clients must get: the merged lists, everything's tools, prompts, resources."""
+def failed(result):
+    """Whether a tool's result is an error (mcp 2.x spells it is_error, 1.x isError)."""
+    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
+
+
+async def common(client, era, data):
+    """What both clients must get: the merged lists, everything's tools, prompts, resources,
+    and the stdio servers' tools."""
     tools = [t.name for t in (await client.list_tools()).tools]
-    check(f"{era}: tools/list merges both backends", "echo" in tools and "test_simple_text" in tools, tools)
+    check(
+        f"{era}: tools/list merges all four backends",
+        all(t in tools for t in ("echo", "test_simple_text", "create_entities", "write_file")),
+        tools,
+    )
+    entity = f"mrtr-{era}"
+    created = await client.call_tool(
+        "create_entities", {"entities": [{"name": entity, "entityType": "test", "observations": ["relayed"]}]}
+    )
+    check(f"{era}: memory's create_entities (stdio)", not failed(created), text(created))
+    graph = await client.call_tool("read_graph", {})
+    check(f"{era}: memory's read_graph has the entity", entity in text(graph), text(graph))
+    path = f"{data}/{era}.txt"
+    written = await client.call_tool("write_file", {"path": path, "content": f"hello from {era}"})
+    check(f"{era}: filesystem's write_file (stdio)", not failed(written), text(written))
+    read = await client.call_tool("read_text_file", {"path": path})
+    check(f"{era}: filesystem's read_text_file", text(read) == f"hello from {era}", text(read))
     echo = await client.call_tool("echo", {"message": "hi"})
     check(f"{era}: everything's echo", text(echo) == "Echo: hi", text(echo))
     total = await client.call_tool("get-sum", {"a": 2, "b": 3})
@@ -51,7 +76,7 @@ async def common(client, era):
     return tools
 
 
-async def modern(url):
+async def modern(url, data):
     import mcp_types as types
     from mcp import Client
 
@@ -62,7 +87,7 @@ async def modern(url):
 
     async with Client(url) as client:
         check("modern: the session is 2026-07-28", client.protocol_version == "2026-07-28", client.protocol_version)
-        tools = await common(client, "modern")
+        tools = await common(client, "modern", data)
         long = await client.call_tool(
             "trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=on_progress
         )
@@ -81,7 +106,7 @@ async def modern(url):
         )
 
 
-async def legacy(url):
+async def legacy(url, data):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
@@ -89,13 +114,44 @@ async def legacy(url):
         async with ClientSession(read, write) as client:
             init = await client.initialize()
             check("legacy: initialize through the gateway", init.protocolVersion.startswith("2025-"), init.protocolVersion)
-            await common(client, "legacy")
+            await common(client, "legacy", data)
+
+
+async def fault(url, data):
+    """read_graph from four workers for 6 s while server-memory is killed: every call ends
+    (an answer or an error) within 10 s, and calls succeed again after the restart."""
+    from mcp import Client
+
+    outcomes = {"ok": 0, "error": 0, "hung": 0}
+    last_ok = [0.0]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 6
+
+    async def worker(client):
+        while loop.time() < end:
+            try:
+                result = await asyncio.wait_for(client.call_tool("read_graph", {}), 10)
+                outcomes["error" if failed(result) else "ok"] += 1
+                if not failed(result):
+                    last_ok[0] = loop.time()
+            except asyncio.TimeoutError:
+                outcomes["hung"] += 1
+            except Exception:
+                outcomes["error"] += 1
+                await asyncio.sleep(0.05)
+
+    async with Client(url) as client:
+        await asyncio.gather(*(worker(client) for _ in range(4)))
+        print(f"read_graph calls: {outcomes}", flush=True)
+        check("fault: no call hung while the process was killed", outcomes["hung"] == 0, outcomes)
+        check("fault: calls succeeded before and after", outcomes["ok"] > 0, outcomes)
+        check("fault: calls succeed again by the end", end - last_ok[0] < 2, f"last success {end - last_ok[0]:.1f} s before the end")
 
 
 def main():
-    era, url = sys.argv[1], sys.argv[2]
+    era, url, data = sys.argv[1], sys.argv[2], sys.argv[3]
     try:
-        asyncio.run(modern(url) if era == "modern" else legacy(url))
+        asyncio.run({"modern": modern, "legacy": legacy, "fault": fault}[era](url, data))
     except Exception:
         traceback.print_exc()
         check(f"{era}: the client ran to its end", False, "exception above")
