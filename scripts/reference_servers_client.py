@@ -107,14 +107,49 @@ async def modern(url, data):
 
 
 async def legacy(url, data):
+    import mcp.types as types
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
+    asked = []
+
+    async def on_sampling(context, params):
+        asked.append("sampling")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sampled by the test"), model="test"
+        )
+
+    async def on_elicitation(context, params):
+        asked.append("elicitation")
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
+
     async with streamablehttp_client(url) as (read, write, _):
-        async with ClientSession(read, write) as client:
+        async with ClientSession(
+            read, write, sampling_callback=on_sampling, elicitation_callback=on_elicitation
+        ) as client:
             init = await client.initialize()
             check("legacy: initialize through the gateway", init.protocolVersion.startswith("2025-"), init.protocolVersion)
-            await common(client, "legacy", data)
+            tools = await common(client, "legacy", data)
+            # The backend session of this client's requests declares its sampling and elicitation
+            # capabilities: everything offers the tools, and their requests reach this client
+            # during the call.
+            check(
+                "legacy: everything offers its elicitation and sampling tools to a client declaring them",
+                "trigger-elicitation-request" in tools and "trigger-sampling-request" in tools,
+                tools,
+            )
+            elicited = await client.call_tool("trigger-elicitation-request", {})
+            check(
+                "legacy: everything's elicitation request reaches the client in-request, and its answer the server",
+                "elicitation" in asked and "Ada Lovelace" in text(elicited),
+                text(elicited),
+            )
+            sampled = await client.call_tool("trigger-sampling-request", {"prompt": "hi", "maxTokens": 10})
+            check(
+                "legacy: everything's sampling request reaches the client in-request, and its answer the server",
+                "sampling" in asked and "sampled by the test" in text(sampled),
+                text(sampled),
+            )
 
 
 async def fault(url, data):

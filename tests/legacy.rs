@@ -1,7 +1,8 @@
 //! Legacy (2025-11-25) clients through the dual-era front, in front of a *modern* backend (the
 //! suite fixture, rmcp) that asks for input with MRTR: a real rmcp client speaking the
 //! `initialize` era, and raw HTTP for what a client library hides (sealed session ids, answers
-//! reaching the wrong replica, timeouts, disconnects).
+//! reaching the wrong replica, timeouts, disconnects). And in front of an `initialize`-era
+//! backend whose own server-to-client request reaches the legacy client in-request.
 
 #![allow(deprecated)] // Sampling is deprecated by SEP-2577 but still part of legacy clients.
 
@@ -10,14 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use mrtr_backends::{ResponseMode, ServedBackend, SuiteFixture, serve};
+use mrtr_backends::{LegacyBackend, ResponseMode, ServedBackend, SuiteFixture, serve, serve_legacy};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::peers::{tool_params, tool_text};
 use mrtr_test_support::wait::TIMEOUT;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, ProtocolVersion, SamplingMessage,
+    ElicitResult, ElicitationAction, Implementation, ListRootsResult, ProtocolVersion, Root, SamplingMessage,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -61,6 +62,77 @@ impl ClientHandler for LegacyUser {
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
+}
+
+/// An rmcp client of 2025-11-25 that declares roots (or not) and answers `roots/list` with one.
+#[derive(Clone, Debug)]
+struct RootsUser {
+    declares_roots: bool,
+    asked: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for RootsUser {
+    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ListRootsResult::new(vec![Root::new("file:///srv/project")]))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.declares_roots {
+            ClientCapabilities::builder().enable_roots().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("rmcp-roots-client", "0.1.0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_it() -> anyhow::Result<()> {
+    let backend = serve_legacy(LegacyBackend::new("old")).await?;
+    let mut config = GatewayConfig::new(vec![Backend::new("old", backend.url())?]);
+    config.settings.health_interval = PositiveSeconds::from_secs(3600);
+    let gateway = gateway(config, keyring()).await?;
+    let readiness = gateway.readiness();
+    mrtr_test_support::wait::eventually(TIMEOUT, "the backend found legacy", || async {
+        readiness.check().1["backends"]["old"]["era"] == "legacy"
+    })
+    .await;
+    for declares_roots in [true, false] {
+        let user = RootsUser {
+            declares_roots,
+            asked: Arc::default(),
+        };
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(gateway.url()),
+        );
+        let client = tokio::time::timeout(
+            TIMEOUT,
+            user.clone()
+                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+        )
+        .await??;
+        let result =
+            tokio::time::timeout(TIMEOUT, client.call_tool(tool_params("roots", json!({}))?)).await??;
+        if declares_roots {
+            // The backend's roots/list went to this client during the call, its answer back.
+            assert_eq!(tool_text(&result), "1 roots");
+            assert_eq!(user.asked.load(Ordering::SeqCst), 1);
+        } else {
+            // The backend session of this client declares no roots; asked anyway, the gateway
+            // answers the backend for it.
+            assert!(
+                tool_text(&result).starts_with("no roots"),
+                "{}",
+                tool_text(&result)
+            );
+            assert_eq!(user.asked.load(Ordering::SeqCst), 0);
+        }
+        client.cancel().await?;
+    }
+    gateway.shutdown().await?;
+    Ok(())
 }
 
 async fn suite_behind(

@@ -95,7 +95,19 @@ async fn a_modern_client_calls_a_legacy_backend_and_gets_modern_answers() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["echo", "session", "progress", "roots"], "{list}");
+    assert_eq!(
+        names,
+        [
+            "echo",
+            "session",
+            "progress",
+            "roots",
+            "environment",
+            "pid",
+            "sleep"
+        ],
+        "{list}"
+    );
 
     let (_, _, discover) = raw(
         reqwest::Method::POST,

@@ -202,8 +202,8 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(file.backend.len(), 4);
         assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys/keys")));
         assert!(file.backend[3].client_cert.is_some());
-        let env = |name: &str| (name == "NODE_EXTRA_CA_CERTS").then(|| "/etc/ca.pem".to_owned());
-        let memory = file.backend[2].resolve(None, &env).unwrap();
+        let memory_env = |name: &str| (name == "NODE_EXTRA_CA_CERTS").then(|| "/etc/ca.pem".to_owned());
+        let memory = file.backend[2].resolve(None, &memory_env).unwrap();
         assert_eq!(
             memory.endpoint(),
             "stdio: npx -y @modelcontextprotocol/server-memory"

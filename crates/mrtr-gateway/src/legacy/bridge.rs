@@ -16,6 +16,12 @@
 //!    this path), and the next answer is handled the same way, up to
 //!    [`LegacyConfig::max_rounds`] rounds.
 //!
+//! An `initialize`-era backend's own requests during the call (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list` on its answer's stream, which `upstream/translate.rs`
+//! hands over through the [`ClientAsks`] in the modern request's extensions) go to the client the
+//! same way, in-request: a fresh id, the client's answer POSTed back into the backend's session.
+//! They count against the same limits as input requests.
+//!
 //! A round the client does not answer within [`LegacyConfig::answer_timeout`] ends the call
 //! with an error (and `notifications/cancelled` for the requests left open). A client that goes
 //! away drops the response body, which drops this call: the backend's stream is closed (MCP's
@@ -43,8 +49,9 @@ use super::registry::{LimitReached, Pending, Registry, WaitingCall, WaitingCalls
 use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
-use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, RawObject};
+use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::sse::is_sse;
+use crate::upstream::translate::{Asked, ClientAsks};
 use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
 /// The body of the gateway's own legacy answers.
@@ -108,8 +115,24 @@ pub(super) struct Bridge<S, B> {
     pub tools: Arc<ToolHeaders>,
     /// Limits.
     pub config: Arc<LegacyConfig>,
+    /// What every modern request of the call carries, so that a legacy backend's own requests
+    /// reach this client ([`asks_for`]).
+    pub asks: ClientAsks,
+    /// Where those requests arrive (taken by the call's stream).
+    pub asked: Option<tokio::sync::mpsc::Receiver<Asked>>,
     /// The client body type of the modern service.
     pub body: PhantomData<fn() -> B>,
+}
+
+/// Most backend requests queued for one call before the front reads them; later ones are
+/// answered with an error by the backend's translation.
+const ASKED_QUEUE: usize = 8;
+
+/// The channel through which legacy backends' requests reach the call of a client of `session`.
+pub(super) fn asks_for(session: &OpenedSession) -> (ClientAsks, tokio::sync::mpsc::Receiver<Asked>) {
+    let (asks, asked) = tokio::sync::mpsc::channel(ASKED_QUEUE);
+    let capabilities = session.capabilities().get().into();
+    (ClientAsks { capabilities, asks }, asked)
 }
 
 impl<S, B> std::fmt::Debug for Bridge<S, B> {
@@ -259,6 +282,7 @@ where
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = headers;
+        request.extensions_mut().insert(self.asks.clone());
         self.inner.clone().oneshot(request).await.map_err(|error| {
             tracing::warn!(%error, "modern service failed");
             Failure::internal("The gateway could not relay the request")
@@ -266,9 +290,10 @@ where
     }
 
     /// Runs the call on the SSE stream until its final answer, for at most the call timeout.
-    async fn drive(self, events: Events, first: Next<RB>) {
+    async fn drive(mut self, events: Events, first: Next<RB>) {
         let limit = self.config.call_timeout;
-        let outcome = match tokio::time::timeout(limit, self.rounds(&events, first)).await {
+        let mut asked = self.asked.take();
+        let outcome = match tokio::time::timeout(limit, self.rounds(&events, first, &mut asked)).await {
             Ok(outcome) => outcome,
             // The rounds are dropped, and the ids they wait on forgotten with them.
             Err(_) => Err(Ok(Failure {
@@ -292,6 +317,7 @@ where
         &self,
         events: &Events,
         mut next: Next<RB>,
+        asked: &mut Option<tokio::sync::mpsc::Receiver<Asked>>,
     ) -> Result<ModernResponse, Result<Failure, Gone>> {
         let mut round = 0;
         // Taken when the call first waits for its client, held until it ends.
@@ -300,7 +326,7 @@ where
             let input = match next {
                 Next::Input(input) => input,
                 Next::Stream(mut messages) => {
-                    let response = self.relay(events, &mut messages).await?;
+                    let response = self.relay(events, &mut messages, asked, &mut waiting).await?;
                     match response.input_required() {
                         Some(input) => input,
                         None => return Ok(response),
@@ -319,14 +345,8 @@ where
                     "The backend asked for input without a requestState",
                 )));
             };
-            if waiting.is_none() {
-                waiting = Some(
-                    self.calls
-                        .enter(self.session.digest(), self.principal.as_deref())
-                        .map_err(|crowded| Ok(crowded_out(crowded)))?,
-                );
-            }
-            let answers = self.ask(events, &input).await?;
+            self.wait_for_client(&mut waiting)?;
+            let answers = self.ask(events, &input.requests).await?;
             let answers = RawValue::from_string(
                 serde_json::to_string(&answers)
                     .map_err(|_| Ok(Failure::internal("The client's answers could not be relayed")))?,
@@ -342,14 +362,36 @@ where
         }
     }
 
-    /// Relays notifications until the response, which it returns.
+    /// Counts the call among those waiting for their clients, from the first time it waits.
+    fn wait_for_client(&self, waiting: &mut Option<WaitingCall>) -> Result<(), Result<Failure, Gone>> {
+        if waiting.is_none() {
+            *waiting = Some(
+                self.calls
+                    .enter(self.session.digest(), self.principal.as_deref())
+                    .map_err(|crowded| Ok(crowded_out(crowded)))?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Relays notifications until the response, which it returns, and a legacy backend's own
+    /// requests to the client as they come (`asked`).
     async fn relay(
         &self,
         events: &Events,
         messages: &mut Messages<std::pin::Pin<Box<RB>>>,
+        asked: &mut Option<tokio::sync::mpsc::Receiver<Asked>>,
+        waiting: &mut Option<WaitingCall>,
     ) -> Result<ModernResponse, Result<Failure, Gone>> {
         loop {
-            let message = match messages.next().await {
+            let next = tokio::select! {
+                next = messages.next() => next,
+                Some(request) = next_asked(asked) => {
+                    self.answer_asked(events, request, waiting).await?;
+                    continue;
+                }
+            };
+            let message = match next {
                 Ok(Some(message)) => message,
                 Ok(None) => {
                     return Err(Ok(Failure::internal(
@@ -373,9 +415,59 @@ where
         }
     }
 
+    /// A legacy backend's own request: to the client when it declared what the request needs,
+    /// its answer (or error) back to the backend; else an error for the backend at once.
+    async fn answer_asked(
+        &self,
+        events: &Events,
+        request: Asked,
+        waiting: &mut Option<WaitingCall>,
+    ) -> Result<(), Result<Failure, Gone>> {
+        let mode = serde_json::from_str::<serde_json::Value>(request.params.get())
+            .ok()
+            .and_then(|p| p["mode"].as_str().map(str::to_owned));
+        if !self.session.declares(&request.method, mode.as_deref()) {
+            let error = json!({ "code": METHOD_NOT_FOUND, "message": format!(
+                "The client did not declare the capability {} needs", request.method) });
+            if let Ok(error) = serde_json::value::to_raw_value(&error) {
+                let _ = request.answer.send(Err(error));
+            }
+            return Ok(());
+        }
+        self.wait_for_client(waiting)?;
+        let mut requests = RawObject::default();
+        let one = json!({ "method": request.method, "params": request.params });
+        let one = serde_json::value::to_raw_value(&one)
+            .map_err(|_| Ok(Failure::internal("The backend's request could not be relayed")))?;
+        requests.0.push(("backend".to_owned(), one));
+        let mut answers = self.ask_all(events, &requests).await?;
+        if let Some((_, _, Some(answer))) = answers.pop() {
+            let _ = request.answer.send(answer);
+        }
+        Ok(())
+    }
+
     /// Sends one round's input requests to the client and collects its answers, keyed as the
-    /// backend asked.
-    async fn ask(&self, events: &Events, input: &InputRequired) -> Result<RawObject, Result<Failure, Gone>> {
+    /// backend asked; an error answer ends the call.
+    async fn ask(&self, events: &Events, requests: &RawObject) -> Result<RawObject, Result<Failure, Gone>> {
+        let mut responses = RawObject::default();
+        for (key, method, answer) in self.ask_all(events, requests).await? {
+            match answer {
+                Some(Ok(result)) => responses.0.push((key, result)),
+                Some(Err(error)) => return Err(Ok(client_error(&method, &error))),
+                None => return Err(Ok(Failure::internal("The client's answer was lost"))),
+            }
+        }
+        Ok(responses)
+    }
+
+    /// Sends `requests` (key to `{method, params}`) to the client as server-to-client requests
+    /// and waits for every answer (at most the answer timeout): each key's method and answer.
+    async fn ask_all(
+        &self,
+        events: &Events,
+        requests: &RawObject,
+    ) -> Result<Vec<(String, String, Option<super::registry::Answer>)>, Result<Failure, Gone>> {
         #[derive(Deserialize)]
         struct InputRequest {
             method: String,
@@ -383,7 +475,7 @@ where
         }
         let mut waiting: Vec<(String, String, Pending)> = Vec::new();
         let mut sends = Vec::new();
-        for (key, raw) in &input.requests.0 {
+        for (key, raw) in &requests.0 {
             let Ok(request) = serde_json::from_str::<InputRequest>(raw.get()) else {
                 return Err(Ok(Failure::internal(
                     "The backend sent an unreadable input request",
@@ -446,15 +538,7 @@ where
                 }
             }
         };
-        let mut responses = RawObject::default();
-        for (key, method, answer) in answers {
-            match answer {
-                Some(Ok(result)) => responses.0.push((key, result)),
-                Some(Err(error)) => return Err(Ok(client_error(&method, &error))),
-                None => return Err(Ok(Failure::internal("The client's answer was lost"))),
-            }
-        }
-        Ok(responses)
+        Ok(answers)
     }
 
     /// An input request's params as the session's protocol version has them: 2025-06-18 knows
@@ -515,6 +599,14 @@ fn too_many_answers(full: LimitReached) -> Failure {
 enum First<RB> {
     Answer(Response<RB>),
     Read(ModernResponse),
+}
+
+/// The next backend request for the client, or never (no channel).
+async fn next_asked(asked: &mut Option<tokio::sync::mpsc::Receiver<Asked>>) -> Option<Asked> {
+    match asked {
+        Some(asked) => asked.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 enum Next<RB> {

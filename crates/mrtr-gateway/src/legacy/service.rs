@@ -39,7 +39,7 @@ use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::{Bridge, LegacyBody, ModernBody, full, json_answer};
+use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer};
 use super::config::LegacyConfig;
 use super::lifecycle::{initialize_result, negotiate};
 use super::notes::{LogLevel, Notes};
@@ -516,12 +516,15 @@ impl Front {
                     .log_level(session.digest(), now)
                     .map(LogLevel::as_str);
                 let principal = self.principal(&parts.headers).map(str::to_owned);
+                let (asks, asked) = asks_for(&session);
                 let bridge = Bridge {
                     inner,
                     request,
                     principal,
                     client_headers: parts.headers,
                     uri: parts.uri,
+                    asks,
+                    asked: Some(asked),
                     session,
                     log_level,
                     registry: self.inner.registry.clone(),

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::Value;
@@ -54,6 +54,7 @@ use crate::upstream::forward::{Answer, ForwardError, Forwarder};
 use crate::upstream::health::{Down, Found};
 use crate::upstream::legacy::LegacyBackends;
 use crate::upstream::stdio::StdioBackends;
+use crate::upstream::translate::ClientAsks;
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
@@ -235,6 +236,7 @@ impl Inner {
         &self,
         backend: &Backend,
         headers: &HeaderMap,
+        extensions: &Extensions,
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
         if StdioBackends::serves(backend) {
@@ -243,7 +245,13 @@ impl Inner {
         if LegacyBackends::speaks_legacy(backend) {
             return self
                 .legacy
-                .exchange(&self.forwarder, backend, headers, body)
+                .exchange(
+                    &self.forwarder,
+                    backend,
+                    headers,
+                    body,
+                    extensions.get::<ClientAsks>(),
+                )
                 .await;
         }
         self.forwarder.exchange(backend, headers, body).await
@@ -288,7 +296,7 @@ impl Inner {
             return self.pinned(parts, head, route, body).await;
         }
         if self.backends.len() == 1 {
-            return self.forward(0, parts.headers, id, body, None).await;
+            return self.forward(0, parts, id, body, None).await;
         }
         if id.is_none() {
             // 2026-07-28 defines no client notification over HTTP; there is no one backend to
@@ -301,10 +309,10 @@ impl Inner {
             "tools/call" => self.named(Kind::Tools, parts, head, body).await,
             "prompts/get" => self.named(Kind::Prompts, parts, head, body).await,
             "resources/read" => self.resource(parts, head, body).await,
-            "server/discover" => self.discover(&parts.headers, head, body).await,
+            "server/discover" => self.discover(&parts, head, body).await,
             "completion/complete" => self.completion(parts, head, body).await,
             method => match Kind::from_list_method(method) {
-                Some(kind) => self.list(kind, &parts.headers, head, body).await,
+                Some(kind) => self.list(kind, &parts, head, body).await,
                 None => self.own(error_response(
                     StatusCode::NOT_FOUND,
                     id,
@@ -322,11 +330,16 @@ impl Inner {
     async fn forward(
         &self,
         index: usize,
-        mut headers: HeaderMap,
+        parts: Parts,
         id: Option<&str>,
         body: Bytes,
         rename: Option<(&[&str], &str)>,
     ) -> Routed {
+        let Parts {
+            mut headers,
+            extensions,
+            ..
+        } = parts;
         let backend = &self.backends[index];
         let body = match rename {
             None => body,
@@ -346,8 +359,9 @@ impl Inner {
         let relayed = if StdioBackends::serves(backend) {
             self.stdio.relay(backend, &headers, id, body).await
         } else if LegacyBackends::speaks_legacy(backend) {
+            let asks = extensions.get::<ClientAsks>();
             self.legacy
-                .relay(&self.forwarder, backend, headers, id, body)
+                .relay(&self.forwarder, backend, headers, id, body, asks)
                 .await
         } else {
             self.forwarder.relay(backend, headers, id, body).await
@@ -379,15 +393,11 @@ impl Inner {
             "tools/call" => Kind::Tools,
             "prompts/get" => Kind::Prompts,
             _ => {
-                return self
-                    .forward(index, parts.headers, head.id_json(), body, None)
-                    .await;
+                return self.forward(index, parts, head.id_json(), body, None).await;
             }
         };
         let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
-            return self
-                .forward(index, parts.headers, head.id_json(), body, None)
-                .await;
+            return self.forward(index, parts, head.id_json(), body, None).await;
         };
         // The envelope pins the backend; the name only needs un-prefixing, and only the catalog
         // knows how (a backend's own tool may be called `alpha__x`): a replica that has not
@@ -395,7 +405,7 @@ impl Inner {
         let on_this_backend = |resolved: Option<(usize, String)>| resolved.filter(|(b, _)| *b == index);
         let mut resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
         if resolved.is_none() {
-            self.refresh(&[kind], &parts.headers, &body).await;
+            self.refresh(&[kind], &parts, &body).await;
             resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
         }
         let Some((_, original)) = resolved else {
@@ -407,8 +417,7 @@ impl Inner {
             return (route.clone(), invalid_params(head.id_json(), &message));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts.headers, head.id_json(), body, rename)
-            .await
+        self.forward(index, parts, head.id_json(), body, rename).await
     }
 
     /// `tools/call` or `prompts/get` with several backends.
@@ -422,7 +431,7 @@ impl Inner {
             .resolve_name(kind, exposed)
             .filter(|_| self.catalog.fresh_since(kind).is_some());
         if resolved.is_none() {
-            self.refresh(&[kind], &parts.headers, &body).await;
+            self.refresh(&[kind], &parts, &body).await;
             resolved = self.catalog.resolve_name(kind, exposed);
         }
         let Some((index, original)) = resolved else {
@@ -430,7 +439,7 @@ impl Inner {
             return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts.headers, id, body, rename).await
+        self.forward(index, parts, id, body, rename).await
     }
 
     /// `resources/read` with several backends: by the URI's owner.
@@ -443,12 +452,12 @@ impl Inner {
             && self.catalog.fresh_since(Kind::Templates).is_some();
         let mut owner = self.catalog.resolve_uri(uri).filter(|_| fresh);
         if owner.is_none() {
-            self.refresh(&[Kind::Resources, Kind::Templates], &parts.headers, &body)
+            self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
                 .await;
             owner = self.catalog.resolve_uri(uri);
         }
         match owner {
-            Some(index) => self.forward(index, parts.headers, id, body, None).await,
+            Some(index) => self.forward(index, parts, id, body, None).await,
             None => self.own(error_response(
                 StatusCode::OK,
                 id,
@@ -486,14 +495,14 @@ impl Inner {
             ("ref/prompt", Some(exposed), _) => {
                 let mut resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
                 if resolved.is_none() || self.catalog.fresh_since(Kind::Prompts).is_none() {
-                    self.refresh(&[Kind::Prompts], &parts.headers, &body).await;
+                    self.refresh(&[Kind::Prompts], &parts, &body).await;
                     resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
                 }
                 match resolved {
                     Some((index, original)) => {
                         let rename = (original != exposed)
                             .then_some((&["params", "ref", "name"][..], original.as_str()));
-                        self.forward(index, parts.headers, id, body, rename).await
+                        self.forward(index, parts, id, body, rename).await
                     }
                     None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
                 }
@@ -501,12 +510,12 @@ impl Inner {
             ("ref/resource", _, Some(uri)) => {
                 let mut owner = self.catalog.resolve_uri(&uri);
                 if owner.is_none() {
-                    self.refresh(&[Kind::Resources, Kind::Templates], &parts.headers, &body)
+                    self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
                         .await;
                     owner = self.catalog.resolve_uri(&uri);
                 }
                 match owner {
-                    Some(index) => self.forward(index, parts.headers, id, body, None).await,
+                    Some(index) => self.forward(index, parts, id, body, None).await,
                     None => self.own(invalid_params(id, "Resource not found")),
                 }
             }
@@ -515,13 +524,13 @@ impl Inner {
     }
 
     /// A `*/list` call with several backends: every page of every backend, merged.
-    async fn list(&self, kind: Kind, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn list(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         if request_cursor(&body).is_some() {
             // The merged list is always one page, so no cursor the gateway handed out exists.
             return self.own(invalid_params(id, "Invalid cursor"));
         }
-        let outcomes = self.list_all(kind, headers, body).await;
+        let outcomes = self.list_all(kind, &parts.headers, &parts.extensions, body).await;
         let names = self.record(kind, &outcomes);
         let mut listings = Vec::new();
         let mut failures = Vec::new();
@@ -542,12 +551,12 @@ impl Inner {
     }
 
     /// `server/discover` with several backends.
-    async fn discover(&self, headers: &HeaderMap, head: &McpRequestHead, body: Bytes) -> Routed {
+    async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let answers = join_all(
             self.backends
                 .iter()
-                .map(|backend| self.exchange(backend, headers, body.clone())),
+                .map(|backend| self.exchange(backend, &parts.headers, &parts.extensions, body.clone())),
         )
         .await;
         let mut results = Vec::new();
@@ -598,9 +607,18 @@ impl Inner {
     }
 
     /// Every backend's full listing of `kind`, in configuration order.
-    async fn list_all(&self, kind: Kind, headers: &HeaderMap, body: Bytes) -> Vec<Result<Listing, Failure>> {
-        join_all((0..self.backends.len()).map(|index| self.list_backend(index, kind, headers, body.clone())))
-            .await
+    async fn list_all(
+        &self,
+        kind: Kind,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+        body: Bytes,
+    ) -> Vec<Result<Listing, Failure>> {
+        join_all(
+            (0..self.backends.len())
+                .map(|index| self.list_backend(index, kind, headers, extensions, body.clone())),
+        )
+        .await
     }
 
     async fn list_backend(
@@ -608,13 +626,14 @@ impl Inner {
         index: usize,
         kind: Kind,
         headers: &HeaderMap,
+        extensions: &Extensions,
         mut body: Bytes,
     ) -> Result<Listing, Failure> {
         let backend = &self.backends[index];
         let mut listing = Listing::default();
         for _ in 0..MAX_PAGES {
             let answer = self
-                .exchange(backend, headers, body.clone())
+                .exchange(backend, headers, extensions, body.clone())
                 .await
                 .map_err(Failure::Unavailable)?;
             let Some(result) = answer.result().map(ToOwned::to_owned) else {
@@ -644,7 +663,10 @@ impl Inner {
 
     /// Re-lists `kinds` from every backend (on a catalog miss), reusing the client's `_meta` so
     /// each backend sees the same protocol version and capabilities as for the call itself.
-    async fn refresh(&self, kinds: &[Kind], client_headers: &HeaderMap, body: &Bytes) {
+    /// Lists `kinds` again for the catalog, as the client of `parts` (its headers, principal and,
+    /// for a legacy client, its capabilities).
+    async fn refresh(&self, kinds: &[Kind], parts: &Parts, body: &Bytes) {
+        let client_headers = &parts.headers;
         let requested = Instant::now();
         let meta = request_meta(body);
         for &kind in kinds {
@@ -676,7 +698,9 @@ impl Inner {
             for name in params {
                 headers.remove(name);
             }
-            let outcomes = self.list_all(kind, &headers, Bytes::from(list_body)).await;
+            let outcomes = self
+                .list_all(kind, &headers, &parts.extensions, Bytes::from(list_body))
+                .await;
             for (index, outcome) in outcomes.iter().enumerate() {
                 if let Err(failure) = outcome {
                     tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");

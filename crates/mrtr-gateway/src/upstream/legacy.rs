@@ -5,9 +5,11 @@
 //! `Mcp-Session-Id` on every request), and keeps per-session state (log level, roots,
 //! subscriptions, data of its own). So each replica keeps, per backend, a pool of sessions
 //! **keyed by the principal** (the `--principal-header` value) **and the capabilities declared**
-//! (none, for a 2026-07-28 client's requests): no session, and nothing a server keeps in one, is
-//! ever shared by two principals. A session is a connection-like resource, not client state: any
-//! replica opens its own, and losing one costs a new `initialize`, never a client's request.
+//! (none, for a 2026-07-28 client's requests; a legacy client's own, for its requests through the
+//! legacy front, whose backend requests then reach it: `upstream/translate.rs`): no session, and
+//! nothing a server keeps in one, is ever shared by two principals. A session is a
+//! connection-like resource, not client state: any replica opens its own, and losing one costs a
+//! new `initialize`, never a client's request.
 //!
 //! * **Opening**: on the first request of a key; concurrent requests wait for the same
 //!   `initialize`. The revision is the newest the backend accepts of 2025-11-25, 2025-06-18 and
@@ -47,7 +49,7 @@ use super::body::{BackendBody, ProxyBody};
 use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
 use super::forward::{Answer, ForwardError, Forwarder};
 use super::sse::is_sse;
-use super::translate::{Reply, Translation, outgoing};
+use super::translate::{ClientAsks, Reply, Translation, outgoing};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
 
@@ -167,7 +169,9 @@ impl LegacyBackends {
             .map(|(_, pool)| pool)
     }
 
-    fn key(&self, headers: &HeaderMap) -> Key {
+    /// The session key of a request: its principal, and the capabilities of its client when it
+    /// takes the backend's requests (a legacy client's, `asks`), else none.
+    fn key(&self, headers: &HeaderMap, asks: Option<&ClientAsks>) -> Key {
         let principal = self
             .principal_header
             .as_ref()
@@ -176,7 +180,7 @@ impl LegacyBackends {
             .map(Box::from);
         Key {
             principal,
-            capabilities: "{}".into(),
+            capabilities: asks.map_or_else(|| "{}".into(), |a| a.capabilities.as_ref().into()),
         }
     }
 
@@ -189,6 +193,7 @@ impl LegacyBackends {
         headers: HeaderMap,
         id: Option<&str>,
         body: Bytes,
+        asks: Option<&ClientAsks>,
     ) -> Result<Response<ProxyBody>, ForwardError> {
         let method = mcp_method(&headers);
         let Some(id) = id else {
@@ -208,11 +213,13 @@ impl LegacyBackends {
             ));
         }
         if method == "server/discover" {
-            let result = self.discover(forwarder, backend, &headers).await?;
+            let result = self.discover(forwarder, backend, &headers, asks).await?;
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
             return Ok(own(StatusCode::OK, Bytes::from(body)));
         }
-        let (lease, ours, answered) = self.send_in_session(forwarder, backend, &headers, &body).await?;
+        let (lease, ours, answered) = self
+            .send_in_session(forwarder, backend, &headers, &body, asks)
+            .await?;
         let answer = match answered {
             Answered::Streaming(response) => Ok(response),
             Answered::Read(answer) => Err(answer),
@@ -230,7 +237,9 @@ impl LegacyBackends {
             }
         };
         let reply = reply_sink(forwarder.clone(), backend.clone(), lease);
-        let mut translation = Translation::new(&ours, id, reply).for_method(method);
+        let mut translation = Translation::new(&ours, id, reply)
+            .for_method(method)
+            .with_asks(asks.cloned());
         match answer {
             Err(answer) => {
                 let message = answer.message.unwrap_or_default();
@@ -262,16 +271,21 @@ impl LegacyBackends {
         backend: &Backend,
         headers: &HeaderMap,
         body: Bytes,
+        asks: Option<&ClientAsks>,
     ) -> Result<Answer, ForwardError> {
         if mcp_method(headers) == "server/discover" {
-            let result = self.discover(forwarder, backend, headers).await?;
+            let result = self.discover(forwarder, backend, headers, asks).await?;
             let message = format!(r#"{{"jsonrpc":"2.0","id":"mrtr-gateway","result":{result}}}"#);
             return Ok(Answer {
                 status: StatusCode::OK,
                 message: Some(Bytes::from(message)),
             });
         }
-        match self.send_in_session(forwarder, backend, headers, &body).await?.2 {
+        match self
+            .send_in_session(forwarder, backend, headers, &body, asks)
+            .await?
+            .2
+        {
             Answered::Streaming(response) => forwarder.read_answer(backend, response).await,
             Answered::Read(answer) => Ok(answer),
             Answered::NotLegacy => Err(ForwardError::Unreachable(
@@ -286,9 +300,10 @@ impl LegacyBackends {
         forwarder: &Forwarder,
         backend: &Backend,
         headers: &HeaderMap,
+        asks: Option<&ClientAsks>,
     ) -> Result<String, ForwardError> {
         let lease = self
-            .lease(forwarder, backend, &self.key(headers), headers)
+            .lease(forwarder, backend, &self.key(headers, asks), headers)
             .await?;
         let session = lease.session().ok_or_else(no_session)?;
         Ok(session.discover.to_string())
@@ -303,8 +318,9 @@ impl LegacyBackends {
         backend: &Backend,
         headers: &HeaderMap,
         body: &Bytes,
+        asks: Option<&ClientAsks>,
     ) -> Result<(Lease, String, Answered), ForwardError> {
-        let key = self.key(headers);
+        let key = self.key(headers, asks);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -670,12 +686,22 @@ mod tests {
         alice.insert("x-user", "alice".parse().unwrap());
         let mut bob = HeaderMap::new();
         bob.insert("x-user", "bob".parse().unwrap());
-        assert_ne!(legacy.key(&alice), legacy.key(&bob));
-        assert_eq!(legacy.key(&alice), legacy.key(&alice.clone()));
+        assert_ne!(legacy.key(&alice, None), legacy.key(&bob, None));
+        assert_eq!(legacy.key(&alice, None), legacy.key(&alice.clone(), None));
+        let (asks, _) = tokio::sync::mpsc::channel(1);
+        let legacy_client = ClientAsks {
+            capabilities: r#"{"elicitation":{}}"#.into(),
+            asks,
+        };
+        assert_ne!(
+            legacy.key(&alice, Some(&legacy_client)),
+            legacy.key(&alice, None),
+            "a legacy client's capabilities get a session of their own"
+        );
         let nobody = LegacyBackends::new(&[], None);
         assert_eq!(
-            nobody.key(&alice),
-            nobody.key(&bob),
+            nobody.key(&alice, None),
+            nobody.key(&bob, None),
             "no principal configured: one key"
         );
     }

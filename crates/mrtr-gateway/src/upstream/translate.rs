@@ -9,7 +9,9 @@
 //! * a request of the backend's (`elicitation/create`, `sampling/createMessage`, `roots/list`,
 //!   `ping`): never passed on, since a 2026-07-28 client takes no server-to-client requests;
 //!   answered into the backend's session instead, `ping` with an empty result and the others
-//!   with an error that names the reason;
+//!   with an error that names the reason. Unless the request is a legacy client's, through the
+//!   legacy front ([`ClientAsks`]): then the backend's request goes to that client, in-request,
+//!   and its answer back into the session;
 //! * an error response without an id: the answer to this request (one POST carries one);
 //! * a response for another id: dropped.
 //!
@@ -37,6 +39,30 @@ pub(crate) const MAX_ANSWERED: usize = 64;
 /// the gateway's own, in the background).
 pub(crate) type Reply = Arc<dyn Fn(Bytes) + Send + Sync>;
 
+/// A client that takes a backend's own requests during its call: an `initialize`-era client,
+/// whose request the legacy front (`legacy/bridge.rs`) sends on as a modern one with this in its
+/// extensions. Its backend session declares `capabilities`; the backend's requests for the call
+/// go to the front through `asks`, which relays each to the client's stream and sends back its
+/// answer. Nothing outlives the call: the channel ends with it.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientAsks {
+    /// The capabilities the client declared at `initialize` (raw JSON).
+    pub(crate) capabilities: Arc<str>,
+    pub(crate) asks: tokio::sync::mpsc::Sender<Asked>,
+}
+
+/// One request of a backend's for the client: its method and params (raw JSON), and where the
+/// client's answer goes (a result, or an error object).
+#[derive(Debug)]
+pub(crate) struct Asked {
+    pub(crate) method: String,
+    pub(crate) params: Box<RawValue>,
+    pub(crate) answer: tokio::sync::oneshot::Sender<Result<Box<RawValue>, Box<RawValue>>>,
+}
+
+/// The backend requests a client can take (the others, `ping` among them, the gateway answers).
+const CLIENT_REQUESTS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
+
 /// The translation of one answer; see the [module docs](self).
 pub(crate) struct Translation {
     /// The request's id in the backend session (raw JSON).
@@ -54,6 +80,8 @@ pub(crate) struct Translation {
     modern: bool,
     /// The client's `progressToken` (raw JSON), where the request went out with `ours` instead.
     progress: Option<Box<str>>,
+    /// Where the backend's own requests go, for a client that takes them.
+    asks: Option<ClientAsks>,
     /// A JSON answer, read whole before it is translated.
     json: BytesMut,
     /// An SSE answer's events, read as they complete.
@@ -83,6 +111,7 @@ impl Translation {
             cacheable: false,
             modern: false,
             progress: None,
+            asks: None,
             json: BytesMut::new(),
             events: EventReader::new(),
         }
@@ -109,6 +138,13 @@ impl Translation {
     /// carry the gateway's id instead ([`outgoing`] put it there).
     pub(crate) fn with_progress(mut self, token: Option<Box<str>>) -> Self {
         self.progress = token;
+        self
+    }
+
+    /// Passes the backend's own requests to `asks` (a legacy client's call) instead of answering
+    /// them with an error.
+    pub(crate) fn with_asks(mut self, asks: Option<ClientAsks>) -> Self {
+        self.asks = asks;
         self
     }
 
@@ -198,7 +234,10 @@ impl Translation {
                 if self.replies < MAX_ANSWERED {
                     self.replies += 1;
                     let method: String = serde_json::from_str(method.get()).unwrap_or_default();
-                    (self.reply)(answer_backend_request(id, &method));
+                    let params = message.get("params").map(RawValue::get).unwrap_or("{}");
+                    if !self.ask_client(id, &method, params) {
+                        (self.reply)(answer_backend_request(id, &method));
+                    }
                 }
                 None
             }
@@ -220,6 +259,43 @@ impl Translation {
             }
             (None, _) => None,
         }
+    }
+
+    /// Hands the backend's request `id` to the client of [`ClientAsks`], answering the backend
+    /// with what the client answers, in the background; `false` when there is no such client or
+    /// it does not take `method`.
+    fn ask_client(&self, id: &str, method: &str, params: &str) -> bool {
+        let Some(asks) = &self.asks else { return false };
+        if !CLIENT_REQUESTS.contains(&method) {
+            return false;
+        }
+        let (Ok(params), Ok(runtime)) = (
+            RawValue::from_string(params.to_owned()),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return false;
+        };
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let asked = Asked {
+            method: method.to_owned(),
+            params,
+            answer,
+        };
+        if asks.asks.try_send(asked).is_err() {
+            return false;
+        }
+        let (id, reply) = (id.to_owned(), self.reply.clone());
+        runtime.spawn(async move {
+            let message = match answered.await {
+                Ok(Ok(result)) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get()),
+                Ok(Err(error)) => format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#, error.get()),
+                // The call ended first: the backend's request goes unanswered, as its request
+                // is cancelled with it.
+                Err(_) => return,
+            };
+            reply(Bytes::from(message));
+        });
+        true
     }
 
     /// A progress notification with the client's `token` back in place of the gateway's.
