@@ -579,3 +579,51 @@ async fn a_call_ends_at_its_total_deadline() -> anyhow::Result<()> {
     backend.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_refused() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|_| {}).await?;
+    let client = reqwest::Client::new();
+    let initialize = client
+        .post(gateway.url())
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "raw-2025-03-26", "version": "0"}}}))
+        .send()
+        .await?;
+    let session = initialize
+        .headers()
+        .get("mcp-session-id")
+        .context("no session id")?
+        .to_str()?
+        .to_owned();
+    let result: Value = initialize.json().await?;
+    assert_eq!(result["result"]["protocolVersion"], "2025-03-26", "{result}");
+
+    // 2025-03-26 had no MCP-Protocol-Version header; a client may send none, or 2025-03-26 in a
+    // session of another legacy version, and is served; a version the front does not speak is not.
+    for (header, status) in [(None, 200), (Some("2025-03-26"), 200), (Some("2025-11-25"), 200), (Some("2024-11-05"), 400)] {
+        let mut request = client
+            .post(gateway.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", &session);
+        if let Some(version) = header {
+            request = request.header("mcp-protocol-version", version);
+        }
+        let answer = request
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await?;
+        assert_eq!(answer.status().as_u16(), status, "{header:?}");
+        if status == 200 {
+            let list = reply(answer).await?;
+            assert!(list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{list}");
+        }
+    }
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}

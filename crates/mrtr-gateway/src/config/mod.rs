@@ -182,7 +182,7 @@ pub struct Settings {
     #[arg(long, value_name = "N", default_value = "4096")]
     pub max_connections: NonZeroUsize,
 
-    /// Serve no clients of the initialize era (2025-06-18, 2025-11-25): their initialize gets the modern-only answer (HTTP 400)
+    /// Serve no clients of the initialize era (2025-03-26, 2025-06-18, 2025-11-25): their initialize gets the modern-only answer (HTTP 400)
     #[arg(long)]
     pub no_legacy_clients: bool,
 

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-/// The protocol versions the legacy front negotiates at `initialize`; a client asking for
-/// another gets the last one, as the legacy handshake prescribes.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
+/// The protocol versions the legacy front negotiates at `initialize`, oldest first; a client
+/// asking for another gets the last one, as the legacy handshake prescribes.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
 
-/// How the gateway serves clients of the `initialize` era (2025-06-18, 2025-11-25).
+/// How the gateway serves clients of the `initialize` era (2025-03-26, 2025-06-18, 2025-11-25).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LegacyConfig {

@@ -45,6 +45,7 @@ mod tests {
     #[test]
     fn initialize_answers_from_the_backends_discovery() {
         assert_eq!(negotiate("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate("2025-03-26"), "2025-03-26");
         assert_eq!(negotiate("2024-11-05"), "2025-11-25"); // the client decides whether it can go on
 
         let discover = json!({

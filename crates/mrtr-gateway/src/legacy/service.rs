@@ -7,7 +7,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | POST `initialize` (2025-06-18, 2025-11-25; no or a legacy version header) | legacy `InitializeResult` from the modern `server/discover`, with a sealed `Mcp-Session-Id` |
+//! | POST `initialize` (2025-03-26, 2025-06-18, 2025-11-25; no or a legacy version header) | legacy `InitializeResult` from the modern `server/discover`, with a sealed `Mcp-Session-Id` |
 //! | POST without `Mcp-Session-Id`, not `initialize` | the modern service, with the same bytes (so it gets the modern answers: `-32020`, `-32022`, …) |
 //! | POST with a session id that does not open, or that was deleted here | 404, `Session not found` |
 //! | POST with a session and a version header other than the session's | 400 |
@@ -40,7 +40,7 @@ use tower_service::Service;
 
 use super::answer::Modern;
 use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer};
-use super::config::LegacyConfig;
+use super::config::{LEGACY_VERSIONS, LegacyConfig};
 use super::lifecycle::{initialize_result, negotiate};
 use super::notes::{LogLevel, Notes};
 use super::registry::{Delivery, Limits, Registry, WaitingCalls};
@@ -386,14 +386,17 @@ impl Front {
                 "Session not found",
             ));
         };
+        // A version the front does not speak is refused; another legacy one than the session's
+        // is served in the session's (SDK clients that lost track of the negotiated version
+        // send 2025-03-26, the version a missing header stands for).
         if let Some(version) = parts.headers.get(MCP_PROTOCOL_VERSION)
-            && version.as_bytes() != session.protocol_version().as_bytes()
+            && !LEGACY_VERSIONS.iter().any(|v| v.as_bytes() == version.as_bytes())
         {
             return legacy(error(
                 StatusCode::BAD_REQUEST,
                 None,
                 INVALID_REQUEST,
-                "MCP-Protocol-Version does not match the session's protocol version",
+                "Unsupported MCP-Protocol-Version: this endpoint serves 2025-03-26, 2025-06-18 and 2025-11-25 in a session",
             ));
         }
         let Some(message) = message else {
