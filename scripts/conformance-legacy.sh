@@ -39,7 +39,7 @@ LEGACY=(
     server-sse-polling server-sse-multiple-streams dns-rebinding-protection
 )
 # Legacy scenarios that do not pass through the gateway; each has its reason in docs/conformance.md.
-LEGACY_FAILS=(resources-subscribe resources-unsubscribe)
+LEGACY_FAILS=()
 
 MODERN=(
     server-stateless caching

@@ -581,16 +581,19 @@ async fn a_call_ends_at_its_total_deadline() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_refused() -> anyhow::Result<()> {
+async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_refused() -> anyhow::Result<()>
+{
     let (backend, gateway) = suite_behind(|_| {}).await?;
     let client = reqwest::Client::new();
     let initialize = client
         .post(gateway.url())
         .header("content-type", "application/json")
         .header("accept", ACCEPT)
-        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-03-26", "capabilities": {},
-            "clientInfo": {"name": "raw-2025-03-26", "version": "0"}}}))
+            "clientInfo": {"name": "raw-2025-03-26", "version": "0"}}}),
+        )
         .send()
         .await?;
     let session = initialize
@@ -604,7 +607,12 @@ async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_r
 
     // 2025-03-26 had no MCP-Protocol-Version header; a client may send none, or 2025-03-26 in a
     // session of another legacy version, and is served; a version the front does not speak is not.
-    for (header, status) in [(None, 200), (Some("2025-03-26"), 200), (Some("2025-11-25"), 200), (Some("2024-11-05"), 400)] {
+    for (header, status) in [
+        (None, 200),
+        (Some("2025-03-26"), 200),
+        (Some("2025-11-25"), 200),
+        (Some("2024-11-05"), 400),
+    ] {
         let mut request = client
             .post(gateway.url())
             .header("content-type", "application/json")
@@ -620,9 +628,74 @@ async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_r
         assert_eq!(answer.status().as_u16(), status, "{header:?}");
         if status == 200 {
             let list = reply(answer).await?;
-            assert!(list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{list}");
+            assert!(
+                list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()),
+                "{list}"
+            );
         }
     }
+    gateway.shutdown().await?;
+    backend.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn resource_updates_reach_the_sessions_get_stream() -> anyhow::Result<()> {
+    let (backend, gateway) = suite_behind(|_| {}).await?;
+    let session = Session::open(&gateway.url(), json!({})).await?;
+    let stream = reqwest::Client::new()
+        .get(gateway.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await?;
+    assert_eq!(stream.status(), 200);
+    let mut updates = Events {
+        response: stream,
+        buffer: String::new(),
+    };
+
+    let subscribe = |id: u64, uri: &str| json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": uri}});
+    let answer = reply(
+        session
+            .post(&session.url, subscribe(1, "test://watched-resource"))
+            .await?,
+    )
+    .await?;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    // The fixture's watched resource changes once when a subscription starts.
+    let update = updates.next().await?;
+    assert_eq!(
+        update,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "test://watched-resource"}})
+    );
+
+    // A resource the backend sends no updates for: refused with its reason, not accepted silently.
+    let refused = reply(
+        session
+            .post(&session.url, subscribe(2, "test://static-text"))
+            .await?,
+    )
+    .await?;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not offer updates")),
+        "{refused}"
+    );
+    let unsubscribe = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/unsubscribe", "params": {"uri": "test://watched-resource"}});
+    let answer = reply(session.post(&session.url, unsubscribe).await?).await?;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+
+    // Without a session there is no stream.
+    let no_session = reqwest::Client::new()
+        .get(gateway.url())
+        .header("accept", "text/event-stream")
+        .send()
+        .await?;
+    assert_eq!(no_session.status(), 405);
+    drop(updates);
     gateway.shutdown().await?;
     backend.shutdown().await?;
     Ok(())

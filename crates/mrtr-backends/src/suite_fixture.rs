@@ -12,6 +12,11 @@
 //! `test_elicitation` asks **two** rounds of elicitation (the details, then a confirmation of
 //! them), so a legacy client completing it has gone through the bridge twice.
 //!
+//! Resource subscriptions (`subscriptions/listen` with `resourceSubscriptions`, which the legacy
+//! front turns a legacy `resources/subscribe` into): accepted for `test://watched-resource`,
+//! which then "changes" once, right after the subscription starts, so that a test sees one
+//! `notifications/resources/updated` arrive.
+//!
 //! Progress (`test_tool_with_progress`) and log notifications (`test_tool_with_logging`,
 //! `test_logging_tool`, only when the request's `_meta` sets a `logLevel`) are sent on the
 //! request's SSE stream, so serve this backend with [`ResponseMode::Sse`](crate::ResponseMode)
@@ -29,9 +34,10 @@ use rmcp::{
         JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
         LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
         Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+        ResourceTemplate, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerCapabilities,
+        ServerConfig, ServerNotification, SubscriptionFilter, Tool,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext},
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -42,6 +48,9 @@ use crate::{
     flow::{Answers, Ask, Outcome, Retry, answer, drive, unknown},
     state::StateSealer,
 };
+
+/// The resource whose subscription sees an update.
+const WATCHED: &str = "test://watched-resource";
 
 /// A 1×1 red PNG.
 const PNG: &str =
@@ -464,6 +473,7 @@ impl ServerHandler for SuiteFixture {
                 .enable_tools()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_completions()
                 .enable_logging()
                 .build(),
@@ -578,6 +588,38 @@ impl ServerHandler for SuiteFixture {
         Ok(ListResourceTemplatesResult::with_all_items(parse::<
             Vec<ResourceTemplate>,
         >(templates)?))
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let watched: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| *uri == WATCHED)
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(watched)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let watched = context
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|uri| uri == WATCHED));
+        if watched {
+            let update = ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(WATCHED));
+            let _ = context
+                .sink()
+                .send(ServerNotification::ResourceUpdatedNotification(update))
+                .await;
+        }
+        context.cancelled().await;
+        Ok(())
     }
 
     async fn read_resource(

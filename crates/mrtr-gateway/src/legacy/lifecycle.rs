@@ -17,14 +17,19 @@ pub(super) fn negotiate(requested: &str) -> &'static str {
 
 /// The legacy `InitializeResult` for `version`, from the gateway's (merged) modern
 /// `server/discover` result: the same features (tools, prompts, resources, completions) without
-/// `listChanged` or `subscribe` (the front has no standalone stream to deliver them on), plus
-/// `logging` (log notifications are relayed on each call's stream), and the instructions.
+/// `listChanged` (list changes are not relayed to legacy clients), with `resources.subscribe`
+/// when a backend offers subscriptions (served on the session's `GET` stream,
+/// `subscriptions.rs`), plus `logging` (log notifications are relayed on each call's stream),
+/// and the instructions.
 pub(super) fn initialize_result(version: &str, discover: &Value, server_info: &Value) -> Value {
     let mut capabilities = Map::new();
     for feature in ["tools", "prompts", "resources", "completions"] {
         if discover["capabilities"][feature].is_object() {
             capabilities.insert(feature.to_owned(), json!({}));
         }
+    }
+    if discover["capabilities"]["resources"]["subscribe"] == json!(true) {
+        capabilities.insert("resources".to_owned(), json!({ "subscribe": true }));
     }
     capabilities.insert("logging".to_owned(), json!({}));
     let mut result = json!({
@@ -60,7 +65,7 @@ mod tests {
         );
         assert_eq!(
             result["capabilities"],
-            json!({"tools": {}, "resources": {}, "logging": {}})
+            json!({"tools": {}, "resources": {"subscribe": true}, "logging": {}})
         );
         assert_eq!(result["instructions"], "Use the tools.");
     }

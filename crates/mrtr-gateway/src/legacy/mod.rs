@@ -1,8 +1,9 @@
-//! The legacy front: `mrtr-gateway` serves MCP clients of the `initialize` era (2025-06-18,
-//! 2025-11-25) in front of the same modern (2026-07-28) backends, with multi round-trip
-//! requests bridged inside the legacy request. Imports `route` (the mirrored-header names),
-//! `upstream` (its SSE reader) and the ground floor; its own floors, lowest first: `config`,
-//! `session` and `answer`; `lifecycle`, `notes`, `registry`, `request` and `stream`; `bridge`;
+//! The legacy front: `mrtr-gateway` serves MCP clients of the `initialize` era (2025-03-26,
+//! 2025-06-18, 2025-11-25) in front of the same backends, with multi round-trip requests
+//! bridged inside the legacy request. Imports `route` (the mirrored-header names), `upstream`
+//! (its SSE reader, and the channel through which legacy backends' requests reach a legacy
+//! client) and the ground floor; its own floors, lowest first: `config`, `session` and `answer`;
+//! `lifecycle`, `notes`, `registry`, `request`, `stream` and `subscriptions`; `bridge`; `listen`;
 //! `service`.
 //!
 //! The specification defines a *dual-era* server: the era is chosen by how a client opens
@@ -20,7 +21,10 @@
 //!   to answer (bounded): the input requests go to the client as legacy server-to-client
 //!   requests, its answers (separate POSTs) find the waiting call in this replica's
 //!   `registry.rs`, and the backend is asked again with `inputResponses` and the sealed state
-//!   (`bridge.rs`).
+//!   (`bridge.rs`);
+//! * resource subscriptions are served on the session's `GET` stream, held by the replica the
+//!   client is hashed to, each as a modern `subscriptions/listen` (`subscriptions.rs`,
+//!   `listen.rs`).
 //!
 //! This is not the design the project rejected (parking a *legacy backend's* live request
 //! between a modern client's requests behind a resume token). The backends stay modern and
@@ -49,12 +53,14 @@ mod answer;
 mod bridge;
 mod config;
 mod lifecycle;
+mod listen;
 mod notes;
 mod registry;
 mod request;
 mod service;
 pub(crate) mod session;
 pub(crate) mod stream;
+mod subscriptions;
 
 pub use bridge::{LegacyBody, ModernBody};
 pub use config::{LEGACY_VERSIONS, LegacyConfig};

@@ -15,15 +15,19 @@
 //! | the client's answer to a server-to-client request | 202 if a call on this replica waits for it; else 400 with a JSON-RPC error naming the cause |
 //! | `ping`, `logging/setLevel` | `{}` (the level is noted on this replica) |
 //! | `tools/*`, `prompts/*`, `resources/list`, `resources/templates/list`, `resources/read`, `completion/complete` | relayed by the [bridge](super::bridge) |
-//! | `resources/subscribe`, `resources/unsubscribe`, any other method | `-32601` |
-//! | DELETE with a session id | 200, the session is ended on this replica |
-//! | GET, or any other HTTP method | 405 |
+//! | `resources/subscribe`, `resources/unsubscribe` | `{}`; served on the session's `GET` stream ([`subscriptions`](super::subscriptions)) |
+//! | any other method | `-32601` |
+//! | DELETE with a session id | 200, the session is ended on this replica (and its subscriptions) |
+//! | GET with a session id | the session's standalone SSE stream: keep-alives and resource updates |
+//! | GET without one, or any other HTTP method | 405 |
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -42,11 +46,13 @@ use super::answer::Modern;
 use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer};
 use super::config::{LEGACY_VERSIONS, LegacyConfig};
 use super::lifecycle::{initialize_result, negotiate};
+use super::listen::Listen;
 use super::notes::{LogLevel, Notes};
 use super::registry::{Delivery, Limits, Registry, WaitingCalls};
 use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
-use super::session::{OpenedSession, Session, SessionSealer};
-use super::stream::Messages;
+use super::session::{OpenedSession, Session, SessionDigest, SessionSealer};
+use super::stream::{CallBody, Events, KEEP_ALIVE, Messages};
+use super::subscriptions::{Full as SubscriptionsFull, MAX_URIS as MAX_SUBSCRIBED_URIS, Subscriptions};
 use crate::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, error_body,
 };
@@ -88,6 +94,10 @@ struct FrontState {
     clock: Arc<dyn Clock>,
     max_request_body: usize,
     server_info: serde_json::Value,
+    /// Resource subscriptions and the `GET` streams they are served on, on this replica.
+    subscriptions: Subscriptions,
+    /// Numbers the `GET` streams (a session's second stream replaces its first).
+    streams: AtomicU64,
 }
 
 impl Front {
@@ -114,6 +124,8 @@ impl Front {
                 clock: Arc::new(SystemClock),
                 max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
                 server_info: json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
+                subscriptions: Subscriptions::default(),
+                streams: AtomicU64::new(1),
                 config: Arc::new(config),
             }),
         }
@@ -280,6 +292,39 @@ fn legacy<RB>(response: Response<LegacyBody>) -> Response<Either<RB, LegacyBody>
     response.map(Either::Right)
 }
 
+/// How long a `resources/subscribe` waits for the backend to acknowledge its listen.
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
+
+/// A session's `GET` stream while it is held: detached when dropped.
+struct Attached {
+    front: Front,
+    digest: SessionDigest,
+    number: u64,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.front.inner.subscriptions.detach(self.digest, self.number);
+    }
+}
+
+/// `params.uri` of a subscription request.
+fn resource_uri(request: &LegacyRequest) -> Option<String> {
+    serde_json::from_str(request.param("uri")?.get()).ok()
+}
+
+fn stream_answer(body: CallBody) -> Response<LegacyBody> {
+    let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
 fn status(code: StatusCode) -> Response<LegacyBody> {
     let mut response = Response::new(full(Bytes::new()));
     *response.status_mut() = code;
@@ -343,6 +388,10 @@ impl Front {
             Method::DELETE if with_session => {
                 let (parts, _) = request.into_parts();
                 return legacy(self.delete(&parts));
+            }
+            Method::GET if with_session => {
+                let (parts, _) = request.into_parts();
+                return legacy(self.standalone(inner, parts));
             }
             _ => return legacy(method_not_allowed(with_session)),
         }
@@ -425,10 +474,172 @@ impl Front {
             return status(StatusCode::NOT_FOUND);
         };
         let now = self.inner.clock.now();
+        self.inner.subscriptions.end(session.digest());
         match self.inner.notes.end(session.digest(), session.expires_at(), now) {
             Ok(()) => status(StatusCode::OK),
             // No room to remember the end: say so rather than pretend.
             Err(_) => method_not_allowed(true),
+        }
+    }
+
+    /// The session's standalone `GET` stream: keep-alive comments and its resource updates, for
+    /// as long as the client holds it; its subscriptions' listens run meanwhile.
+    fn standalone<S, B, RB>(&self, inner: S, parts: Parts) -> Response<LegacyBody>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
+        S::Future: Send,
+        S::Error: std::fmt::Display,
+        B: Send + 'static,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let Some(session) = self.open_session(&parts) else {
+            return error(
+                StatusCode::NOT_FOUND,
+                None,
+                SESSION_NOT_FOUND,
+                "Session not found",
+            );
+        };
+        let accepts_sse = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        if !accepts_sse {
+            return status(StatusCode::NOT_ACCEPTABLE);
+        }
+        let front = self.clone();
+        let number = self.inner.streams.fetch_add(1, Ordering::Relaxed);
+        stream_answer(CallBody::new(move |events| async move {
+            let digest = session.digest();
+            let start = match front.inner.subscriptions.attach(digest, number, events.clone()) {
+                Ok(start) => start,
+                Err(_) => {
+                    tracing::warn!("no room for another legacy session's stream on this replica");
+                    return;
+                }
+            };
+            // The stream ends when the client lets go of it: this future is dropped with its body.
+            let _attached = Attached {
+                front: front.clone(),
+                digest,
+                number,
+            };
+            for uri in start.uris {
+                front.start_listen(inner.clone(), &session, &parts, number, uri, events.clone(), None);
+            }
+            let mut ticks =
+                tokio::time::interval(front.inner.config.keep_alive.max(Duration::from_millis(100)));
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                if events.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() {
+                    break;
+                }
+            }
+        }))
+    }
+
+    /// Starts the listen of `resource` for `session`'s stream number `number`.
+    #[allow(clippy::too_many_arguments)] // the session's client, its stream, and the ack
+    fn start_listen<S, B, RB>(
+        &self,
+        inner: S,
+        session: &OpenedSession,
+        parts: &Parts,
+        number: u64,
+        resource: String,
+        events: Events,
+        acknowledged: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+    ) where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Send + 'static,
+        S::Future: Send,
+        S::Error: std::fmt::Display,
+        B: Send + 'static,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let listen = Listen {
+            inner,
+            session: session.clone(),
+            client_headers: parts.headers.clone(),
+            uri: parts.uri.clone(),
+            max_message: self.inner.config.max_message,
+        };
+        let task = tokio::spawn(listen.run(resource.clone(), events, acknowledged));
+        self.inner
+            .subscriptions
+            .listening(session.digest(), number, &resource, task.abort_handle());
+    }
+
+    /// `resources/subscribe`: recorded for the session; with its stream open, the listen starts
+    /// and the answer waits (briefly) for the backend to take it, so a refusal reaches the client.
+    async fn subscribe<S, B, RB>(
+        &self,
+        inner: S,
+        parts: &Parts,
+        session: &OpenedSession,
+        request: &LegacyRequest,
+    ) -> Response<LegacyBody>
+    where
+        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Send + 'static,
+        S::Future: Send,
+        S::Error: std::fmt::Display,
+        B: Send + 'static,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: Into<BoxError>,
+    {
+        let Some(uri) = resource_uri(request) else {
+            return error(
+                StatusCode::OK,
+                Some(request.id()),
+                INVALID_PARAMS,
+                "Missing params.uri",
+            );
+        };
+        let start = match self.inner.subscriptions.subscribe(session.digest(), &uri) {
+            Ok(start) => start,
+            Err(SubscriptionsFull::Session) => {
+                return error(
+                    StatusCode::OK,
+                    Some(request.id()),
+                    INVALID_PARAMS,
+                    &format!(
+                        "This session already subscribes to {MAX_SUBSCRIBED_URIS} resources; unsubscribe first"
+                    ),
+                );
+            }
+            Err(SubscriptionsFull::Replica) => {
+                return error(
+                    StatusCode::OK,
+                    Some(request.id()),
+                    INTERNAL_ERROR,
+                    "This gateway replica cannot hold more subscriptions right now",
+                );
+            }
+        };
+        let Some(start) = start else {
+            // Already subscribed, or no stream yet: its listen starts when the stream opens.
+            return result(request.id(), &json!({}));
+        };
+        let (acknowledged, taken) = tokio::sync::oneshot::channel();
+        self.start_listen(
+            inner,
+            session,
+            parts,
+            start.stream,
+            uri.clone(),
+            start.events,
+            Some(acknowledged),
+        );
+        match tokio::time::timeout(SUBSCRIBE_WAIT, taken).await {
+            Ok(Ok(Err(refusal))) => {
+                self.inner.subscriptions.unsubscribe(session.digest(), &uri);
+                error(StatusCode::OK, Some(request.id()), INVALID_PARAMS, &refusal)
+            }
+            // Taken, or the backend is slow to say: the listen goes on either way.
+            _ => result(request.id(), &json!({})),
         }
     }
 
@@ -539,12 +750,19 @@ impl Front {
                 let response = bridge.respond().await;
                 self.learn_from_tool_lists(response).await
             }
-            "resources/subscribe" | "resources/unsubscribe" => error(
-                StatusCode::OK,
-                Some(request.id()),
-                METHOD_NOT_FOUND,
-                "Resource subscriptions are not offered to legacy clients: this gateway has no standalone stream to deliver updates on",
-            ),
+            "resources/subscribe" => self.subscribe(inner, &parts, &session, &request).await,
+            "resources/unsubscribe" => match resource_uri(&request) {
+                Some(uri) => {
+                    self.inner.subscriptions.unsubscribe(session.digest(), &uri);
+                    result(request.id(), &json!({}))
+                }
+                None => error(
+                    StatusCode::OK,
+                    Some(request.id()),
+                    INVALID_PARAMS,
+                    "Missing params.uri",
+                ),
+            },
             method => error(
                 StatusCode::OK,
                 Some(request.id()),

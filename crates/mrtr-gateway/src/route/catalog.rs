@@ -396,8 +396,9 @@ fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, se
 
 /// Merges `server/discover` results (`(backend name, result)`, in configuration order):
 /// `supportedVersions` is the intersection with the gateway's own; `tools`, `prompts`,
-/// `resources` and `completions` are offered if any backend offers them (without `listChanged`
-/// and `subscribe`, which need the listen stream the gateway does not merge); an extension is
+/// `resources` and `completions` are offered if any backend offers them (without `listChanged`,
+/// which needs listen streams the gateway does not merge), and `resources.subscribe` if any
+/// backend offers it (a subscription to one backend's resources is routed to it); an extension is
 /// offered only if every backend offers it, except the Tasks extension ([`TASKS_EXTENSION`]),
 /// offered if any backend offers it (with that backend's settings): a task is created by the
 /// backend that owns the called tool, and every follow-up carries a handle pinned to that
@@ -421,9 +422,12 @@ pub(crate) fn merge_discover(own_versions: &[&str], results: &[(&str, Value)], s
         versions.retain(|v| supported.contains(v));
         let caps = &result["capabilities"];
         for key in ["tools", "prompts", "resources", "completions"] {
-            if caps[key].is_object() {
+            if caps[key].is_object() && !capabilities.contains_key(key) {
                 capabilities.insert(key.to_owned(), json!({}));
             }
+        }
+        if caps["resources"]["subscribe"] == json!(true) {
+            capabilities.insert("resources".to_owned(), json!({ "subscribe": true }));
         }
         let theirs = caps["extensions"].as_object().cloned().unwrap_or_default();
         if tasks.is_none() {

@@ -311,6 +311,7 @@ impl Inner {
             "resources/read" => self.resource(parts, head, body).await,
             "server/discover" => self.discover(&parts, head, body).await,
             "completion/complete" => self.completion(parts, head, body).await,
+            "subscriptions/listen" => self.listen(parts, head, body).await,
             method => match Kind::from_list_method(method) {
                 Some(kind) => self.list(kind, &parts, head, body).await,
                 None => self.own(error_response(
@@ -464,6 +465,41 @@ impl Inner {
                 INVALID_PARAMS,
                 "Resource not found",
                 Some(serde_json::json!({ "uri": uri })),
+            )),
+        }
+    }
+
+    /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
+    /// a filter of resource subscriptions alone, all of one backend's resources, goes to that
+    /// backend and its stream passes through. Streams of several backends are not merged (yet):
+    /// a filter that needs that is refused with the reason.
+    async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        let Some(uris) = listen_resources(&body) else {
+            return self.own(error_response(
+                StatusCode::NOT_FOUND,
+                id,
+                METHOD_NOT_FOUND,
+                "With several backends, subscriptions/listen is relayed for resource subscriptions only (list_changed notifications of several backends are not merged)",
+                None,
+            ));
+        };
+        let resolve = |catalog: &Catalog| -> Vec<Option<usize>> {
+            uris.iter().map(|uri| catalog.resolve_uri(uri)).collect()
+        };
+        let mut owners = resolve(&self.catalog);
+        if owners.iter().any(Option::is_none) {
+            self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
+                .await;
+            owners = resolve(&self.catalog);
+        }
+        match owners.first().copied().flatten() {
+            Some(index) if owners.iter().all(|o| *o == Some(index)) => {
+                self.forward(index, parts, id, body, None).await
+            }
+            _ => self.own(invalid_params(
+                id,
+                "The resources of this subscription are not all one backend's: subscribe to each backend's resources in a subscriptions/listen of its own",
             )),
         }
     }
@@ -750,6 +786,23 @@ fn request_params(body: &[u8]) -> Option<RawObject> {
     serde_json::from_str(message.get("params")?.get()).ok()
 }
 
+/// The URIs of a `subscriptions/listen` whose filter (`params.notifications`) asks for resource
+/// subscriptions and nothing else; `None` for any other filter.
+fn listen_resources(body: &[u8]) -> Option<Vec<String>> {
+    let params = request_params(body)?;
+    let filter: RawObject = serde_json::from_str(params.get("notifications")?.get()).ok()?;
+    let mut uris = None;
+    for (key, value) in &filter.0 {
+        match key.as_str() {
+            "resourceSubscriptions" => uris = Some(serde_json::from_str::<Vec<String>>(value.get()).ok()?),
+            // A category set to false asks for nothing.
+            _ if value.get() == "false" => {}
+            _ => return None,
+        }
+    }
+    uris.filter(|uris| !uris.is_empty())
+}
+
 fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
     request_params(body)?
         .get("cursor")
@@ -759,4 +812,32 @@ fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
 
 fn request_meta(body: &[u8]) -> Option<Box<RawValue>> {
     request_params(body)?.get("_meta").map(ToOwned::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_filter_of_resources_alone_is_read_and_any_other_is_not() {
+        let body = |notifications: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{{"notifications":{notifications}}}}}"#
+            )
+        };
+        assert_eq!(
+            listen_resources(
+                body(r#"{"resourceSubscriptions":["a://1","b://2"],"toolsListChanged":false}"#).as_bytes()
+            ),
+            Some(vec!["a://1".to_owned(), "b://2".to_owned()])
+        );
+        for other in [
+            r#"{"resourceSubscriptions":["a://1"],"toolsListChanged":true}"#,
+            r#"{"resourceSubscriptions":[]}"#,
+            r#"{"taskIds":["t"]}"#,
+            r#"[]"#,
+        ] {
+            assert_eq!(listen_resources(body(other).as_bytes()), None, "{other}");
+        }
+    }
 }
