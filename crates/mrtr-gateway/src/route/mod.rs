@@ -296,7 +296,9 @@ impl Inner {
             return self.pinned(parts, head, route, body).await;
         }
         if self.backends.len() == 1 {
-            return self.forward(0, parts, id, body, None).await;
+            return self
+                .forward(0, (parts.headers, parts.extensions), id, body, None)
+                .await;
         }
         if id.is_none() {
             // 2026-07-28 defines no client notification over HTTP; there is no one backend to
@@ -325,22 +327,18 @@ impl Inner {
         }
     }
 
-    /// Forwards to backend `index` with the client's `headers` (filtered by the forwarder),
+    /// Forwards to backend `index` with the client's `headers` (filtered by the forwarder) and
+    /// the request's `extensions` (a legacy client's [`ClientAsks`]),
     /// replacing the string at `rename.0` by `rename.1` (and `Mcp-Name` with it when the path is
     /// `params.name`). `id` is the request's, for errors.
     async fn forward(
         &self,
         index: usize,
-        parts: Parts,
+        (mut headers, extensions): (HeaderMap, Extensions),
         id: Option<&str>,
         body: Bytes,
         rename: Option<(&[&str], &str)>,
     ) -> Routed {
-        let Parts {
-            mut headers,
-            extensions,
-            ..
-        } = parts;
         let backend = &self.backends[index];
         let body = match rename {
             None => body,
@@ -394,11 +392,27 @@ impl Inner {
             "tools/call" => Kind::Tools,
             "prompts/get" => Kind::Prompts,
             _ => {
-                return self.forward(index, parts, head.id_json(), body, None).await;
+                return self
+                    .forward(
+                        index,
+                        (parts.headers, parts.extensions),
+                        head.id_json(),
+                        body,
+                        None,
+                    )
+                    .await;
             }
         };
         let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
-            return self.forward(index, parts, head.id_json(), body, None).await;
+            return self
+                .forward(
+                    index,
+                    (parts.headers, parts.extensions),
+                    head.id_json(),
+                    body,
+                    None,
+                )
+                .await;
         };
         // The envelope pins the backend; the name only needs un-prefixing, and only the catalog
         // knows how (a backend's own tool may be called `alpha__x`): a replica that has not
@@ -418,7 +432,14 @@ impl Inner {
             return (route.clone(), invalid_params(head.id_json(), &message));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts, head.id_json(), body, rename).await
+        self.forward(
+            index,
+            (parts.headers, parts.extensions),
+            head.id_json(),
+            body,
+            rename,
+        )
+        .await
     }
 
     /// `tools/call` or `prompts/get` with several backends.
@@ -440,7 +461,8 @@ impl Inner {
             return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
         };
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, parts, id, body, rename).await
+        self.forward(index, (parts.headers, parts.extensions), id, body, rename)
+            .await
     }
 
     /// `resources/read` with several backends: by the URI's owner.
@@ -458,7 +480,10 @@ impl Inner {
             owner = self.catalog.resolve_uri(uri);
         }
         match owner {
-            Some(index) => self.forward(index, parts, id, body, None).await,
+            Some(index) => {
+                self.forward(index, (parts.headers, parts.extensions), id, body, None)
+                    .await
+            }
             None => self.own(error_response(
                 StatusCode::OK,
                 id,
@@ -495,7 +520,7 @@ impl Inner {
         }
         match owners.first().copied().flatten() {
             Some(index) if owners.iter().all(|o| *o == Some(index)) => {
-                self.forward(index, parts, id, body, None).await
+                self.forward(index, (parts.headers, parts.extensions), id, body, None).await
             }
             _ => self.own(invalid_params(
                 id,
@@ -538,7 +563,8 @@ impl Inner {
                     Some((index, original)) => {
                         let rename = (original != exposed)
                             .then_some((&["params", "ref", "name"][..], original.as_str()));
-                        self.forward(index, parts, id, body, rename).await
+                        self.forward(index, (parts.headers, parts.extensions), id, body, rename)
+                            .await
                     }
                     None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
                 }
@@ -551,7 +577,10 @@ impl Inner {
                     owner = self.catalog.resolve_uri(&uri);
                 }
                 match owner {
-                    Some(index) => self.forward(index, parts, id, body, None).await,
+                    Some(index) => {
+                        self.forward(index, (parts.headers, parts.extensions), id, body, None)
+                            .await
+                    }
                     None => self.own(invalid_params(id, "Resource not found")),
                 }
             }

@@ -39,8 +39,9 @@ use http_body_util::{Either, Full};
 use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
-/// A backend's streamed body (`Left`), or the gateway's own or a stdio backend's (`Right`).
-pub(crate) type ProxyBody = Either<BackendBody, Either<Full<Bytes>, ChannelBody>>;
+/// A backend's streamed body (`Left`), or the gateway's own or a stdio backend's (`Right`). The
+/// stdio one is boxed: it is large and rare, and every answer's body is moved through the layers.
+pub(crate) type ProxyBody = Either<BackendBody, Either<Full<Bytes>, Box<ChannelBody>>>;
 
 /// The gateway's own body of `bytes`.
 pub(crate) fn full(bytes: Bytes) -> ProxyBody {

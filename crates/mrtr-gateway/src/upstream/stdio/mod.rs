@@ -266,6 +266,8 @@ enum Unsent {
     NotJsonRpc,
     /// The process's pipes are closed.
     Gone,
+    /// The process does not read its stdin: requests are queued up to the bound.
+    Stuck,
 }
 
 /// A request sent, its answer to come.
@@ -322,7 +324,10 @@ impl Conn {
             ours: ours.as_str().into(),
             _permit: permit,
         };
-        self.writer.try_send(request.body).map_err(|_| Unsent::Gone)?;
+        self.writer.try_send(request.body).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Unsent::Stuck,
+            mpsc::error::TrySendError::Closed(_) => Unsent::Gone,
+        })?;
         let writer = self.writer.clone();
         let reply: Reply = Arc::new(move |message| {
             // A full or closed pipe: the process is stuck or gone, and learns nothing more.
@@ -406,6 +411,7 @@ impl Conn {
         let mut call = self.send(body, method, permit).map_err(|unsent| match unsent {
             Unsent::NotJsonRpc => ForwardError::Unreachable("not a JSON-RPC request".to_owned()),
             Unsent::Gone => exited(),
+            Unsent::Stuck => stuck(),
         })?;
         let message = response(&mut call, timeout).await?;
         Ok(Answer {
@@ -432,6 +438,10 @@ async fn response(call: &mut Call, timeout: Duration) -> Result<Bytes, ForwardEr
 
 fn exited() -> ForwardError {
     ForwardError::Unreachable("the process exited before answering".to_owned())
+}
+
+fn stuck() -> ForwardError {
+    ForwardError::Unreachable("the process does not read its input".to_owned())
 }
 
 /// The gateway's answer to a request a shared process sent: no one client can answer it.
@@ -494,6 +504,11 @@ impl StdioBackends {
     /// handshake is done (waiting at most the response timeout), or why it is down.
     pub(crate) async fn detect(&self, backend: &Backend) -> Result<Found, Down> {
         let process = self.process(backend).map_err(era::unavailable)?;
+        // A process between runs is reported as it is: the probe round does not wait for its
+        // next start (the other backends' probes wait for the round).
+        if let State::Down(down, _) = &*process.state.borrow() {
+            return Err(down.clone());
+        }
         match process.up(self.timeout(backend).max(START_TIMEOUT)).await {
             Ok(conn) => Ok(conn
                 .hello
@@ -559,6 +574,7 @@ impl StdioBackends {
         let mut call = match conn.send(&body, method, Some(permit)) {
             Ok(call) => call,
             Err(Unsent::Gone) => return Err(exited()),
+            Err(Unsent::Stuck) => return Err(stuck()),
             Err(Unsent::NotJsonRpc) => {
                 return Ok(own(
                     StatusCode::BAD_REQUEST,
@@ -596,7 +612,7 @@ impl StdioBackends {
             stall,
             Box::new(guard),
         );
-        let mut response = Response::new(Either::Right(Either::Right(body)));
+        let mut response = Response::new(Either::Right(Either::Right(Box::new(body))));
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
