@@ -113,3 +113,77 @@ async fn a_client_hanging_up_cancels_the_backend_stream() -> anyhow::Result<()> 
     gw.shutdown().await?;
     Ok(())
 }
+
+/// The data of the next SSE event of `stream` that has data (comments skipped), within TIMEOUT.
+async fn next_event(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+    buffer: &mut String,
+) -> anyhow::Result<serde_json::Value> {
+    loop {
+        if let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+            if !data.is_empty() {
+                return Ok(serde_json::from_str(&data.join("\n"))?);
+            }
+            continue;
+        }
+        match tokio::time::timeout(TIMEOUT, stream.next()).await? {
+            Some(chunk) => buffer.push_str(std::str::from_utf8(&chunk?)?),
+            None => anyhow::bail!("stream ended"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -> anyhow::Result<()> {
+    use mrtr_backends::{ResponseMode, SuiteFixture, serve};
+    let first = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let second = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let gateway = gateway(
+        GatewayConfig::new(vec![
+            Backend::new("first", &first.url())?,
+            Backend::new("second", &second.url())?,
+        ]),
+        keyring(),
+    )
+    .await?;
+    // List changes go to both backends, the resource to the one owning it (the first: both list
+    // it, and the first in configuration order wins): two streams, merged.
+    let listen = body(
+        7,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["test://watched-resource"] } }),
+    );
+    let mut request = reqwest::Client::new().post(gateway.url());
+    for (name, value) in mcp_headers("subscriptions/listen") {
+        request = request.header(name, value);
+    }
+    let response = request.body(listen).send().await?;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()?
+            .starts_with("text/event-stream"),
+        "{:?}",
+        response.headers()
+    );
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    let ack = next_event(&mut stream, &mut buffer).await?;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    // What either backend accepted: the fixture takes resource subscriptions, not list changes.
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["test://watched-resource"]),
+        "{ack}"
+    );
+    let update = next_event(&mut stream, &mut buffer).await?;
+    assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+    assert_eq!(update["params"]["uri"], "test://watched-resource");
+    drop(stream);
+    gateway.shutdown().await?;
+    first.shutdown().await?;
+    second.shutdown().await?;
+    Ok(())
+}

@@ -22,6 +22,7 @@
 
 pub(crate) mod catalog;
 pub(crate) mod headers;
+mod listen;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -495,20 +496,24 @@ impl Inner {
     }
 
     /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
-    /// a filter of resource subscriptions alone, all of one backend's resources, goes to that
-    /// backend and its stream passes through. Streams of several backends are not merged (yet):
-    /// a filter that needs that is refused with the reason.
+    /// a filter of one backend's resources alone goes to that backend and its stream passes
+    /// through; any other is asked of every modern HTTP backend it concerns and their streams are
+    /// merged (`route/listen.rs`).
     async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
-        let Some(uris) = listen_resources(&body) else {
-            return self.own(error_response(
-                StatusCode::NOT_FOUND,
-                id,
-                METHOD_NOT_FOUND,
-                "With several backends, subscriptions/listen is relayed for resource subscriptions only (list_changed notifications of several backends are not merged)",
-                None,
-            ));
+        let Some(filter) = request_params(&body)
+            .and_then(|p| p.get("notifications").map(|n| n.get().to_owned()))
+            .and_then(|n| serde_json::from_str::<serde_json::Map<String, Value>>(&n).ok())
+        else {
+            return self.own(invalid_params(id, "Missing params.notifications"));
         };
+        let uris: Vec<String> = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|u| u.as_str().map(str::to_owned))
+            .collect();
         let resolve = |catalog: &Catalog| -> Vec<Option<usize>> {
             uris.iter().map(|uri| catalog.resolve_uri(uri)).collect()
         };
@@ -518,13 +523,78 @@ impl Inner {
                 .await;
             owners = resolve(&self.catalog);
         }
-        match owners.first().copied().flatten() {
-            Some(index) if owners.iter().all(|o| *o == Some(index)) => {
-                self.forward(index, (parts.headers, parts.extensions), id, body, None).await
-            }
-            _ => self.own(invalid_params(
+        if let Some(unknown) = owners.iter().position(Option::is_none) {
+            return self.own(error_response(
+                StatusCode::OK,
                 id,
-                "The resources of this subscription are not all one backend's: subscribe to each backend's resources in a subscriptions/listen of its own",
+                INVALID_PARAMS,
+                "Resource not found",
+                Some(serde_json::json!({ "uri": uris[unknown] })),
+            ));
+        }
+        if let (Some(_), Some(Some(index))) = (listen_resources(&body), owners.first())
+            && owners.iter().all(|o| *o == Some(*index))
+        {
+            return self
+                .forward(*index, (parts.headers, parts.extensions), id, body, None)
+                .await;
+        }
+        let mut asked = Vec::new();
+        for (index, backend) in self.backends.iter().enumerate() {
+            if StdioBackends::serves(backend) || LegacyBackends::speaks_legacy(backend) {
+                continue; // their listen notifications are not relayed
+            }
+            let mine: Vec<String> = uris
+                .iter()
+                .zip(&owners)
+                .filter(|(_, owner)| **owner == Some(index))
+                .map(|(uri, _)| uri.clone())
+                .collect();
+            let Some(narrowed) = listen::filter_for(&filter, &mine)
+                .and_then(|f| serde_json::value::to_raw_value(&f).ok())
+                .and_then(|f| jsonrpc::set_param(&body, "notifications", f))
+            else {
+                continue;
+            };
+            asked.push((index, narrowed));
+        }
+        if asked.is_empty() {
+            return self.own(invalid_params(
+                id,
+                "No backend offers what this subscription asks for",
+            ));
+        }
+        let answers = join_all(asked.iter().map(|(index, narrowed)| {
+            self.forwarder.relay(
+                &self.backends[*index],
+                parts.headers.clone(),
+                id,
+                narrowed.clone(),
+            )
+        }))
+        .await;
+        let mut streams = Vec::new();
+        for ((index, _), answer) in asked.iter().zip(answers) {
+            match answer {
+                Ok(answer) => streams.push(answer),
+                Err(error) => {
+                    tracing::warn!(backend = self.backends[*index].name(), %error, "left out of subscriptions/listen");
+                }
+            }
+        }
+        if let ([answer], [(index, _)]) = (&mut streams[..], &asked[..]) {
+            let answer = std::mem::replace(answer, Response::new(body::full(Bytes::new())));
+            return (self.backends[*index].route().clone(), answer);
+        }
+        match listen::merge(streams, self.forwarder.response_timeout()).await {
+            Ok(merged) => self.own(merged),
+            Err(Some(refusal)) => self.own(refusal),
+            Err(None) => self.own(error_response(
+                StatusCode::BAD_GATEWAY,
+                id,
+                INTERNAL_ERROR,
+                "No backend could answer",
+                None,
             )),
         }
     }

@@ -34,18 +34,28 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 use tower_mrtr::BoxError;
 
+use http_body_util::combinators::BoxBody;
 use http_body_util::{Either, Full};
 
 use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
-/// A backend's streamed body (`Left`), or the gateway's own or a stdio backend's (`Right`). The
-/// stdio one is boxed: it is large and rare, and every answer's body is moved through the layers.
-pub(crate) type ProxyBody = Either<BackendBody, Either<Full<Bytes>, Box<ChannelBody>>>;
+/// A backend's streamed body (`Left`), or the gateway's own (`Right`): fixed bytes, or a rarer
+/// kind boxed (a stdio backend's answer, a merged listen stream), which is large and would
+/// otherwise make every answer's body larger to move through the layers.
+pub(crate) type ProxyBody = Either<BackendBody, Either<Full<Bytes>, BoxBody<Bytes, BoxError>>>;
 
 /// The gateway's own body of `bytes`.
 pub(crate) fn full(bytes: Bytes) -> ProxyBody {
     Either::Right(Either::Left(Full::new(bytes)))
+}
+
+/// A rarer body of the gateway's own, boxed.
+pub(crate) fn boxed<B>(body: B) -> ProxyBody
+where
+    B: Body<Data = Bytes, Error = BoxError> + Send + Sync + 'static,
+{
+    Either::Right(Either::Right(BoxBody::new(body)))
 }
 
 /// Most bytes of an unfinished SSE event held back; a longer event is passed on as it comes
@@ -477,7 +487,7 @@ pub(crate) struct Relayed {
 ///
 /// Dropping it (the client went away) drops the translation, which tells the backend with
 /// `notifications/cancelled`, and what it `holds` (the call's place among those in flight).
-pub struct ChannelBody {
+pub(crate) struct ChannelBody {
     messages: tokio::sync::mpsc::Receiver<Relayed>,
     /// A message received before the answer's head went out.
     first: Option<Relayed>,

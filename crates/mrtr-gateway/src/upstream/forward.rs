@@ -133,6 +133,11 @@ impl Forwarder {
         }
     }
 
+    /// How long a backend's response head is waited for, unless it has its own timeout.
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
     /// POSTs `body` to `backend` and relays the answer to the client's request `id` (raw
     /// JSON): the answer's body streams through a [`BackendBody`].
     pub(crate) async fn relay(

@@ -41,7 +41,6 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
-use http_body_util::Either;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -612,7 +611,7 @@ impl StdioBackends {
             stall,
             Box::new(guard),
         );
-        let mut response = Response::new(Either::Right(Either::Right(Box::new(body))));
+        let mut response = Response::new(super::body::boxed(body));
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
