@@ -1,0 +1,97 @@
+//! [`StdioCommand`]: what a stdio backend is started with, as the operator gives it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::upstream::BackendSpecError;
+
+/// The command a stdio backend is started with: a program, its arguments, the environment
+/// variables it gets besides `PATH` and `HOME`, and its working directory.
+///
+/// ```
+/// use mrtr_gateway::StdioCommand;
+///
+/// let command = StdioCommand::parse("uvx 'mcp-server-fetch' --ignore-robots-txt")
+///     .unwrap()
+///     .with_env("LOG_LEVEL", "debug");
+/// assert_eq!(command.to_string(), "uvx mcp-server-fetch --ignore-robots-txt");
+/// assert!(StdioCommand::parse("").is_err());
+/// assert!(StdioCommand::parse("node 'unclosed").is_err());
+/// // Debug shows the environment's names, never its values (they may be credentials).
+/// let command = command.with_env("API_TOKEN", "s3cret");
+/// assert!(!format!("{command:?}").contains("s3cret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct StdioCommand {
+    pub(super) program: String,
+    pub(super) args: Vec<String>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) cwd: Option<PathBuf>,
+}
+
+impl StdioCommand {
+    /// The command `argv`: the program (looked up on `PATH` when it has no `/`), then its
+    /// arguments, passed as they are (no shell).
+    pub fn new<I, S>(argv: I) -> Result<Self, BackendSpecError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut argv = argv.into_iter().map(Into::into);
+        let program = argv
+            .next()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| BackendSpecError::new("a stdio backend's command is empty".to_owned()))?;
+        Ok(Self {
+            program,
+            args: argv.collect(),
+            env: Vec::new(),
+            cwd: None,
+        })
+    }
+
+    /// A command line split as a POSIX shell splits words (quotes and backslashes), without
+    /// running one: no expansion, no pipes, no redirections.
+    pub fn parse(line: &str) -> Result<Self, BackendSpecError> {
+        let words = shlex::split(line).ok_or_else(|| {
+            BackendSpecError::new(format!("cannot split the command {line:?}: an unclosed quote?"))
+        })?;
+        Self::new(words)
+    }
+
+    /// Sets the variable `name` to `value` in the process's environment.
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the process in `dir` (the gateway's working directory otherwise).
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+}
+
+impl fmt::Display for StdioCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let words = std::iter::once(&self.program).chain(&self.args);
+        match shlex::try_join(words.clone().map(String::as_str)) {
+            Ok(line) => f.write_str(&line),
+            // A word with a NUL byte cannot be quoted (nor started): shown unquoted.
+            Err(_) => f.write_str(&words.cloned().collect::<Vec<_>>().join(" ")),
+        }
+    }
+}
+
+impl fmt::Debug for StdioCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &env)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}

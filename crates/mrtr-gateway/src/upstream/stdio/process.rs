@@ -1,0 +1,347 @@
+//! One backend's process over its restarts ([`Process`]): started when first needed, its era
+//! found by a handshake, supervised (started again with backoff when it exits), and stopped.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::child;
+use super::command::StdioCommand;
+use super::conn::{Conn, Hello, MAX_IN_FLIGHT, exited};
+use crate::observe::metrics::BackendMetrics;
+use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
+use crate::upstream::forward::ForwardError;
+use crate::upstream::health::Down;
+use crate::upstream::legacy::discover_result;
+
+/// How long a starting process has for its handshake (a first `npx -y` may be downloading).
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long `auto` waits for an answer to `server/discover` before trying `initialize`.
+pub(crate) const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first wait before a process that exited is started again.
+pub(crate) const BACKOFF_FIRST: Duration = Duration::from_millis(250);
+
+/// The longest wait before a process that keeps exiting is started again.
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long a process must run for its next exit to count as the first again.
+pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// How long a stopping process gets after its stdin is closed, and again after `SIGTERM`.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// One backend's process, over its restarts.
+pub(super) struct Process {
+    pub(super) name: Box<str>,
+    pub(super) command: StdioCommand,
+    pub(super) era: Era,
+    pub(super) state: watch::Sender<State>,
+    pub(super) started: AtomicBool,
+    pub(super) stop: CancellationToken,
+    pub(super) supervisor: Mutex<Option<JoinHandle<()>>>,
+    pub(super) in_flight: Arc<Semaphore>,
+    pub(super) metrics: BackendMetrics,
+}
+
+impl fmt::Debug for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Process")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("era", &self.era)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+pub(super) enum State {
+    /// Not started yet.
+    Idle,
+    /// Started (the run's number, from 1), its handshake not done.
+    Starting(u64),
+    Up(Arc<Conn>),
+    /// Run number `.1` could not be started, failed its handshake or exited; the next one starts
+    /// soon.
+    Down(Down, u64),
+    /// Stopped for good.
+    Stopped,
+}
+
+/// Why no running process was found in time.
+pub(super) enum Waited {
+    Down(Down),
+    Timeout,
+    Stopped,
+}
+
+impl From<Waited> for ForwardError {
+    fn from(waited: Waited) -> Self {
+        match waited {
+            Waited::Down(down) => ForwardError::Unreachable(down.detail),
+            Waited::Timeout => ForwardError::Timeout,
+            Waited::Stopped => ForwardError::Unreachable("the process is stopped".to_owned()),
+        }
+    }
+}
+
+impl Process {
+    /// The (not yet started) process of the backend `name`, run with `command`, speaking `era`.
+    pub(super) fn new(name: &str, command: StdioCommand, era: Era) -> Self {
+        Self {
+            name: name.into(),
+            command,
+            era,
+            state: watch::Sender::new(State::Idle),
+            started: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+            supervisor: Mutex::new(None),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            metrics: BackendMetrics::new(name),
+        }
+    }
+
+    /// Starts the supervisor, once.
+    pub(super) fn start(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let process = self.clone();
+        let supervisor = tokio::spawn(async move { process.supervise().await });
+        *self.supervisor.lock().unwrap_or_else(|e| e.into_inner()) = Some(supervisor);
+    }
+
+    /// The running process, waiting up to `timeout` for one: through a start or a restart, but
+    /// not through a second failure (a process down when the wait began gets its next attempt).
+    pub(super) async fn up(self: &Arc<Self>, timeout: Duration) -> Result<Arc<Conn>, Waited> {
+        self.start();
+        let mut state = self.state.subscribe();
+        // The last run whose failure does not end the wait (a watch shows only the latest
+        // state, so runs are told apart by number, not by the transitions seen).
+        let mut waited_out = None;
+        let wait = async {
+            loop {
+                let current = state.borrow_and_update().clone();
+                let before = match &current {
+                    State::Idle => 0,
+                    State::Starting(run) => run - 1,
+                    State::Down(_, run) => *run,
+                    State::Up(_) | State::Stopped => 0,
+                };
+                let waited_out = *waited_out.get_or_insert(before);
+                match current {
+                    State::Up(conn) => return Ok(conn),
+                    State::Stopped => return Err(Waited::Stopped),
+                    State::Down(down, run) if run > waited_out => return Err(Waited::Down(down)),
+                    State::Idle | State::Starting(_) | State::Down(..) => {}
+                }
+                if state.changed().await.is_err() {
+                    return Err(Waited::Stopped);
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait)
+            .await
+            .map_err(|_| Waited::Timeout)?
+    }
+
+    /// The running process and a place among its requests in flight, within `timeout`.
+    pub(super) async fn place(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<(Arc<Conn>, OwnedSemaphorePermit), ForwardError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let conn = self.up(timeout).await?;
+        let permit = tokio::time::timeout_at(deadline, self.in_flight.clone().acquire_owned())
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable("the process is stopped".to_owned()))?;
+        Ok((conn, permit))
+    }
+
+    /// Runs the process until it is stopped, starting it again after each exit.
+    pub(super) async fn supervise(self: Arc<Self>) {
+        let mut failures: u32 = 0;
+        let mut run = 0;
+        while !self.stop.is_cancelled() {
+            let began = Instant::now();
+            run += 1;
+            let down = self.run_once(run).await;
+            if self.stop.is_cancelled() {
+                break;
+            }
+            failures = if began.elapsed() >= STABLE_AFTER {
+                1
+            } else {
+                failures + 1
+            };
+            let backoff = BACKOFF_FIRST
+                .saturating_mul(1 << (failures - 1).min(16))
+                .min(BACKOFF_MAX);
+            tracing::warn!(
+                backend = &*self.name,
+                reason = down.reason,
+                detail = %down.detail,
+                restart_in_ms = backoff.as_millis() as u64,
+                "stdio backend down"
+            );
+            self.state.send_replace(State::Down(down, run));
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => break,
+            }
+        }
+        self.state.send_replace(State::Stopped);
+    }
+
+    /// One run: spawn, handshake, serve until the process exits or the gateway stops it.
+    /// Returns why it is down.
+    pub(super) async fn run_once(&self, run: u64) -> Down {
+        self.state.send_replace(State::Starting(run));
+        let spawned = match child::spawn(&self.name, &self.command) {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                return Down {
+                    reason: "unreachable",
+                    detail: format!("cannot start `{}`: {error}", self.command),
+                };
+            }
+        };
+        let child::Spawned {
+            mut child,
+            stdin,
+            mut stdout,
+        } = spawned;
+        let (writer, lines) = mpsc::channel(MAX_IN_FLIGHT * 4);
+        let close = self.stop.child_token();
+        tokio::spawn(child::write_lines(stdin, lines, close.clone()));
+        let conn = Arc::new(Conn {
+            writer,
+            calls: Mutex::new(Some(HashMap::new())),
+            next_id: AtomicU64::new(1),
+            hello: std::sync::OnceLock::new(),
+        });
+        let reader = {
+            let conn = conn.clone();
+            let name = self.name.clone();
+            tokio::spawn(async move {
+                while let Some(line) = stdout.next().await {
+                    match line {
+                        Ok(line) => conn.dispatch(&name, line),
+                        Err(error) => tracing::warn!(backend = &*name, %error, "stdio backend line dropped"),
+                    }
+                }
+                // The process closed its stdout: every call waiting gets its error now.
+                conn.close();
+            })
+        };
+        let down = tokio::select! {
+            hello = handshake(&conn, self.era) => match hello {
+                Ok(hello) => {
+                    tracing::info!(
+                        backend = &*self.name,
+                        era = hello.found.era(),
+                        protocol_version = %hello.found.version,
+                        server = %hello.found.server_text(),
+                        "stdio backend started"
+                    );
+                    let _ = conn.hello.set(hello);
+                    self.state.send_replace(State::Up(conn.clone()));
+                    tokio::select! {
+                        status = child.wait() => Down {
+                            reason: "unreachable",
+                            detail: match status {
+                                Ok(status) => format!("the process exited ({status})"),
+                                Err(error) => format!("the process was lost: {error}"),
+                            },
+                        },
+                        () = self.stop.cancelled() => stopped(),
+                    }
+                }
+                Err(down) => down,
+            },
+            status = child.wait() => Down {
+                reason: "unreachable",
+                detail: match status {
+                    Ok(status) => format!("the process exited during its handshake ({status})"),
+                    Err(error) => format!("the process was lost: {error}"),
+                },
+            },
+            () = self.stop.cancelled() => stopped(),
+        };
+        // Whatever ended the run, the process goes: stdin closed, then signals.
+        close.cancel();
+        if let Some(status) = child::stop(&mut child, STOP_GRACE).await {
+            tracing::debug!(backend = &*self.name, %status, "stdio backend process ended");
+        }
+        reader.abort();
+        conn.close();
+        down
+    }
+}
+
+pub(super) fn stopped() -> Down {
+    Down {
+        reason: "unreachable",
+        detail: "stopped".to_owned(),
+    }
+}
+
+/// Finds the process's era as `era` allows, as the health probe does for an HTTP backend.
+pub(super) async fn handshake(conn: &Arc<Conn>, era: Era) -> Result<Hello, Down> {
+    let mut not_modern = None;
+    if era != Era::Legacy {
+        let timeout = if era == Era::Auto {
+            DISCOVER_TIMEOUT
+        } else {
+            START_TIMEOUT
+        };
+        match conn
+            .request(DISCOVER_BODY.as_bytes(), "server/discover", None, timeout)
+            .await
+        {
+            Ok(answer) => match era::after_discover(&answer, era)? {
+                AfterDiscover::Modern(found) => {
+                    return Ok(Hello {
+                        found,
+                        discover: None,
+                    });
+                }
+                AfterDiscover::Fallback(what) => not_modern = Some(what),
+            },
+            Err(ForwardError::Timeout) if era == Era::Auto => {
+                not_modern = Some(format!("no answer within {} s", DISCOVER_TIMEOUT.as_secs()));
+            }
+            Err(error) => return Err(era::unavailable(error)),
+        }
+    }
+    let answer = conn
+        .request(INITIALIZE_BODY.as_bytes(), "initialize", None, START_TIMEOUT)
+        .await
+        .map_err(era::unavailable)?;
+    let found = era::initialized(&answer, not_modern.as_deref())?;
+    let result: Value = answer
+        .message
+        .as_ref()
+        .and_then(|m| serde_json::from_slice::<Value>(m).ok())
+        .map(|m| m["result"].clone())
+        .unwrap_or_default();
+    let initialized = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    conn.writer
+        .try_send(initialized)
+        .map_err(|_| era::unavailable(exited()))?;
+    Ok(Hello {
+        found,
+        discover: Some(discover_result(&result)),
+    })
+}
