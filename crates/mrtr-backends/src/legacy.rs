@@ -38,7 +38,9 @@ pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 /// `progress` (two progress notifications, then `done`), `roots` (asks the client for its
 /// roots, a server-to-client request, and answers what came back), and for tests of a stdio
 /// server's process: `environment` (the names of its environment variables, sorted), `pid`
-/// (its process id) and `sleep` (answers `slept` after `text` milliseconds, at most 10 000).
+/// (its process id), `sleep` (answers `slept` after `text` milliseconds, at most 10 000) and
+/// `stderr` (writes a line of `text` bytes, at most 1 MiB, to its stderr, then answers
+/// `written`).
 #[derive(Clone, Debug)]
 pub struct LegacyBackend {
     name: String,
@@ -97,7 +99,8 @@ impl ServerHandler for LegacyBackend {
                 schema.clone(),
             ),
             Tool::new("pid", "Answers the server's process id.", schema.clone()),
-            Tool::new("sleep", "Answers slept after text milliseconds.", schema),
+            Tool::new("sleep", "Answers slept after text milliseconds.", schema.clone()),
+            Tool::new("stderr", "Writes a line of text bytes to stderr.", schema),
         ]))
     }
 
@@ -123,6 +126,11 @@ impl ServerHandler for LegacyBackend {
                 names.join(",")
             }
             "pid" => std::process::id().to_string(),
+            "stderr" => {
+                let len = argument.parse::<usize>().unwrap_or(0).min(1 << 20);
+                eprintln!("{}", "x".repeat(len));
+                "written".to_owned()
+            }
             "sleep" => {
                 let ms = argument.parse::<u64>().unwrap_or(0).min(10_000);
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;

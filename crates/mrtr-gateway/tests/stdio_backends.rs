@@ -1,7 +1,8 @@
 //! stdio backends: an `initialize`-era MCP server (rmcp limited to 2025-11-25, the
 //! `legacy-stdio-server` of `mrtr-backends`) started by the gateway as a process and served to
 //! 2026-07-28 clients. Calls come back in modern form under the client's id, progress under the
-//! client's token; clients sharing the process with the same ids get their own answers; the
+//! client's token; a stderr line too long to log is dropped, the process unharmed; clients
+//! sharing the process with the same ids get their own answers; the
 //! process sees only `PATH`, `HOME` and what the config gives it; a process killed mid-call fails
 //! those calls at once and is started again; a gateway that stops ends its process; a command
 //! that cannot start is a backend reported down.
@@ -131,6 +132,18 @@ async fn a_stdio_server_serves_modern_clients_with_their_ids_tokens_and_nothing_
         text_of(&response).contains("no one client can answer roots/list"),
         "{response}"
     );
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_line_too_long_to_log_is_dropped_and_the_process_goes_on() {
+    let gateway = gateway_over(server(), "legacy").await;
+    // 200 KB on one stderr line: past the logged line's bound, and past a pipe's buffer, so a
+    // gateway that stopped reading stderr at the long line would leave the process blocked.
+    for id in 1..=3 {
+        let (status, text, response) = call(&gateway, id, "stderr", "200000", json!({})).await;
+        assert_eq!((status, text_of(&response)), (200, "written"), "{text}");
+    }
     gateway.shutdown().await.unwrap();
 }
 

@@ -34,7 +34,38 @@ const INHERITED: [&str; 2] = ["PATH", "HOME"];
 pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) stdin: ChildStdin,
-    pub(crate) stdout: FramedRead<ChildStdout, LinesCodec>,
+    pub(crate) stdout: Lines<ChildStdout>,
+}
+
+/// A pipe's lines to its end. A line that cannot be read (too long, not UTF-8) is an error and
+/// reading goes on: tokio-util's framing follows an error with one `None` and then resumes, so
+/// that `None` is not taken for the end.
+pub(crate) struct Lines<R> {
+    lines: FramedRead<R, LinesCodec>,
+    after_error: bool,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Lines<R> {
+    fn new(lines: FramedRead<R, LinesCodec>) -> Self {
+        Self {
+            lines,
+            after_error: false,
+        }
+    }
+
+    /// The next line, or why one was dropped; `None` at the end of the pipe.
+    pub(crate) async fn next(&mut self) -> Option<Result<String, tokio_util::codec::LinesCodecError>> {
+        loop {
+            match self.lines.next().await {
+                Some(line) => {
+                    self.after_error = line.is_err();
+                    return Some(line);
+                }
+                None if self.after_error => self.after_error = false,
+                None => return None,
+            }
+        }
+    }
 }
 
 /// Starts `command` for the backend `name`, its stderr logged until it closes.
@@ -67,18 +98,23 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
     let stderr = child.stderr.take().ok_or_else(missing)?;
     let backend = name.to_owned();
     tokio::spawn(async move {
-        let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(MAX_LOG_LINE));
+        // Read to the end whatever comes: a process whose stderr is not read blocks once the
+        // pipe is full.
+        let mut lines = Lines::new(FramedRead::new(
+            stderr,
+            LinesCodec::new_with_max_length(MAX_LOG_LINE),
+        ));
         while let Some(line) = lines.next().await {
             match line {
                 Ok(line) => tracing::info!(backend, stderr = %line.trim_end(), "stdio backend"),
-                Err(error) => tracing::info!(backend, %error, "stdio backend (stderr line cut)"),
+                Err(error) => tracing::info!(backend, %error, "stdio backend (a stderr line dropped)"),
             }
         }
     });
     Ok(Spawned {
         child,
         stdin,
-        stdout: FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE)),
+        stdout: Lines::new(FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE))),
     })
 }
 
