@@ -104,7 +104,8 @@ async fn a_modern_client_calls_a_legacy_backend_and_gets_modern_answers() {
             "roots",
             "environment",
             "pid",
-            "sleep"
+            "sleep",
+            "stderr"
         ],
         "{list}"
     );
