@@ -79,7 +79,8 @@ pub(super) fn full(bytes: Bytes) -> LegacyBody {
     Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
 
-fn sse_answer(body: CallBody) -> Response<LegacyBody> {
+/// A legacy SSE answer made of `body`'s events.
+pub(super) fn sse_answer(body: CallBody) -> Response<LegacyBody> {
     let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
     let headers = response.headers_mut();
     headers.insert(

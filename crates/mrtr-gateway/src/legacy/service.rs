@@ -43,7 +43,7 @@ use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer};
+use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer, sse_answer};
 use super::config::{LEGACY_VERSIONS, LegacyConfig};
 use super::lifecycle::{initialize_result, negotiate};
 use super::listen::Listen;
@@ -313,18 +313,6 @@ fn resource_uri(request: &LegacyRequest) -> Option<String> {
     serde_json::from_str(request.param("uri")?.get()).ok()
 }
 
-fn stream_answer(body: CallBody) -> Response<LegacyBody> {
-    let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
-}
-
 fn status(code: StatusCode) -> Response<LegacyBody> {
     let mut response = Response::new(full(Bytes::new()));
     *response.status_mut() = code;
@@ -511,7 +499,7 @@ impl Front {
         }
         let front = self.clone();
         let number = self.inner.streams.fetch_add(1, Ordering::Relaxed);
-        stream_answer(CallBody::new(move |events| async move {
+        sse_answer(CallBody::new(move |events| async move {
             let digest = session.digest();
             let start = match front.inner.subscriptions.attach(digest, number, events.clone()) {
                 Ok(start) => start,
