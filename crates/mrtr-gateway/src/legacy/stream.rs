@@ -114,16 +114,7 @@ where
 
 /// One SSE `message` event carrying `json` (each line of it as a `data:` line).
 pub(crate) fn sse_event(json: &[u8]) -> Bytes {
-    let mut event = Vec::with_capacity(json.len() + 24);
-    event.extend_from_slice(b"event: message\n");
-    for line in json.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        event.extend_from_slice(b"data: ");
-        event.extend_from_slice(line);
-        event.push(b'\n');
-    }
-    event.push(b'\n');
-    Bytes::from(event)
+    crate::upstream::sse::message_event(json)
 }
 
 /// An SSE comment that keeps proxies from closing an idle stream.

@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tower_mrtr::BoxError;
 
 use crate::upstream::body::ProxyBody;
-use crate::upstream::sse::{EventReader, is_sse};
+use crate::upstream::sse::{EventReader, is_sse, message_event};
 
 /// Events queued for the client before the merge waits for it to read.
 const QUEUE: usize = 64;
@@ -81,19 +81,6 @@ fn merge_acks(acks: &[Value]) -> Value {
         merged["params"]["_meta"] = meta.clone();
     }
     merged
-}
-
-/// One SSE event carrying `message`.
-fn event(message: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(message.len() + 24);
-    out.extend_from_slice(b"event: message\n");
-    for line in message.split(|b| *b == b'\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line);
-        out.extend_from_slice(b"\n");
-    }
-    out.extend_from_slice(b"\n");
-    out.freeze()
 }
 
 /// What one backend's listen stream gives, as the merge reads it.
@@ -233,11 +220,11 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
         }
     }
     let ack = merge_acks(&acks);
-    if out.send(event(ack.to_string().as_bytes())).await.is_err() {
+    if out.send(message_event(ack.to_string().as_bytes())).await.is_err() {
         return;
     }
     for message in early {
-        if out.send(event(&message)).await.is_err() {
+        if out.send(message_event(&message)).await.is_err() {
             return;
         }
     }
@@ -260,7 +247,7 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
                 last_response = Some(message);
                 continue;
             }
-            Read::Message(message) => out.send(event(&message)).await,
+            Read::Message(message) => out.send(message_event(&message)).await,
             Read::KeepAlive => out.send(Bytes::from_static(b": keep-alive\n\n")).await,
             Read::End => continue,
         };
@@ -269,7 +256,7 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
         }
     }
     if let Some(response) = last_response {
-        let _ = out.send(event(&response)).await;
+        let _ = out.send(message_event(&response)).await;
     }
 }
 

@@ -15,6 +15,27 @@ use http::header::{self, HeaderMap};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+/// Appends one SSE `message` event carrying `json` to `out`, each line of it (a trailing `\r`
+/// removed) as a `data:` line: how the gateway writes every event of its own.
+pub(crate) fn write_message_event(json: &[u8], out: &mut BytesMut) {
+    out.reserve(json.len() + 24);
+    out.extend_from_slice(b"event: message\n");
+    for line in json.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\n");
+    }
+    out.extend_from_slice(b"\n");
+}
+
+/// One SSE `message` event carrying `json` ([`write_message_event`]).
+pub(crate) fn message_event(json: &[u8]) -> Bytes {
+    let mut out = BytesMut::new();
+    write_message_event(json, &mut out);
+    out.freeze()
+}
+
 /// Whether an answer is an SSE stream: its `Content-Type` names `text/event-stream` (parameters
 /// and case aside).
 pub(crate) fn is_sse(headers: &HeaderMap) -> bool {

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
-use super::sse::EventReader;
+use super::sse::{EventReader, write_message_event};
 use crate::jsonrpc::RawObject;
 
 /// Most requests of the backend's own answered during one call; later ones are dropped unanswered.
@@ -191,13 +191,7 @@ impl Translation {
     /// Writes what the client gets of the event `data` to `out`, as one event.
     fn write_event(&mut self, data: Bytes, out: &mut BytesMut) {
         if let Some(message) = self.message(data) {
-            out.extend_from_slice(b"event: message\n");
-            for line in message.split(|b| *b == b'\n') {
-                out.extend_from_slice(b"data: ");
-                out.extend_from_slice(line);
-                out.extend_from_slice(b"\n");
-            }
-            out.extend_from_slice(b"\n");
+            write_message_event(&message, out);
         }
     }
 
