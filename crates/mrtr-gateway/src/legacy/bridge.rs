@@ -50,7 +50,7 @@ use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
 use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
-use crate::upstream::sse::is_sse;
+use crate::upstream::sse::{is_sse, set_stream_headers};
 use crate::upstream::translate::{Asked, ClientAsks};
 use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
@@ -82,13 +82,7 @@ pub(super) fn full(bytes: Bytes) -> LegacyBody {
 /// A legacy SSE answer made of `body`'s events.
 pub(super) fn sse_answer(body: CallBody) -> Response<LegacyBody> {
     let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    set_stream_headers(response.headers_mut());
     response
 }
 

@@ -20,14 +20,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tower_mrtr::BoxError;
 
 use crate::upstream::body::ProxyBody;
-use crate::upstream::sse::{EventReader, is_sse, message_event};
+use crate::upstream::sse::{EventReader, is_sse, message_event, set_stream_headers};
 
 /// Events queued for the client before the merge waits for it to read.
 const QUEUE: usize = 64;
@@ -156,13 +156,7 @@ pub(super) async fn merge(
     let (sender, receiver) = mpsc::channel(QUEUE);
     tokio::spawn(run(streams, sender, ack_timeout));
     let mut response = Response::new(crate::upstream::body::boxed(Merged { events: receiver }));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    set_stream_headers(response.headers_mut());
     Ok(response)
 }
 

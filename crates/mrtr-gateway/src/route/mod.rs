@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use http::request::Parts;
-use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::Value;
@@ -304,9 +304,7 @@ impl Inner {
         if id.is_none() {
             // 2026-07-28 defines no client notification over HTTP; there is no one backend to
             // give one to.
-            let mut accepted = Response::new(body::full(Bytes::new()));
-            *accepted.status_mut() = StatusCode::ACCEPTED;
-            return self.own(accepted);
+            return self.own(body::accepted());
         }
         match head.method() {
             "tools/call" => self.named(Kind::Tools, parts, head, body).await,
@@ -726,7 +724,7 @@ impl Inner {
             if let Failure::Answer(answer) = failure
                 && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
             {
-                return json_response(answer.status, message);
+                return body::json(answer.status, message);
             }
         }
         for (index, failure) in &failures {
@@ -846,16 +844,6 @@ impl Inner {
     }
 }
 
-/// An `application/json` response.
-fn json_response(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
-    let mut response = Response::new(body::full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
 /// A JSON-RPC error as an HTTP response with the given status.
 fn error_response(
     status: StatusCode,
@@ -864,7 +852,7 @@ fn error_response(
     message: &str,
     data: Option<serde_json::Value>,
 ) -> Response<ProxyBody> {
-    json_response(status, error_body(id, code, message, data))
+    body::json(status, error_body(id, code, message, data))
 }
 
 fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {
@@ -873,7 +861,7 @@ fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {
 
 fn success(id: Option<&str>, result: &Value) -> Response<ProxyBody> {
     let id = id.unwrap_or("null");
-    json_response(
+    body::json(
         StatusCode::OK,
         Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)),
     )

@@ -50,6 +50,24 @@ pub(crate) fn full(bytes: Bytes) -> ProxyBody {
     Either::Right(Either::Left(Full::new(bytes)))
 }
 
+/// The gateway's own `application/json` answer of `body` with `status`.
+pub(crate) fn json(status: http::StatusCode, body: Bytes) -> http::Response<ProxyBody> {
+    let mut response = http::Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// `202 Accepted` with no body: what a notification gets.
+pub(crate) fn accepted() -> http::Response<ProxyBody> {
+    let mut response = http::Response::new(full(Bytes::new()));
+    *response.status_mut() = http::StatusCode::ACCEPTED;
+    response
+}
+
 /// A rarer body of the gateway's own, boxed.
 pub(crate) fn boxed<B>(body: B) -> ProxyBody
 where

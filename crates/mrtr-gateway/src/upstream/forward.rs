@@ -60,6 +60,15 @@ fn request_drops(name: &str) -> bool {
     )
 }
 
+/// The `Mcp-Method` header of a request (empty when absent): which method it is, without
+/// reading its body.
+pub(crate) fn mcp_method(headers: &HeaderMap) -> &str {
+    headers
+        .get("mcp-method")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
 /// Headers never passed back to the client (besides `Proxy-*` and those `Connection` lists).
 fn response_drops(name: &str) -> bool {
     matches!(

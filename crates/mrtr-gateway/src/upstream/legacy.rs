@@ -45,9 +45,9 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use tower_mrtr::Route;
 
-use super::body::{BackendBody, ProxyBody};
+use super::body::{BackendBody, ProxyBody, accepted, json};
 use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
-use super::forward::{Answer, ForwardError, Forwarder};
+use super::forward::{Answer, ForwardError, Forwarder, mcp_method};
 use super::sse::is_sse;
 use super::translate::{ClientAsks, Reply, Translation, outgoing};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
@@ -198,16 +198,14 @@ impl LegacyBackends {
         let method = mcp_method(&headers);
         let Some(id) = id else {
             // 2026-07-28 has no client notification over HTTP that a legacy backend should get.
-            let mut accepted = Response::new(super::body::full(Bytes::new()));
-            *accepted.status_mut() = StatusCode::ACCEPTED;
-            return Ok(accepted);
+            return Ok(accepted());
         };
         if method == "subscriptions/listen" {
             let message = format!(
                 "subscriptions/listen is not relayed to the initialize-era backend {:?}",
                 backend.name()
             );
-            return Ok(own(
+            return Ok(json(
                 StatusCode::NOT_FOUND,
                 jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
             ));
@@ -215,7 +213,7 @@ impl LegacyBackends {
         if method == "server/discover" {
             let result = self.discover(forwarder, backend, &headers, asks).await?;
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
-            return Ok(own(StatusCode::OK, Bytes::from(body)));
+            return Ok(json(StatusCode::OK, Bytes::from(body)));
         }
         let (lease, ours, answered) = self
             .send_in_session(forwarder, backend, &headers, &body, asks)
@@ -225,7 +223,7 @@ impl LegacyBackends {
             Answered::Read(answer) => Err(answer),
             // Nothing went out: nothing to translate, nothing to cancel.
             Answered::NotLegacy => {
-                return Ok(own(
+                return Ok(json(
                     StatusCode::BAD_REQUEST,
                     jsonrpc::error_body(
                         Some(id),
@@ -243,7 +241,7 @@ impl LegacyBackends {
         match answer {
             Err(answer) => {
                 let message = answer.message.unwrap_or_default();
-                Ok(own(answer.status, translation.one(message)))
+                Ok(json(answer.status, translation.one(message)))
             }
             Ok(response) => {
                 let sse = is_sse(response.headers());
@@ -582,13 +580,6 @@ fn legacy_headers(mut headers: HeaderMap, version: &str) -> HeaderMap {
     headers
 }
 
-fn mcp_method(headers: &HeaderMap) -> &str {
-    headers
-        .get("mcp-method")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-}
-
 /// Answers into `lease`'s session in the background, holding the lease until the translation
 /// that uses it is dropped.
 fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
@@ -611,15 +602,6 @@ fn reply_sink(forwarder: Forwarder, backend: Backend, lease: Lease) -> Reply {
             drop(lease);
         });
     })
-}
-
-fn own(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
-    let mut response = Response::new(super::body::full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }
 
 #[cfg(test)]

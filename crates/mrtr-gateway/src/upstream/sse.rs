@@ -11,7 +11,7 @@
 //! colon, joined with LF; comments and the other fields (`event`, `id`, `retry`) are skipped.
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -34,6 +34,17 @@ pub(crate) fn message_event(json: &[u8]) -> Bytes {
     let mut out = BytesMut::new();
     write_message_event(json, &mut out);
     out.freeze()
+}
+
+/// Marks `headers` as those of an SSE answer the gateway writes: `text/event-stream`, not to be
+/// cached, nor buffered by a proxy in front (nginx's `X-Accel-Buffering`).
+pub(crate) fn set_stream_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
 }
 
 /// Whether an answer is an SSE stream: its `Content-Type` names `text/event-stream` (parameters

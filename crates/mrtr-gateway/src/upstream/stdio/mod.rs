@@ -45,19 +45,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::HeaderMap;
 use http::{Response, StatusCode};
 use tower_mrtr::Route;
 
 use self::conn::{Call, Conn, Unsent, exited, stuck};
 use self::process::{Process, START_TIMEOUT, State, Waited};
-use super::body::{ChannelBody, ProxyBody};
-use super::forward::{Answer, ForwardError};
+use super::body::{ChannelBody, ProxyBody, accepted, json};
+use super::forward::{Answer, ForwardError, mcp_method};
 use super::health::{Down, Found};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
+use crate::upstream::sse::set_stream_headers;
 
 /// The processes of the stdio backends; see the [module docs](self).
 #[derive(Debug)]
@@ -148,7 +149,7 @@ impl StdioBackends {
     ) -> Result<Response<ProxyBody>, ForwardError> {
         let Some(id) = id else {
             // 2026-07-28 has no client notification over HTTP to pass on.
-            return Ok(own(StatusCode::ACCEPTED, Bytes::new()));
+            return Ok(accepted());
         };
         let process = self.process(backend)?;
         let timeout = self.timeout(backend);
@@ -186,7 +187,7 @@ impl StdioBackends {
             Err(Unsent::Gone) => return Err(exited()),
             Err(Unsent::Stuck) => return Err(stuck()),
             Err(Unsent::NotJsonRpc) => {
-                return Ok(own(
+                return Ok(json(
                     StatusCode::BAD_REQUEST,
                     jsonrpc::error_body(
                         Some(id),
@@ -201,7 +202,7 @@ impl StdioBackends {
             Ok(None) => return Err(exited()),
             Ok(Some(relayed)) if relayed.response => {
                 let answer = call.translation.one(relayed.message);
-                return Ok(own(StatusCode::OK, answer));
+                return Ok(json(StatusCode::OK, answer));
             }
             Ok(Some(relayed)) => Some(relayed),
             // Slow to answer: the answer streams, so the client need not wait for a head.
@@ -223,13 +224,7 @@ impl StdioBackends {
             Box::new(guard),
         );
         let mut response = Response::new(super::body::boxed(body));
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        set_stream_headers(response.headers_mut());
         Ok(response)
     }
 
@@ -282,37 +277,18 @@ fn legacy_own_answer(conn: &Conn, backend: &Backend, method: &str, id: &str) -> 
         "server/discover" => {
             let discover = conn.hello.get()?.discover.as_ref()?;
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{discover}}}"#);
-            Some(own(StatusCode::OK, Bytes::from(body)))
+            Some(json(StatusCode::OK, Bytes::from(body)))
         }
         "subscriptions/listen" => {
             let message = format!(
                 "subscriptions/listen is not relayed to the initialize-era backend {:?}",
                 backend.name()
             );
-            Some(own(
+            Some(json(
                 StatusCode::NOT_FOUND,
                 jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
             ))
         }
         _ => None,
     }
-}
-
-fn mcp_method(headers: &HeaderMap) -> &str {
-    headers
-        .get("mcp-method")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-}
-
-fn own(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
-    let json = !body.is_empty();
-    let mut response = Response::new(super::body::full(body));
-    *response.status_mut() = status;
-    if json {
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
-    response
 }
