@@ -183,19 +183,10 @@ impl Backend {
     pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
         Self::check_name(name)?;
         let (url, host) = Self::parse_url(name, url)?;
-        Ok(Self {
-            // By default a backend is its URL: another gateway's backend of the same name at
-            // another URL never opens this one's envelopes.
-            route: Route::new(name).with_identity(RouteIdentity::digest(url.to_string())),
-            transport: Transport::Http { url, host },
-            timeout: None,
-            idle_timeout: None,
-            stall_timeout: None,
-            tls: None,
-            headers: HeaderMap::new(),
-            era: Era::Auto,
-            health: Arc::default(),
-        })
+        // By default a backend is its URL: another gateway's backend of the same name at
+        // another URL never opens this one's envelopes.
+        let identity = RouteIdentity::digest(url.to_string());
+        Ok(Self::reached_by(name, identity, Transport::Http { url, host }))
     }
 
     /// A backend named `name` (as for [`new`](Self::new)) that is a process the gateway starts
@@ -211,10 +202,21 @@ impl Backend {
     /// ```
     pub fn stdio(name: &str, command: StdioCommand) -> Result<Self, BackendSpecError> {
         Self::check_name(name)?;
-        Ok(Self {
-            // By default a stdio backend is its command line.
-            route: Route::new(name).with_identity(RouteIdentity::digest(command.to_string())),
-            transport: Transport::Stdio(Arc::new(command)),
+        // By default a stdio backend is its command line.
+        let identity = RouteIdentity::digest(command.to_string());
+        Ok(Self::reached_by(
+            name,
+            identity,
+            Transport::Stdio(Arc::new(command)),
+        ))
+    }
+
+    /// A backend `name` (checked) sealed as `identity`, reached by `transport`, with the
+    /// gateway's defaults.
+    fn reached_by(name: &str, identity: RouteIdentity, transport: Transport) -> Self {
+        Self {
+            route: Route::new(name).with_identity(identity),
+            transport,
             timeout: None,
             idle_timeout: None,
             stall_timeout: None,
@@ -222,7 +224,7 @@ impl Backend {
             headers: HeaderMap::new(),
             era: Era::Auto,
             health: Arc::default(),
-        })
+        }
     }
 
     /// Seals `identity` with this backend's route instead of its URL, so that envelopes stay

@@ -121,20 +121,14 @@ impl StdioBackends {
             return Err(down.clone());
         }
         match process.up(self.timeout(backend).max(START_TIMEOUT)).await {
-            Ok(conn) => Ok(conn
+            // A process is up only once its handshake is done.
+            Ok(conn) => conn
                 .hello
                 .get()
                 .map(|h| h.found.clone())
-                .ok_or_else(|| era::unavailable(ForwardError::Unreachable("no handshake".to_owned())))?),
+                .ok_or_else(|| era::unavailable(ForwardError::Unreachable("no handshake".to_owned()))),
             Err(Waited::Down(down)) => Err(down),
-            Err(Waited::Timeout) => Err(Down {
-                reason: "timeout",
-                detail: "the process has not finished its handshake yet".to_owned(),
-            }),
-            Err(Waited::Stopped) => Err(Down {
-                reason: "unreachable",
-                detail: "the process is stopped".to_owned(),
-            }),
+            Err(waited) => Err(era::unavailable(waited.into())),
         }
     }
 

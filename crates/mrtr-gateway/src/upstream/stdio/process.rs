@@ -257,25 +257,13 @@ impl Process {
                     let _ = conn.hello.set(hello);
                     self.state.send_replace(State::Up(conn.clone()));
                     tokio::select! {
-                        status = child.wait() => Down {
-                            reason: "unreachable",
-                            detail: match status {
-                                Ok(status) => format!("the process exited ({status})"),
-                                Err(error) => format!("the process was lost: {error}"),
-                            },
-                        },
+                        status = child.wait() => exit(status, ""),
                         () = self.stop.cancelled() => stopped(),
                     }
                 }
                 Err(down) => down,
             },
-            status = child.wait() => Down {
-                reason: "unreachable",
-                detail: match status {
-                    Ok(status) => format!("the process exited during its handshake ({status})"),
-                    Err(error) => format!("the process was lost: {error}"),
-                },
-            },
+            status = child.wait() => exit(status, " during its handshake"),
             () = self.stop.cancelled() => stopped(),
         };
         // Whatever ended the run, the process goes: stdin closed, then signals.
@@ -286,6 +274,17 @@ impl Process {
         reader.abort();
         conn.close();
         down
+    }
+}
+
+/// Why a process that ended (`when`: a phrase, or nothing) is down.
+pub(super) fn exit(status: std::io::Result<std::process::ExitStatus>, when: &str) -> Down {
+    Down {
+        reason: "unreachable",
+        detail: match status {
+            Ok(status) => format!("the process exited{when} ({status})"),
+            Err(error) => format!("the process was lost: {error}"),
+        },
     }
 }
 
