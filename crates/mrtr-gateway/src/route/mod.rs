@@ -388,21 +388,13 @@ impl Inner {
             return (route.clone(), invalid_params(head.id_json(), &message));
         };
         let kind = match head.method() {
-            "tools/call" => Kind::Tools,
-            "prompts/get" => Kind::Prompts,
-            _ => {
-                return self
-                    .forward(
-                        index,
-                        (parts.headers, parts.extensions),
-                        head.id_json(),
-                        body,
-                        None,
-                    )
-                    .await;
-            }
+            "tools/call" => Some(Kind::Tools),
+            "prompts/get" => Some(Kind::Prompts),
+            _ => None,
         };
-        let Some(exposed) = head.target().filter(|_| self.backends.len() > 1) else {
+        // Only a name of several backends' catalog can need un-prefixing.
+        let exposed = head.target().filter(|_| self.backends.len() > 1);
+        let (Some(kind), Some(exposed)) = (kind, exposed) else {
             return self
                 .forward(
                     index,
@@ -530,8 +522,10 @@ impl Inner {
                 Some(serde_json::json!({ "uri": uris[unknown] })),
             ));
         }
-        if let (Some(_), Some(Some(index))) = (listen_resources(&body), owners.first())
-            && owners.iter().all(|o| *o == Some(*index))
+        let owners: Vec<usize> = owners.into_iter().flatten().collect();
+        if let Some(index) = owners.first()
+            && resources_alone(&filter)
+            && owners.iter().all(|o| o == index)
         {
             return self
                 .forward(*index, (parts.headers, parts.extensions), id, body, None)
@@ -545,7 +539,7 @@ impl Inner {
             let mine: Vec<String> = uris
                 .iter()
                 .zip(&owners)
-                .filter(|(_, owner)| **owner == Some(index))
+                .filter(|(_, owner)| **owner == index)
                 .map(|(uri, _)| uri.clone())
                 .collect();
             let Some(narrowed) = listen::filter_for(&filter, &mine)
@@ -873,21 +867,13 @@ fn request_params(body: &[u8]) -> Option<RawObject> {
     serde_json::from_str(message.get("params")?.get()).ok()
 }
 
-/// The URIs of a `subscriptions/listen` whose filter (`params.notifications`) asks for resource
-/// subscriptions and nothing else; `None` for any other filter.
-fn listen_resources(body: &[u8]) -> Option<Vec<String>> {
-    let params = request_params(body)?;
-    let filter: RawObject = serde_json::from_str(params.get("notifications")?.get()).ok()?;
-    let mut uris = None;
-    for (key, value) in &filter.0 {
-        match key.as_str() {
-            "resourceSubscriptions" => uris = Some(serde_json::from_str::<Vec<String>>(value.get()).ok()?),
-            // A category set to false asks for nothing.
-            _ if value.get() == "false" => {}
-            _ => return None,
-        }
-    }
-    uris.filter(|uris| !uris.is_empty())
+/// Whether a `subscriptions/listen` filter (`params.notifications`) asks for resource
+/// subscriptions and nothing else (every other category absent or `false`).
+fn resources_alone(filter: &serde_json::Map<String, Value>) -> bool {
+    filter.iter().all(|(key, value)| match key.as_str() {
+        "resourceSubscriptions" => value.as_array().is_some_and(|uris| !uris.is_empty()),
+        _ => value == &Value::Bool(false),
+    }) && filter.contains_key("resourceSubscriptions")
 }
 
 fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
@@ -906,25 +892,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_listen_filter_of_resources_alone_is_read_and_any_other_is_not() {
-        let body = |notifications: &str| {
-            format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{{"notifications":{notifications}}}}}"#
-            )
-        };
-        assert_eq!(
-            listen_resources(
-                body(r#"{"resourceSubscriptions":["a://1","b://2"],"toolsListChanged":false}"#).as_bytes()
-            ),
-            Some(vec!["a://1".to_owned(), "b://2".to_owned()])
-        );
+    fn a_listen_filter_of_resources_alone_is_told_from_any_other() {
+        let filter = |text: &str| serde_json::from_str::<serde_json::Map<String, Value>>(text).unwrap();
+        assert!(resources_alone(&filter(
+            r#"{"resourceSubscriptions":["a://1","b://2"],"toolsListChanged":false}"#
+        )));
         for other in [
             r#"{"resourceSubscriptions":["a://1"],"toolsListChanged":true}"#,
             r#"{"resourceSubscriptions":[]}"#,
             r#"{"taskIds":["t"]}"#,
-            r#"[]"#,
+            r#"{"toolsListChanged":false}"#,
+            r#"{}"#,
         ] {
-            assert_eq!(listen_resources(body(other).as_bytes()), None, "{other}");
+            assert!(!resources_alone(&filter(other)), "{other}");
         }
     }
 }
