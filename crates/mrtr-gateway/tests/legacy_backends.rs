@@ -10,7 +10,7 @@ use std::time::Duration;
 use mrtr_backends::{LegacyBackend, serve_legacy, serve_legacy_at};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::mcp::{HEADERS, message, meta, raw};
+use mrtr_test_support::mcp::{HEADERS, call_tool_raw, message, meta, raw};
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -28,8 +28,8 @@ async fn gateway_over(url: &str) -> RunningGateway {
     gateway
 }
 
-/// `tools/call` of `tool` as `user`, with `_meta` extended by `extra`: the raw answer's status,
-/// text and JSON-RPC response.
+/// `tools/call` of `tool` (with the text `hello`) as `user`, with `_meta` extended by `extra`:
+/// the raw answer's status, text and JSON-RPC response.
 async fn call(
     gateway: &RunningGateway,
     user: &str,
@@ -37,24 +37,12 @@ async fn call(
     tool: &str,
     extra: Value,
 ) -> (u16, String, Value) {
-    let mut meta = meta();
-    if let Value::Object(extra) = extra {
-        for (k, v) in extra {
-            meta[k] = v;
-        }
-    }
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": { "name": tool, "arguments": { "text": "hello" }, "_meta": meta },
-    });
-    let mut headers = HEADERS.to_vec();
-    headers.extend([("mcp-method", "tools/call"), ("mcp-name", tool), ("x-user", user)]);
-    let (status, _, text) = raw(reqwest::Method::POST, &gateway.url(), &headers, &body.to_string())
-        .await
-        .unwrap();
-    let response = message(&text).unwrap();
+    let arguments = json!({ "text": "hello" });
+    let (status, text, response) =
+        call_tool_raw(&gateway.url(), id, tool, arguments, extra, &[("x-user", user)])
+            .await
+            .unwrap();
+    assert!(!response.is_null(), "no JSON-RPC response: {text}");
     (status, text, response)
 }
 

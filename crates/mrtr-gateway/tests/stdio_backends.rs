@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
 use mrtr_test_support::gateway::{gateway, keyring, workspace_binary};
-use mrtr_test_support::mcp::{HEADERS, message, meta, raw};
+use mrtr_test_support::mcp::call_tool_raw;
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -35,7 +35,7 @@ async fn gateway_over(command: StdioCommand, ready: &str) -> RunningGateway {
 }
 
 /// `tools/call` of `tool` with the argument `text` under the id `id`, `_meta` extended by
-/// `extra`: the HTTP status, the raw text and the JSON-RPC response.
+/// `extra`: the HTTP status, the raw text and the JSON-RPC response (`Null` when there is none).
 async fn call(
     gateway: &RunningGateway,
     id: u64,
@@ -43,25 +43,9 @@ async fn call(
     text: &str,
     extra: Value,
 ) -> (u16, String, Value) {
-    let mut meta = meta();
-    if let Value::Object(extra) = extra {
-        for (k, v) in extra {
-            meta[k] = v;
-        }
-    }
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": { "name": tool, "arguments": { "text": text }, "_meta": meta },
-    });
-    let mut headers = HEADERS.to_vec();
-    headers.extend([("mcp-method", "tools/call"), ("mcp-name", tool)]);
-    let (status, _, text) = raw(reqwest::Method::POST, &gateway.url(), &headers, &body.to_string())
+    call_tool_raw(&gateway.url(), id, tool, json!({ "text": text }), extra, &[])
         .await
-        .unwrap();
-    let response = message(&text).unwrap_or(Value::Null);
-    (status, text, response)
+        .unwrap()
 }
 
 fn text_of(response: &Value) -> &str {

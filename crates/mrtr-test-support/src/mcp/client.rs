@@ -249,3 +249,41 @@ pub async fn response_text(response: Response<hyper::body::Incoming>) -> String 
         .to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
+
+/// A 2026-07-28 `tools/call` of `tool` with `arguments` under the id `id`, its `_meta` extended
+/// by `extra_meta` (an object: a `progressToken`) and its headers by `extra_headers` (a
+/// principal): the HTTP status, the answer's text, and its JSON-RPC response (`Null` when there
+/// is none), for tests that look at all three.
+pub async fn call_tool_raw(
+    url: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+    extra_meta: Value,
+    extra_headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, String, Value)> {
+    let mut meta = meta();
+    if let Value::Object(extra) = extra_meta {
+        for (k, v) in extra {
+            meta[k] = v;
+        }
+    }
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta },
+    });
+    let mut request = conformant_post(&reqwest::Client::new(), url, "tools/call")
+        .header("mcp-name", tool)
+        .timeout(TIMEOUT)
+        .body(body.to_string());
+    for (name, value) in extra_headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let text = response.text().await?;
+    let response = message(&text).unwrap_or(Value::Null);
+    Ok((status, text, response))
+}
