@@ -14,16 +14,14 @@ use anyhow::{Context as _, bail};
 use mrtr_backends::{LegacyBackend, ResponseMode, ServedBackend, SuiteFixture, serve, serve_legacy};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::peers::{tool_params, tool_text};
+use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
 use mrtr_test_support::wait::TIMEOUT;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitationAction, Implementation, ListRootsResult, ProtocolVersion, Root, SamplingMessage,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
+use rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient};
 use serde_json::{Value, json};
 
 /// An rmcp client that answers elicitations with a user's details and sampling with "Paris".
@@ -104,15 +102,7 @@ async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_i
             declares_roots,
             asked: Arc::default(),
         };
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(gateway.url()),
-        );
-        let client = tokio::time::timeout(
-            TIMEOUT,
-            user.clone()
-                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
-        )
-        .await??;
+        let client = connect_with(&gateway.url(), user.clone(), ClientLifecycleMode::Initialize).await?;
         let result =
             tokio::time::timeout(TIMEOUT, client.call_tool(tool_params("roots", json!({}))?)).await??;
         if declares_roots {
@@ -149,15 +139,7 @@ async fn suite_behind(
 async fn an_rmcp_client_of_2025_11_25_completes_two_elicitation_rounds_and_sampling() -> anyhow::Result<()> {
     let (backend, gateway) = suite_behind(|_| {}).await?;
     let user = LegacyUser::default();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(gateway.url()),
-    );
-    let client = tokio::time::timeout(
-        TIMEOUT,
-        user.clone()
-            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
-    )
-    .await??;
+    let client = connect_with(&gateway.url(), user.clone(), ClientLifecycleMode::Initialize).await?;
     let info = client.peer_info().context("initialized")?;
     assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
     assert_eq!(

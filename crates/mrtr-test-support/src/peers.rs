@@ -94,11 +94,21 @@ pub async fn connect<H: ClientHandler>(
     url: &str,
     handler: H,
 ) -> anyhow::Result<RunningService<RoleClient, H>> {
-    let transport =
-        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
+    connect_with(url, handler, lifecycle).await
+}
+
+/// An rmcp client with `handler` on `url`, opening with `lifecycle` (`Initialize` for a client
+/// of the `initialize` era).
+pub async fn connect_with<H: ClientHandler>(
+    url: &str,
+    handler: H,
+    lifecycle: ClientLifecycleMode,
+) -> anyhow::Result<RunningService<RoleClient, H>> {
+    let transport =
+        StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
     Ok(tokio::time::timeout(TIMEOUT, handler.serve_with_lifecycle(transport, lifecycle)).await??)
 }
 
