@@ -135,21 +135,55 @@ async fn next_event(
     }
 }
 
+/// What a listening backend was asked, and the sender of its listen stream.
+type Listening = Arc<Mutex<(Option<serde_json::Value>, Option<mpsc::Sender<Result<Bytes, Infallible>>>)>>;
+
+/// A backend whose `subscriptions/listen` is acknowledged as taking list changes of tools, and
+/// held open for the test to write to (through `listening`, which also keeps the request); any
+/// other request gets `-32601` (so catalog refreshes fail fast).
+async fn listening_backend(State(listening): State<Listening>, body: Bytes) -> Response {
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    if request["method"] != "subscriptions/listen" {
+        let error = json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "Method not found"}});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(error.to_string()))
+            .unwrap();
+    }
+    let (tx, rx) = mpsc::channel(8);
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {"toolsListChanged": true}}});
+    tx.try_send(Ok(Bytes::from(format!("event: message\ndata: {ack}\n\n")))).unwrap();
+    *listening.lock().unwrap() = (Some(request), Some(tx));
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -> anyhow::Result<()> {
     use mrtr_backends::{ResponseMode, SuiteFixture, serve};
-    let first = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
-    let second = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let fixture = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let listening: Listening = Arc::default();
+    let app = Router::new()
+        .route("/mcp", post(listening_backend))
+        .with_state(listening.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listening_url = format!("http://{}/mcp", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
     let gateway = gateway(
         GatewayConfig::new(vec![
-            Backend::new("first", &first.url())?,
-            Backend::new("second", &second.url())?,
+            Backend::new("fixture", &fixture.url())?,
+            Backend::new("lists", &listening_url)?,
         ]),
         keyring(),
     )
     .await?;
-    // List changes go to both backends, the resource to the one owning it (the first: both list
-    // it, and the first in configuration order wins): two streams, merged.
+    // List changes go to both backends, the resource to the one owning it (the fixture): two
+    // streams, merged.
     let listen = body(
         7,
         "subscriptions/listen",
@@ -162,28 +196,41 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     let response = request.body(listen).send().await?;
     assert_eq!(response.status(), 200);
     assert!(
-        response.headers()["content-type"]
-            .to_str()?
-            .starts_with("text/event-stream"),
+        response.headers()["content-type"].to_str()?.starts_with("text/event-stream"),
         "{:?}",
         response.headers()
     );
     let mut stream = response.bytes_stream();
     let mut buffer = String::new();
+    // One acknowledgement of what either accepted: the fixture the resource, the other backend
+    // the list changes (neither accepted both).
     let ack = next_event(&mut stream, &mut buffer).await?;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
-    // What either backend accepted: the fixture takes resource subscriptions, not list changes.
     assert_eq!(
         ack["params"]["notifications"]["resourceSubscriptions"],
         json!(["test://watched-resource"]),
         "{ack}"
     );
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
+    // The second backend was asked for what concerns it alone: no resource it does not own.
+    let (asked, sender) = listening.lock().unwrap().clone();
+    assert_eq!(
+        asked.expect("the second backend was asked")["params"]["notifications"],
+        json!({ "toolsListChanged": true })
+    );
+    // Then both backends' events, the next acknowledgement never among them.
     let update = next_event(&mut stream, &mut buffer).await?;
     assert_eq!(update["method"], "notifications/resources/updated", "{update}");
     assert_eq!(update["params"]["uri"], "test://watched-resource");
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    sender
+        .expect("the listen stream is open")
+        .send(Ok(Bytes::from(format!("event: message\ndata: {changed}\n\n"))))
+        .await?;
+    let next = next_event(&mut stream, &mut buffer).await?;
+    assert_eq!(next, changed);
     drop(stream);
     gateway.shutdown().await?;
-    first.shutdown().await?;
-    second.shutdown().await?;
+    fixture.shutdown().await?;
     Ok(())
 }
