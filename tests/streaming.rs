@@ -28,6 +28,11 @@ async fn held_stream(State(slot): State<Slot>) -> Response {
     let progress = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n";
     tx.try_send(Ok(Bytes::from_static(progress.as_bytes()))).unwrap();
     *slot.lock().unwrap() = Some(tx);
+    sse_response(rx)
+}
+
+/// An SSE answer whose body is what arrives on `rx`.
+fn sse_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> Response {
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
     Response::builder()
@@ -36,15 +41,20 @@ async fn held_stream(State(slot): State<Slot>) -> Response {
         .unwrap()
 }
 
+/// Serves `app` on 127.0.0.1; its `/mcp` URL.
+async fn serve_app(app: Router) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
+
 async fn start_backend() -> anyhow::Result<(String, Slot)> {
     let slot: Slot = Arc::default();
     let app = Router::new()
         .route("/mcp", post(held_stream))
         .with_state(slot.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/mcp", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((url, slot))
+    Ok((serve_app(app).await?, slot))
 }
 
 fn sender(slot: &Slot) -> mpsc::Sender<Result<Bytes, Infallible>> {
@@ -136,7 +146,12 @@ async fn next_event(
 }
 
 /// What a listening backend was asked, and the sender of its listen stream.
-type Listening = Arc<Mutex<(Option<serde_json::Value>, Option<mpsc::Sender<Result<Bytes, Infallible>>>)>>;
+type Listening = Arc<
+    Mutex<(
+        Option<serde_json::Value>,
+        Option<mpsc::Sender<Result<Bytes, Infallible>>>,
+    )>,
+>;
 
 /// A backend whose `subscriptions/listen` is acknowledged as taking list changes of tools, and
 /// held open for the test to write to (through `listening`, which also keeps the request); any
@@ -153,14 +168,10 @@ async fn listening_backend(State(listening): State<Listening>, body: Bytes) -> R
     let (tx, rx) = mpsc::channel(8);
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": {"toolsListChanged": true}}});
-    tx.try_send(Ok(Bytes::from(format!("event: message\ndata: {ack}\n\n")))).unwrap();
+    tx.try_send(Ok(Bytes::from(format!("event: message\ndata: {ack}\n\n"))))
+        .unwrap();
     *listening.lock().unwrap() = (Some(request), Some(tx));
-    let stream =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from_stream(stream))
-        .unwrap()
+    sse_response(rx)
 }
 
 #[tokio::test]
@@ -171,9 +182,7 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     let app = Router::new()
         .route("/mcp", post(listening_backend))
         .with_state(listening.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let listening_url = format!("http://{}/mcp", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let listening_url = serve_app(app).await?;
     let gateway = gateway(
         GatewayConfig::new(vec![
             Backend::new("fixture", &fixture.url())?,
@@ -196,7 +205,9 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     let response = request.body(listen).send().await?;
     assert_eq!(response.status(), 200);
     assert!(
-        response.headers()["content-type"].to_str()?.starts_with("text/event-stream"),
+        response.headers()["content-type"]
+            .to_str()?
+            .starts_with("text/event-stream"),
         "{:?}",
         response.headers()
     );
