@@ -24,9 +24,8 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tower_mrtr::BoxError;
 
-use crate::upstream::body::ProxyBody;
+use crate::upstream::body::{EventsBody, ProxyBody};
 use crate::upstream::sse::{EventReader, is_sse, message_event, set_stream_headers};
 
 /// Events queued for the client before the merge waits for it to read.
@@ -155,29 +154,12 @@ pub(super) async fn merge(
     }
     let (sender, receiver) = mpsc::channel(QUEUE);
     tokio::spawn(run(streams, sender, ack_timeout));
-    let mut response = Response::new(crate::upstream::body::boxed(Merged { events: receiver }));
+    // Dropping the body (the client went away) closes the channel, which ends the merge and
+    // every backend's stream.
+    let merged = EventsBody::new(receiver, Box::new(()));
+    let mut response = Response::new(crate::upstream::body::boxed(merged));
     set_stream_headers(response.headers_mut());
     Ok(response)
-}
-
-/// The merged stream's body: the events the merge sends, until it ends. Dropping it (the client
-/// went away) closes the channel, which ends the merge and every backend's stream.
-struct Merged {
-    events: mpsc::Receiver<Bytes>,
-}
-
-impl http_body::Body for Merged {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
-        self.events
-            .poll_recv(cx)
-            .map(|event| event.map(|e| Ok(http_body::Frame::data(e))))
-    }
 }
 
 /// The merge: acknowledgements first, then every event as it comes, until every stream ended or

@@ -354,17 +354,7 @@ impl Inner {
                 body
             }
         };
-        let relayed = if StdioBackends::serves(backend) {
-            self.stdio.relay(backend, &headers, id, body).await
-        } else if LegacyBackends::speaks_legacy(backend) {
-            let asks = extensions.get::<ClientAsks>();
-            self.legacy
-                .relay(&self.forwarder, backend, headers, id, body, asks)
-                .await
-        } else {
-            self.forwarder.relay(backend, headers, id, body).await
-        };
-        match relayed {
+        match self.relay(backend, headers, &extensions, id, body).await {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
@@ -374,6 +364,28 @@ impl Inner {
                     error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
                 )
             }
+        }
+    }
+
+    /// Relays a request to `backend` in its kind and era: a stdio process, a legacy session, or
+    /// a modern backend's answer streamed through.
+    async fn relay(
+        &self,
+        backend: &Backend,
+        headers: HeaderMap,
+        extensions: &Extensions,
+        id: Option<&str>,
+        body: Bytes,
+    ) -> Result<Response<ProxyBody>, ForwardError> {
+        if StdioBackends::serves(backend) {
+            self.stdio.relay(backend, &headers, id, body).await
+        } else if LegacyBackends::speaks_legacy(backend) {
+            let asks = extensions.get::<ClientAsks>();
+            self.legacy
+                .relay(&self.forwarder, backend, headers, id, body, asks)
+                .await
+        } else {
+            self.forwarder.relay(backend, headers, id, body).await
         }
     }
 
@@ -487,8 +499,8 @@ impl Inner {
 
     /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
     /// a filter of one backend's resources alone goes to that backend and its stream passes
-    /// through; any other is asked of every modern HTTP backend it concerns and their streams are
-    /// merged (`route/listen.rs`).
+    /// through; any other is asked of every backend it concerns (each in its kind and era) and
+    /// their streams are merged (`route/listen.rs`).
     async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let Some(filter) = request_params(&body)
@@ -532,10 +544,7 @@ impl Inner {
                 .await;
         }
         let mut asked = Vec::new();
-        for (index, backend) in self.backends.iter().enumerate() {
-            if StdioBackends::serves(backend) || LegacyBackends::speaks_legacy(backend) {
-                continue; // their listen notifications are not relayed
-            }
+        for (index, _) in self.backends.iter().enumerate() {
             let mine: Vec<String> = uris
                 .iter()
                 .zip(&owners)
@@ -557,9 +566,10 @@ impl Inner {
             ));
         }
         let answers = join_all(asked.iter().map(|(index, narrowed)| {
-            self.forwarder.relay(
+            self.relay(
                 &self.backends[*index],
                 parts.headers.clone(),
+                &parts.extensions,
                 id,
                 narrowed.clone(),
             )

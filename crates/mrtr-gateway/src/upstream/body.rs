@@ -490,6 +490,43 @@ mod tests {
     }
 }
 
+/// A stream of SSE events the gateway writes itself (a merged listen, a listen served from a
+/// legacy session's notifications): the events sent on its channel, until the channel closes.
+/// Dropping it (the client went away) closes the channel, which tells the sender, and drops
+/// what it `holds`.
+pub(crate) struct EventsBody {
+    events: tokio::sync::mpsc::Receiver<Bytes>,
+    _holds: Box<dyn Send + Sync>,
+}
+
+impl EventsBody {
+    /// The stream of what `events` receives, holding `holds` until it is dropped.
+    pub(crate) fn new(events: tokio::sync::mpsc::Receiver<Bytes>, holds: Box<dyn Send + Sync>) -> Self {
+        Self {
+            events,
+            _holds: holds,
+        }
+    }
+}
+
+impl Body for EventsBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.events
+            .poll_recv(cx)
+            .map(|event| event.map(|e| Ok(Frame::data(e))))
+    }
+}
+
+/// How often a listen's stream from a stdio backend gets a keep-alive comment when no message
+/// came, so that proxies in front do not take it for dead.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(30);
+
 /// One message for a call a [`ChannelBody`] answers: a notification, or (`response`) the
 /// response that ends it.
 #[derive(Debug)]
@@ -514,6 +551,9 @@ pub(crate) struct ChannelBody {
     backend: tower_mrtr::Route,
     stall_timeout: Duration,
     stall: Pin<Box<Sleep>>,
+    /// A listen's stream: waiting long is normal, so a keep-alive comment goes out instead of
+    /// the stall's end.
+    keep_alive: bool,
     finished: bool,
     _holds: Box<dyn Send + Sync>,
 }
@@ -548,9 +588,19 @@ impl ChannelBody {
             backend: backend.clone(),
             stall_timeout,
             stall: Box::pin(tokio::time::sleep(stall_timeout)),
+            keep_alive: false,
             finished: false,
             _holds: holds,
         }
+    }
+
+    /// The stream of a `subscriptions/listen`, which may wait for ever: a keep-alive comment
+    /// every [`KEEP_ALIVE`] without a message, and no stall.
+    pub(crate) fn listening(mut self) -> Self {
+        self.keep_alive = true;
+        self.stall_timeout = KEEP_ALIVE;
+        self.stall.as_mut().reset(Instant::now() + KEEP_ALIVE);
+        self
     }
 
     /// The end of a stream whose process failed for `reason`.
@@ -596,6 +646,10 @@ impl Body for ChannelBody {
                 Poll::Ready(None) => return this.fail("the process exited"),
                 Poll::Pending => {
                     if this.stall.as_mut().poll(cx).is_ready() {
+                        if this.keep_alive {
+                            this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n")))));
+                        }
                         return this.fail("it stalled");
                     }
                     return Poll::Pending;

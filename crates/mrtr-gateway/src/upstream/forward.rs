@@ -331,6 +331,26 @@ impl Forwarder {
         Ok((self.read_answer(backend, response).await?, opened))
     }
 
+    /// Opens a legacy backend's `GET` stream for `session`, on which the backend sends what it
+    /// sends of its own (list changes, resource updates); `headers` identify the client as the
+    /// session's requests do.
+    pub(crate) async fn legacy_stream(
+        &self,
+        backend: &Backend,
+        mut headers: HeaderMap,
+        version: &str,
+        session: &HeaderValue,
+    ) -> Result<Response<Incoming>, ForwardError> {
+        headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Ok(version) = HeaderValue::from_str(version) {
+            headers.insert(MCP_PROTOCOL_VERSION, version);
+        }
+        let (response, _) = self
+            .send(backend, Method::GET, headers, Bytes::new(), Some(session))
+            .await?;
+        Ok(response)
+    }
+
     /// Ends a legacy backend's `session` with `DELETE`, as a client that is done with it should.
     /// What the backend answers does not matter (a server may refuse with 405): it is logged.
     pub(crate) async fn legacy_close(&self, backend: &Backend, version: &str, session: HeaderValue) {

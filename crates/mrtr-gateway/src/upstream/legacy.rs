@@ -19,7 +19,10 @@
 //!   `params._meta` removed, `Mcp-Session-Id` and the negotiated `MCP-Protocol-Version` set, the
 //!   2026-07-28 headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) removed. Answers come back in
 //!   modern form (`upstream/translate.rs`). `server/discover` is answered from the session's
-//!   `initialize` result; `subscriptions/listen` and notifications are not forwarded.
+//!   `initialize` result.
+//! * **`subscriptions/listen`** is served from the session's `GET` stream, one per session
+//!   however many listen, through a hub that fans its notifications out and counts
+//!   `resources/subscribe` (`upstream/hub.rs`); the session is kept open while a listen uses it.
 //! * **A session the backend forgot** (it answers `404`, as the transport specification says it
 //!   must for an unknown session, or a `400` whose error names the session, as the TypeScript
 //!   SDK 1.x does; either without processing the request) is opened again and the request sent
@@ -33,7 +36,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -48,8 +51,9 @@ use tower_mrtr::Route;
 use super::body::{BackendBody, ProxyBody, accepted, json};
 use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
 use super::forward::{Answer, ForwardError, Forwarder, mcp_method};
-use super::sse::is_sse;
-use super::translate::{ClientAsks, Reply, Translation, outgoing};
+use super::hub::{self, Hub, Subscriber, Wants};
+use super::sse::{EventReader, is_sse};
+use super::translate::{ClientAsks, Reply, Translation, answer_backend_request, outgoing};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
 
@@ -85,6 +89,25 @@ struct Slot {
     session: OnceCell<Session>,
     in_flight: AtomicUsize,
     last_used: Mutex<Instant>,
+    /// The session's `GET` stream, while a listen uses it.
+    notifications: tokio::sync::Mutex<Weak<Notifications>>,
+}
+
+/// A session's `GET` stream, read into the hub of its listens (`upstream/hub.rs`): one per
+/// session however many listen, since the backend sends each message on one stream only. Every
+/// listen's stream holds it; the last one to end closes the `GET` stream, and the session goes
+/// back to being idle (its lease is held until then, so it is not closed under a listen).
+#[derive(Debug)]
+struct Notifications {
+    hub: Arc<Hub>,
+    reader: tokio::task::JoinHandle<()>,
+    _lease: Lease,
+}
+
+impl Drop for Notifications {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 /// An open session.
@@ -201,14 +224,7 @@ impl LegacyBackends {
             return Ok(accepted());
         };
         if method == "subscriptions/listen" {
-            let message = format!(
-                "subscriptions/listen is not relayed to the initialize-era backend {:?}",
-                backend.name()
-            );
-            return Ok(json(
-                StatusCode::NOT_FOUND,
-                jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
-            ));
+            return self.listen(forwarder, backend, &headers, id, &body, asks).await;
         }
         if method == "server/discover" {
             let result = self.discover(forwarder, backend, &headers, asks).await?;
@@ -259,6 +275,75 @@ impl LegacyBackends {
                 Ok(Response::from_parts(parts, Either::Left(body)))
             }
         }
+    }
+
+    /// A `subscriptions/listen`, served in the key's session from its `GET` stream, with
+    /// `resources/subscribe` for the resources it asks for (`upstream/hub.rs`).
+    async fn listen(
+        &self,
+        forwarder: &Forwarder,
+        backend: &Backend,
+        headers: &HeaderMap,
+        id: &str,
+        body: &Bytes,
+        asks: Option<&ClientAsks>,
+    ) -> Result<Response<ProxyBody>, ForwardError> {
+        let lease = self
+            .lease(forwarder, backend, &self.key(headers, asks), headers)
+            .await?;
+        let session = lease.session().ok_or_else(no_session)?;
+        let (Some(session_id), version) = (session.id.clone(), session.version.clone()) else {
+            // A backend without sessions has no stream to send notifications on.
+            return Ok(no_stream(backend, id));
+        };
+        let offers = Wants::offered(&session.discover);
+        let identity = identity_headers(headers);
+        let notifications = {
+            let mut held = lease.slot.notifications.lock().await;
+            match held.upgrade().filter(|n| !n.hub.is_closed()) {
+                Some(notifications) => notifications,
+                None => {
+                    let stream = forwarder
+                        .legacy_stream(backend, identity.clone(), &version, &session_id)
+                        .await?;
+                    if stream.status() != StatusCode::OK || !is_sse(stream.headers()) {
+                        tracing::debug!(backend = backend.name(), status = %stream.status(), "no GET stream for a listen");
+                        return Ok(no_stream(backend, id));
+                    }
+                    let hub = Arc::new(Hub::default());
+                    let reply = reply_sink(forwarder.clone(), backend.clone(), Lease::new(lease.slot.clone()));
+                    let reader = tokio::spawn(read_stream(stream.into_body(), hub.clone(), reply));
+                    let notifications = Arc::new(Notifications {
+                        hub,
+                        reader,
+                        _lease: Lease::new(lease.slot.clone()),
+                    });
+                    *held = Arc::downgrade(&notifications);
+                    notifications
+                }
+            }
+        };
+        let subscriber: Subscriber = {
+            let (forwarder, backend) = (forwarder.clone(), backend.clone());
+            Arc::new(move |method, uri| {
+                let (forwarder, backend) = (forwarder.clone(), backend.clone());
+                let (identity, version, session_id) = (identity.clone(), version.clone(), session_id.clone());
+                Box::pin(async move {
+                    let request = json!({ "jsonrpc": "2.0", "id": "mrtr-subscribe", "method": method, "params": { "uri": uri } });
+                    let body = Bytes::from(request.to_string());
+                    let answer = forwarder
+                        .legacy_exchange(&backend, identity, Some(&version), Some(&session_id), body)
+                        .await;
+                    answer.is_ok_and(|(a, _)| a.result().is_some())
+                })
+            })
+        };
+        let filter = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|mut b| b.pointer_mut("/params/notifications").map(Value::take))
+            .unwrap_or(Value::Null);
+        let hub = notifications.hub.clone();
+        Ok(hub::listen(&hub, &offers, id, &filter, subscriber, Box::new(notifications)).await)
     }
 
     /// A read-only request of the gateway's own or a client's list (as
@@ -388,6 +473,7 @@ impl LegacyBackends {
                         session: OnceCell::new(),
                         in_flight: AtomicUsize::new(0),
                         last_used: Mutex::new(Instant::now()),
+                        notifications: tokio::sync::Mutex::new(Weak::new()),
                     })
                 })
                 .clone();
@@ -475,6 +561,56 @@ async fn close(forwarder: &Forwarder, backend: &Backend, slot: &Slot) {
     }
 }
 
+/// What identifies the client to the backend (the principal header, trace context), for the
+/// gateway's own requests in its session (the handshake, the `GET` stream, subscriptions); the
+/// forwarder drops credentials and hop-by-hop headers.
+fn identity_headers(client_headers: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, value) in client_headers {
+        if !name.as_str().starts_with("mcp-") && !matches!(*name, header::CONTENT_TYPE | header::ACCEPT) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    headers
+}
+
+/// The refusal of a listen by a backend that has no stream for its notifications.
+fn no_stream(backend: &Backend, id: &str) -> Response<ProxyBody> {
+    let message = format!(
+        "The initialize-era backend {:?} offers no stream for its notifications",
+        backend.name()
+    );
+    json(
+        StatusCode::NOT_FOUND,
+        jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
+    )
+}
+
+/// Reads a session's `GET` stream into `hub` until it ends; the backend's requests on it are
+/// answered through `reply` (`ping`; the others refused, as no one client owns the stream).
+async fn read_stream(mut body: Incoming, hub: Arc<Hub>, reply: Reply) {
+    use http_body_util::BodyExt;
+    let mut events = EventReader::new();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(data) = frame.into_data() else { continue };
+        events.push(&data);
+        while let Some(event) = events.next_event() {
+            if hub.deliver(&event) {
+                continue;
+            }
+            if let Ok(request) = serde_json::from_slice::<Value>(&event)
+                && let (Some(method), Some(id)) = (request["method"].as_str(), request.get("id"))
+            {
+                reply(answer_backend_request(&id.to_string(), method));
+            }
+        }
+        if events.held() > super::forward::MAX_MERGED_ANSWER {
+            break;
+        }
+    }
+    hub.close("The backend's notification stream ended");
+}
+
 /// `initialize` and `notifications/initialized` for `key`, with the client's principal header.
 async fn open(
     forwarder: &Forwarder,
@@ -488,14 +624,7 @@ async fn open(
         key.capabilities,
         env!("CARGO_PKG_VERSION")
     );
-    // What identifies the client to the backend (the principal header, trace context) goes
-    // with the handshake too; the forwarder drops credentials and hop-by-hop headers.
-    let mut headers = HeaderMap::new();
-    for (name, value) in client_headers {
-        if !name.as_str().starts_with("mcp-") && !matches!(*name, header::CONTENT_TYPE | header::ACCEPT) {
-            headers.append(name.clone(), value.clone());
-        }
-    }
+    let headers = identity_headers(client_headers);
     let (answer, id) = forwarder
         .legacy_exchange(backend, headers.clone(), None, None, Bytes::from(body))
         .await?;
@@ -537,13 +666,21 @@ async fn open(
 }
 
 /// A `server/discover` result for a 2026-07-28 client from an `initialize` result: the features
-/// the backend offers, without what the gateway does not relay for it (`listChanged` and
-/// `subscribe` need `subscriptions/listen`; `logging` is per request in 2026-07-28).
+/// the backend offers, with the list changes and resource subscriptions it announces (which a
+/// `subscriptions/listen` gets through `upstream/hub.rs`), without `logging` (per request in
+/// 2026-07-28).
 pub(crate) fn discover_result(initialize: &Value) -> Value {
     let mut capabilities = serde_json::Map::new();
     for feature in ["tools", "prompts", "resources", "completions"] {
-        if initialize["capabilities"][feature].is_object() {
-            capabilities.insert(feature.to_owned(), json!({}));
+        let offered = &initialize["capabilities"][feature];
+        if offered.is_object() {
+            let mut kept = serde_json::Map::new();
+            for flag in ["listChanged", "subscribe"] {
+                if offered[flag] == true && (flag == "listChanged" || feature == "resources") {
+                    kept.insert(flag.to_owned(), Value::Bool(true));
+                }
+            }
+            capabilities.insert(feature.to_owned(), Value::Object(kept));
         }
     }
     let mut result = json!({
@@ -628,15 +765,19 @@ mod tests {
     }
 
     #[test]
-    fn discovery_offers_the_features_without_what_is_not_relayed() {
+    fn discovery_offers_the_features_and_their_notifications_without_logging() {
         let initialize = json!({
             "protocolVersion": "2025-11-25",
-            "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true }, "logging": {} },
+            "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true, "x": 1 },
+                "prompts": { "subscribe": true }, "logging": {} },
             "serverInfo": { "name": "everything", "version": "2.0.0" },
             "instructions": "be kind"
         });
         let result = discover_result(&initialize);
-        assert_eq!(result["capabilities"], json!({ "tools": {}, "resources": {} }));
+        assert_eq!(
+            result["capabilities"],
+            json!({ "tools": { "listChanged": true }, "resources": { "subscribe": true }, "prompts": {} })
+        );
         assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
         assert_eq!(result["serverInfo"]["name"], "everything");
         assert_eq!(result["instructions"], "be kind");

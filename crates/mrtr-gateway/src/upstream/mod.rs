@@ -2,11 +2,12 @@
 //! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]), its
 //! health state ([`health`]) and era ([`era`]: the probe that finds it), the sessions in
 //! which `initialize`-era backends are spoken to ([`legacy`], whose answers [`translate`] puts
-//! in modern form), and the processes of stdio backends ([`stdio`]). Imports `observe` and the
+//! in modern form, and whose notifications of their own [`hub`] fans out to listens), and the
+//! processes of stdio backends ([`stdio`]). Imports `observe` and the
 //! ground floor only. A new kind of backend (another transport) goes here.
 //!
-//! Within the room, imports run from `stdio`, `legacy` and `era` to `forward`, then `body`,
-//! `translate` and `sse`; `stdio` also uses `era`'s probe messages and `legacy`'s discovery
+//! Within the room, imports run from `stdio`, `legacy` and `era` to `forward` and `hub`, then
+//! `body`, `translate` and `sse`; `stdio` also uses `era`'s probe messages and `legacy`'s discovery
 //! result, and `era`, `legacy` and `stdio` read `health`.
 //!
 //! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
@@ -18,6 +19,7 @@ pub(crate) mod body;
 pub(crate) mod era;
 pub(crate) mod forward;
 pub(crate) mod health;
+pub(crate) mod hub;
 pub(crate) mod legacy;
 pub(crate) mod sse;
 pub(crate) mod stdio;

@@ -80,6 +80,9 @@ pub(crate) struct Translation {
     modern: bool,
     /// The client's `progressToken` (raw JSON), where the request went out with `ours` instead.
     progress: Option<Box<str>>,
+    /// Whether the request is a `subscriptions/listen` (sent to a stdio backend under `ours`),
+    /// whose notifications name it in `_meta`.
+    listen: bool,
     /// Where the backend's own requests go, for a client that takes them.
     asks: Option<ClientAsks>,
     /// A JSON answer, read whole before it is translated.
@@ -111,6 +114,7 @@ impl Translation {
             cacheable: false,
             modern: false,
             progress: None,
+            listen: false,
             asks: None,
             json: BytesMut::new(),
             events: EventReader::new(),
@@ -125,6 +129,7 @@ impl Translation {
             method,
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read"
         );
+        self.listen = method == "subscriptions/listen";
         self
     }
 
@@ -239,6 +244,7 @@ impl Translation {
                 Some(token) if method.get() == r#""notifications/progress""# => {
                     Some(self.progress_notification(message, token).unwrap_or(data))
                 }
+                _ if self.listen => Some(self.listen_notification(message).unwrap_or(data)),
                 _ => Some(data),
             },
             (None, Some(id)) if id == &*self.ours => {
@@ -301,6 +307,26 @@ impl Translation {
             return None;
         }
         *value = RawValue::from_string(token.to_owned()).ok()?;
+        *params = serde_json::value::to_raw_value(&object).ok()?;
+        serde_json::to_vec(&message).ok().map(Bytes::from)
+    }
+
+    /// A listen stream's notification with the client's request id back in
+    /// `_meta["io.modelcontextprotocol/subscriptionId"]`, where it names the gateway's.
+    fn listen_notification(&self, mut message: RawObject) -> Option<Bytes> {
+        let (_, params) = message.0.iter_mut().find(|(key, _)| key == "params")?;
+        let mut object: RawObject = serde_json::from_str(params.get()).ok()?;
+        let (_, meta) = object.0.iter_mut().find(|(key, _)| key == "_meta")?;
+        let mut fields: RawObject = serde_json::from_str(meta.get()).ok()?;
+        let (_, value) = fields
+            .0
+            .iter_mut()
+            .find(|(key, _)| key == "io.modelcontextprotocol/subscriptionId")?;
+        if value.get() != &*self.ours {
+            return None;
+        }
+        *value = RawValue::from_string(self.theirs.to_string()).ok()?;
+        *meta = serde_json::value::to_raw_value(&fields).ok()?;
         *params = serde_json::value::to_raw_value(&object).ok()?;
         serde_json::to_vec(&message).ok().map(Bytes::from)
     }
@@ -412,7 +438,7 @@ fn modern_result(result: &RawValue, cacheable: bool) -> Option<Box<RawValue>> {
 }
 
 /// The gateway's answer to a request a backend sent on a 2026-07-28 client's behalf.
-fn answer_backend_request(id: &str, method: &str) -> Bytes {
+pub(crate) fn answer_backend_request(id: &str, method: &str) -> Bytes {
     let mut text = String::new();
     if method == "ping" {
         let _ = write!(text, r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
@@ -484,6 +510,26 @@ mod tests {
         ));
         assert_eq!(&out[..], br#"{"jsonrpc":"2.0","id":42,"result":{"content":[]}}"#);
         assert!(t.answered);
+    }
+
+    #[test]
+    fn a_listens_notifications_name_the_clients_request_again() {
+        let (t, _) = translation();
+        let mut t = t.modern().for_method("subscriptions/listen");
+        let ack = t.event(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":"mrtr-7"}}}"#,
+        ));
+        let ack = &data(&ack)[0]["params"];
+        assert_eq!(ack["_meta"]["io.modelcontextprotocol/subscriptionId"], 42);
+        assert_eq!(ack["notifications"], json!({ "toolsListChanged": true }));
+        let other = t.event(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"mrtr-8"}}}"#,
+        ));
+        assert_eq!(
+            data(&other)[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "mrtr-8",
+            "not ours: as it came"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::jsonrpc::{self, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::body::Relayed;
 use crate::upstream::forward::{Answer, ForwardError};
 use crate::upstream::health::Found;
+use crate::upstream::hub::Hub;
 use crate::upstream::translate::{Reply, Translation, outgoing};
 
 /// Most requests in flight per process; more wait for one to finish.
@@ -33,6 +34,8 @@ pub(super) struct Conn {
     pub(super) next_id: AtomicU64,
     /// What its handshake found (set once, before the process is `Up`).
     pub(super) hello: std::sync::OnceLock<Hello>,
+    /// A legacy process's list changes and resource updates, for the listens it serves.
+    pub(super) hub: Arc<Hub>,
 }
 
 pub(super) struct Hello {
@@ -54,6 +57,19 @@ impl Drop for CallGuard {
             calls.remove(&self.ours);
         }
     }
+}
+
+/// The `_meta` of a notification's params, as far as it names a listen.
+#[derive(serde::Deserialize)]
+struct ListenMeta<'a> {
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<ListenId<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListenId<'a> {
+    #[serde(rename = "io.modelcontextprotocol/subscriptionId", borrow)]
+    subscription_id: Option<&'a RawValue>,
 }
 
 /// Why a request was not sent.
@@ -84,6 +100,7 @@ impl Conn {
     /// taken.
     pub(super) fn close(&self) {
         *self.calls() = None;
+        self.hub.close("The backend's process exited");
     }
 
     /// The call waiting for the id `ours` (raw JSON); with `remove`, taken out (its response came).
@@ -190,7 +207,25 @@ impl Conn {
                 }
             }
             (Some(method), None) => {
-                tracing::debug!(backend, method = method.get(), message = %line, "stdio backend notification (not relayed)");
+                // A modern process names the listen a notification is for; a legacy one's
+                // notifications of its own are the hub's to fan out.
+                let listen = message
+                    .get("params")
+                    .and_then(|p| serde_json::from_str::<ListenMeta<'_>>(p.get()).ok())
+                    .and_then(|p| p.meta?.subscription_id)
+                    .and_then(|id| self.call(id.get(), false));
+                if let Some(call) = listen {
+                    if call.capacity() > 1 {
+                        let _ = call.try_send(Relayed {
+                            message: Bytes::from(line),
+                            response: false,
+                        });
+                    } else {
+                        tracing::debug!(backend, "a listen's client fell behind; notification dropped");
+                    }
+                } else if self.modern() || !self.hub.deliver(line.as_bytes()) {
+                    tracing::debug!(backend, method = method.get(), message = %line, "stdio backend notification (not relayed)");
+                }
             }
             (None, None) => {
                 tracing::warn!(backend, message = %line, "stdio backend sent an error about no request");

@@ -19,6 +19,13 @@
 //! * **Answers**: one that comes within the response timeout is the HTTP answer (JSON); one that
 //!   streams progress first, or takes longer, is an SSE stream ([`ChannelBody`]) that ends with
 //!   it. A client that goes away gets `notifications/cancelled` sent for its request.
+//! * **`subscriptions/listen`**: a modern process's is relayed as a call, its notifications
+//!   routed by the `subscriptionId` they carry, its stream kept alive with comments, and it takes
+//!   no place among the calls in flight (a bound of its own,
+//!   [`MAX_LISTENS`](super::hub::MAX_LISTENS)); a legacy process's is served from the
+//!   notifications it sends of its own, through its hub (`upstream/hub.rs`), which sends
+//!   `resources/subscribe` and `resources/unsubscribe` as listens come and go. When the process
+//!   exits, every listen ends with an error.
 //! * **The process's own requests** (`elicitation/create`, `sampling/createMessage`,
 //!   `roots/list`) are answered with an error that names the reason, since no one client owns
 //!   the process; `ping` is answered. Its log notifications go to the gateway's debug log.
@@ -47,6 +54,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Response, StatusCode};
+use serde_json::{Value, json};
 use tower_mrtr::Route;
 
 use self::conn::{Call, Conn, Unsent, exited, stuck};
@@ -55,7 +63,8 @@ use super::body::{ChannelBody, ProxyBody, accepted, json};
 use super::forward::{Answer, ForwardError, mcp_method};
 use super::health::{Down, Found};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
-use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
+use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::upstream::hub::{self, Subscriber, Wants};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
 use crate::upstream::sse::set_stream_headers;
@@ -169,12 +178,31 @@ impl StdioBackends {
         timeout: Duration,
     ) -> Result<Response<ProxyBody>, ForwardError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let (conn, permit) = process.place(timeout).await?;
         let method = mcp_method(headers);
+        let listen = method == "subscriptions/listen";
+        let (conn, permit) = if listen {
+            // A listen stays open: it takes a place of its own, not one of the calls'.
+            let conn = process.up(timeout).await?;
+            if !conn.modern() {
+                return Ok(legacy_listen(&conn, id, &body, timeout).await);
+            }
+            let Ok(permit) = process.listens.clone().try_acquire_owned() else {
+                let message = "Too many subscriptions to this backend";
+                return Ok(json(
+                    StatusCode::OK,
+                    jsonrpc::error_body(Some(id), INTERNAL_ERROR, message, None),
+                ));
+            };
+            (conn, permit)
+        } else {
+            process.place(timeout).await?
+        };
         if !conn.modern()
-            && let Some(answer) = legacy_own_answer(&conn, backend, method, id)
+            && method == "server/discover"
+            && let Some(discover) = conn.hello.get().and_then(|h| h.discover.as_ref())
         {
-            return Ok(answer);
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{discover}}}"#);
+            return Ok(json(StatusCode::OK, Bytes::from(body)));
         }
         let mut call = match conn.send(&body, method, Some(permit)) {
             Ok(call) => call,
@@ -217,6 +245,7 @@ impl StdioBackends {
             stall,
             Box::new(guard),
         );
+        let body = if listen { body.listening() } else { body };
         let mut response = Response::new(super::body::boxed(body));
         set_stream_headers(response.headers_mut());
         Ok(response)
@@ -264,25 +293,29 @@ impl StdioBackends {
     }
 }
 
-/// What a legacy process's session answers itself: `server/discover` (from its `initialize`
-/// result) and `subscriptions/listen` (not relayed), as for a legacy HTTP backend.
-fn legacy_own_answer(conn: &Conn, backend: &Backend, method: &str, id: &str) -> Option<Response<ProxyBody>> {
-    match method {
-        "server/discover" => {
-            let discover = conn.hello.get()?.discover.as_ref()?;
-            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{discover}}}"#);
-            Some(json(StatusCode::OK, Bytes::from(body)))
-        }
-        "subscriptions/listen" => {
-            let message = format!(
-                "subscriptions/listen is not relayed to the initialize-era backend {:?}",
-                backend.name()
-            );
-            Some(json(
-                StatusCode::NOT_FOUND,
-                jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None),
-            ))
-        }
-        _ => None,
-    }
+/// A `subscriptions/listen` of a legacy process's: served from its own notifications by its
+/// hub, subscribing to resources with `resources/subscribe` (see `upstream/hub.rs`).
+async fn legacy_listen(conn: &Arc<Conn>, id: &str, body: &[u8], timeout: Duration) -> Response<ProxyBody> {
+    let offers = conn
+        .hello
+        .get()
+        .and_then(|h| h.discover.as_ref())
+        .map(Wants::offered)
+        .unwrap_or_default();
+    let filter = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|mut b| b.pointer_mut("/params/notifications").map(Value::take))
+        .unwrap_or(Value::Null);
+    let subscriber: Subscriber = {
+        let conn = conn.clone();
+        Arc::new(move |method, uri| {
+            let conn = conn.clone();
+            Box::pin(async move {
+                let request = json!({ "jsonrpc": "2.0", "id": 0, "method": method, "params": { "uri": uri } });
+                let answer = conn.request(request.to_string().as_bytes(), method, None, timeout).await;
+                answer.is_ok_and(|a| a.result().is_some())
+            })
+        })
+    };
+    hub::listen(&conn.hub, &offers, id, &filter, subscriber, Box::new(())).await
 }

@@ -20,6 +20,7 @@ use crate::observe::metrics::BackendMetrics;
 use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
 use crate::upstream::forward::ForwardError;
 use crate::upstream::health::Down;
+use crate::upstream::hub::MAX_LISTENS;
 use crate::upstream::legacy::discover_result;
 
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
@@ -50,6 +51,9 @@ pub(super) struct Process {
     pub(super) stop: CancellationToken,
     pub(super) supervisor: Mutex<Option<JoinHandle<()>>>,
     pub(super) in_flight: Arc<Semaphore>,
+    /// Places for a modern process's `subscriptions/listen` streams, which take none of
+    /// `in_flight`'s (they stay open).
+    pub(super) listens: Arc<Semaphore>,
     pub(super) metrics: BackendMetrics,
 }
 
@@ -106,6 +110,7 @@ impl Process {
             stop: CancellationToken::new(),
             supervisor: Mutex::new(None),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            listens: Arc::new(Semaphore::new(MAX_LISTENS)),
             metrics: BackendMetrics::new(name),
         }
     }
@@ -229,6 +234,7 @@ impl Process {
             calls: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
             hello: std::sync::OnceLock::new(),
+            hub: Default::default(),
         });
         let reader = {
             let conn = conn.clone();
