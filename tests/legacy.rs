@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use mrtr_backends::{LegacyBackend, ResponseMode, ServedBackend, SuiteFixture, serve, serve_legacy};
+use mrtr_backends::legacy::WATCHED;
+use mrtr_backends::{
+    LegacyBackend, ResponseMode, ServedBackend, ServedLegacy, SuiteFixture, serve, serve_legacy,
+};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
@@ -86,8 +89,9 @@ impl ClientHandler for RootsUser {
     }
 }
 
-#[tokio::test]
-async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_it() -> anyhow::Result<()> {
+/// A gateway in front of an `initialize`-era backend (`LegacyBackend`), once the probe found it
+/// legacy.
+async fn legacy_behind() -> anyhow::Result<(ServedLegacy, RunningGateway)> {
     let backend = serve_legacy(LegacyBackend::new("old")).await?;
     let mut config = GatewayConfig::new(vec![Backend::new("old", backend.url())?]);
     config.settings.health_interval = PositiveSeconds::from_secs(3600);
@@ -97,6 +101,12 @@ async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_i
         readiness.check().1["backends"]["old"]["era"] == "legacy"
     })
     .await;
+    Ok((backend, gateway))
+}
+
+#[tokio::test]
+async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_it() -> anyhow::Result<()> {
+    let (_backend, gateway) = legacy_behind().await?;
     for declares_roots in [true, false] {
         let user = RootsUser {
             declares_roots,
@@ -680,5 +690,72 @@ async fn resource_updates_reach_the_sessions_get_stream() -> anyhow::Result<()> 
     drop(updates);
     gateway.shutdown().await?;
     backend.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_legacy_clients_subscription_to_a_legacy_backends_resource_is_the_backends() -> anyhow::Result<()> {
+    let (_backend, gateway) = legacy_behind().await?;
+    let session = Session::open(&gateway.url(), json!({})).await?;
+    let stream = reqwest::Client::new()
+        .get(gateway.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await?;
+    assert_eq!(stream.status(), 200);
+    let mut updates = Events {
+        response: stream,
+        buffer: String::new(),
+    };
+    let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let tool = |id: u64, name: &str, text: &str| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": {"text": text}}),
+        )
+    };
+    let text = |answer: &Value| {
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    let subscribe = request(1, "resources/subscribe", json!({"uri": WATCHED}));
+    let answer = reply(session.post(&session.url, subscribe).await?).await?;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    // The backend holds the subscription (its resources/subscribe came through the gateway's
+    // listen), and its update reaches the client's GET stream in legacy form.
+    let subscribed = reply(session.post(&session.url, tool(2, "subscriptions", "")).await?).await?;
+    assert_eq!(text(&subscribed), WATCHED, "{subscribed}");
+    let notified = reply(session.post(&session.url, tool(3, "notify", WATCHED)).await?).await?;
+    assert_eq!(text(&notified), WATCHED, "{notified}");
+    assert_eq!(
+        updates.next().await?,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": WATCHED}})
+    );
+
+    // Unsubscribed: the backend's subscription goes with the gateway's listen.
+    let unsubscribe = request(4, "resources/unsubscribe", json!({"uri": WATCHED}));
+    let answer = reply(session.post(&session.url, unsubscribe).await?).await?;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let mut id = 5;
+    mrtr_test_support::wait::eventually(TIMEOUT, "the backend unsubscribed", || {
+        id += 1;
+        let asked = tool(id, "subscriptions", "");
+        let session = &session;
+        async move {
+            match session.post(&session.url, asked).await {
+                Ok(answer) => reply(answer).await.is_ok_and(|a| text(&a).is_empty()),
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+    drop(updates);
+    gateway.shutdown().await?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use mrtr_gateway::{Backend, GatewayConfig};
 use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::mcp::{body, mcp_headers};
+use mrtr_test_support::mcp::{EventStream, body, mcp_headers};
 use mrtr_test_support::wait::TIMEOUT;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -124,27 +124,6 @@ async fn a_client_hanging_up_cancels_the_backend_stream() -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The data of the next SSE event of `stream` that has data (comments skipped), within TIMEOUT.
-async fn next_event(
-    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
-    buffer: &mut String,
-) -> anyhow::Result<serde_json::Value> {
-    loop {
-        if let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-            if !data.is_empty() {
-                return Ok(serde_json::from_str(&data.join("\n"))?);
-            }
-            continue;
-        }
-        match tokio::time::timeout(TIMEOUT, stream.next()).await? {
-            Some(chunk) => buffer.push_str(std::str::from_utf8(&chunk?)?),
-            None => anyhow::bail!("stream ended"),
-        }
-    }
-}
-
 /// What a listening backend was asked, and the sender of its listen stream.
 type Listening = Arc<
     Mutex<(
@@ -211,11 +190,10 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
         "{:?}",
         response.headers()
     );
-    let mut stream = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = EventStream::of(response);
     // One acknowledgement of what either accepted: the fixture the resource, the other backend
     // the list changes (neither accepted both).
-    let ack = next_event(&mut stream, &mut buffer).await?;
+    let ack = events.next().await?;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
     assert_eq!(
         ack["params"]["notifications"]["resourceSubscriptions"],
@@ -230,7 +208,7 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
         json!({ "toolsListChanged": true })
     );
     // Then both backends' events, the next acknowledgement never among them.
-    let update = next_event(&mut stream, &mut buffer).await?;
+    let update = events.next().await?;
     assert_eq!(update["method"], "notifications/resources/updated", "{update}");
     assert_eq!(update["params"]["uri"], "test://watched-resource");
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
@@ -238,9 +216,9 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
         .expect("the listen stream is open")
         .send(Ok(Bytes::from(format!("event: message\ndata: {changed}\n\n"))))
         .await?;
-    let next = next_event(&mut stream, &mut buffer).await?;
+    let next = events.next().await?;
     assert_eq!(next, changed);
-    drop(stream);
+    drop(events);
     gateway.shutdown().await?;
     fixture.shutdown().await?;
     Ok(())

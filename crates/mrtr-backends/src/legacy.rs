@@ -7,17 +7,20 @@
 //! session gets rmcp's own refusal, as a real legacy deployment would give it.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-        ServerCapabilities, ServerConfig, Tool,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, Tool, UnsubscribeRequestParams,
     },
     service::RequestContext,
     transport::streamable_http_server::{
@@ -41,23 +44,53 @@ pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 /// (its process id), `sleep` (answers `slept` after `text` milliseconds, at most 10 000) and
 /// `stderr` (writes a line of `text` bytes, at most 1 MiB, to its stderr, then answers
 /// `written`).
+///
+/// For tests of notifications, as an initialize-era server sends them of its own (on the
+/// session's `GET` stream, or stdout): it offers [`WATCHED`] and [`OTHER`] as resources one can
+/// subscribe to, announces tool list changes, and has the tools `notify` (sends
+/// `notifications/tools/list_changed` when `text` is `tools`, else `notifications/resources/updated`
+/// for the URI `text` if the session subscribed to it; answers what it sent) and `subscriptions`
+/// (answers the session's subscribed URIs, sorted, comma-separated).
 #[derive(Clone, Debug)]
 pub struct LegacyBackend {
     name: String,
+    /// This session's resource subscriptions.
+    subscribed: Arc<Mutex<BTreeSet<String>>>,
 }
+
+/// A resource of [`LegacyBackend`]'s.
+pub const WATCHED: &str = "test://legacy/watched";
+/// Another resource of [`LegacyBackend`]'s.
+pub const OTHER: &str = "test://legacy/other";
 
 impl LegacyBackend {
     /// A server that names itself `name` in its `serverInfo`.
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_owned(),
+            subscribed: Arc::default(),
         }
+    }
+
+    /// The same server for a new session: no subscriptions.
+    fn for_session(&self) -> Self {
+        Self::new(&self.name)
+    }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.subscribed.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl ServerHandler for LegacyBackend {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
             .with_protocol_version(LEGACY_VERSION)
             .with_server_info(Implementation::new(self.name.clone(), "1.0.0"))
     }
@@ -100,8 +133,64 @@ impl ServerHandler for LegacyBackend {
             ),
             Tool::new("pid", "Answers the server's process id.", schema.clone()),
             Tool::new("sleep", "Answers slept after text milliseconds.", schema.clone()),
-            Tool::new("stderr", "Writes a line of text bytes to stderr.", schema),
+            Tool::new("stderr", "Writes a line of text bytes to stderr.", schema.clone()),
+            Tool::new(
+                "notify",
+                "Sends a tool list change (text: tools) or an update of the resource text.",
+                schema.clone(),
+            ),
+            Tool::new(
+                "subscriptions",
+                "Answers the session's subscribed resources.",
+                schema,
+            ),
         ]))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            Resource::new(WATCHED, "watched"),
+            Resource::new(OTHER, "other"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != WATCHED && request.uri != OTHER {
+            return Err(ErrorData::resource_not_found(request.uri, None));
+        }
+        let contents = ResourceContents::text("contents", request.uri);
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe is of the initialize era, which this server is
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if request.uri != WATCHED && request.uri != OTHER {
+            return Err(ErrorData::resource_not_found(request.uri, None));
+        }
+        self.subscriptions().insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions().remove(&request.uri);
+        Ok(())
     }
 
     async fn call_tool(
@@ -126,6 +215,21 @@ impl ServerHandler for LegacyBackend {
                 names.join(",")
             }
             "pid" => std::process::id().to_string(),
+            "notify" if argument == "tools" => {
+                let _ = context.peer.notify_tool_list_changed().await;
+                "tools".to_owned()
+            }
+            "notify" => {
+                let subscribed = self.subscriptions().contains(&argument);
+                if subscribed {
+                    let update = ResourceUpdatedNotificationParam::new(argument.clone());
+                    let _ = context.peer.notify_resource_updated(update).await;
+                    argument
+                } else {
+                    format!("not subscribed: {argument}")
+                }
+            }
+            "subscriptions" => self.subscriptions().iter().cloned().collect::<Vec<_>>().join(","),
             "stderr" => {
                 let len = argument.parse::<usize>().unwrap_or(0).min(1 << 20);
                 eprintln!("{}", "x".repeat(len));
@@ -219,7 +323,7 @@ pub async fn serve_legacy_at(backend: LegacyBackend, addr: SocketAddr) -> io::Re
         .with_legacy_session_mode(true)
         .with_cancellation_token(stop.child_token());
     let service = StreamableHttpService::new(
-        move || Ok(backend.clone()),
+        move || Ok(backend.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

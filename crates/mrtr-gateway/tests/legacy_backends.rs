@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
+use mrtr_backends::legacy::WATCHED;
 use mrtr_backends::{LegacyBackend, serve_legacy, serve_legacy_at};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::mcp::{HEADERS, call_tool_raw, message, meta, raw};
+use mrtr_test_support::mcp::{HEADERS, call_tool_raw, listen, message, meta, raw};
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -93,7 +94,9 @@ async fn a_modern_client_calls_a_legacy_backend_and_gets_modern_answers() {
             "environment",
             "pid",
             "sleep",
-            "stderr"
+            "stderr",
+            "notify",
+            "subscriptions"
         ],
         "{list}"
     );
@@ -246,4 +249,90 @@ async fn the_gateway_ends_its_backend_sessions_when_it_stops() {
         404,
         "the gateway DELETEd its session as it stopped"
     );
+}
+
+/// `tools/call` of `tool` with the argument `text`, as `user`: the JSON-RPC response.
+async fn tool(gateway: &RunningGateway, user: &str, id: u64, tool: &str, text: &str) -> Value {
+    let arguments = json!({ "text": text });
+    let (_, text, response) = call_tool_raw(
+        &gateway.url(),
+        id,
+        tool,
+        arguments,
+        json!({}),
+        &[("x-user", user)],
+    )
+    .await
+    .unwrap();
+    assert!(!response.is_null(), "no JSON-RPC response: {text}");
+    response
+}
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+#[tokio::test]
+async fn listens_share_their_sessions_stream_and_subscriptions_are_counted() {
+    let legacy = serve_legacy(LegacyBackend::new("old-notes")).await.unwrap();
+    let gateway = gateway_over(legacy.url()).await;
+    let alice = [("x-user", "alice")];
+
+    let filter = json!({ "toolsListChanged": true, "resourceSubscriptions": [WATCHED] });
+    let (status, mut first) = listen(&gateway.url(), 61, filter, &alice).await.unwrap();
+    assert_eq!(status, 200);
+    let ack = first.next().await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": [WATCHED] }),
+        "{ack}"
+    );
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 61, "{ack}");
+    // A second listen in the same session. The backend sends its notifications on one GET
+    // stream per session (rmcp keeps a second one open but sends it nothing), so the updates
+    // below reach both only if the two listens share the one stream.
+    let filter = json!({ "resourceSubscriptions": [WATCHED] });
+    let (status, mut second) = listen(&gateway.url(), 62, filter, &alice).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        second.next().await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID],
+        62
+    );
+    assert_eq!(
+        text_of(&tool(&gateway, "alice", 63, "subscriptions", "").await),
+        WATCHED
+    );
+    assert_eq!(
+        text_of(&tool(&gateway, "bob", 64, "subscriptions", "").await),
+        "",
+        "bob's session is not alice's"
+    );
+
+    // The backend sends an update once, on its GET stream; each listen gets it, under its id.
+    assert_eq!(
+        text_of(&tool(&gateway, "alice", 65, "notify", WATCHED).await),
+        WATCHED
+    );
+    for (listen, id) in [(&mut first, 61), (&mut second, 62)] {
+        let update = listen.next().await.unwrap();
+        assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+        assert_eq!(update["params"]["uri"], WATCHED, "{update}");
+        assert_eq!(update["params"]["_meta"][SUBSCRIPTION_ID], id, "{update}");
+    }
+    tool(&gateway, "alice", 66, "notify", "tools").await;
+    let change = first.next().await.unwrap();
+    assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
+
+    // The last listen of the resource to go unsubscribes it; the first going does not.
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        text_of(&tool(&gateway, "alice", 67, "subscriptions", "").await),
+        WATCHED
+    );
+    drop(second);
+    eventually(TIMEOUT, "the backend unsubscribed", || async {
+        text_of(&tool(&gateway, "alice", 68, "subscriptions", "").await).is_empty()
+    })
+    .await;
+    gateway.shutdown().await.unwrap();
 }

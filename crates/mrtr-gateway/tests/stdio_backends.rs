@@ -9,9 +9,10 @@
 
 use std::time::Duration;
 
+use mrtr_backends::legacy::{OTHER, WATCHED};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
 use mrtr_test_support::gateway::{gateway, keyring, workspace_binary};
-use mrtr_test_support::mcp::call_tool_raw;
+use mrtr_test_support::mcp::{call_tool_raw, listen};
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -213,5 +214,69 @@ async fn a_command_that_cannot_start_is_a_backend_down_and_calls_fail_without_wa
         "bounded by the next start attempt, not the response timeout: {:?}",
         started.elapsed()
     );
+    gateway.shutdown().await.unwrap();
+}
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+#[tokio::test]
+async fn listens_share_the_process_its_notifications_and_counted_subscriptions_and_end_with_it() {
+    let gateway = gateway_over(server(), "legacy").await;
+    let filter = json!({ "toolsListChanged": true, "resourceSubscriptions": [WATCHED, OTHER] });
+    let (status, mut first) = listen(&gateway.url(), 71, filter, &[]).await.unwrap();
+    assert_eq!(status, 200);
+    let ack = first.next().await.unwrap();
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": [WATCHED, OTHER] }),
+        "{ack}"
+    );
+    let filter = json!({ "resourceSubscriptions": [WATCHED] });
+    let (_, mut second) = listen(&gateway.url(), 72, filter, &[]).await.unwrap();
+    assert_eq!(
+        second.next().await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID],
+        72
+    );
+    let (_, _, subscribed) = call(&gateway, 73, "subscriptions", "", json!({})).await;
+    assert_eq!(text_of(&subscribed), format!("{OTHER},{WATCHED}"), "{subscribed}");
+
+    // The process writes each update once; both listens of the resource get it, under their ids.
+    call(&gateway, 74, "notify", WATCHED, json!({})).await;
+    for (listen, id) in [(&mut first, 71), (&mut second, 72)] {
+        let update = listen.next().await.unwrap();
+        assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+        assert_eq!(
+            (
+                &update["params"]["uri"],
+                &update["params"]["_meta"][SUBSCRIPTION_ID]
+            ),
+            (&json!(WATCHED), &json!(id))
+        );
+    }
+    call(&gateway, 75, "notify", "tools", json!({})).await;
+    assert_eq!(
+        first.next().await.unwrap()["method"],
+        "notifications/tools/list_changed"
+    );
+
+    // The first listen going releases OTHER, which only it held.
+    drop(first);
+    eventually(TIMEOUT, "OTHER unsubscribed", || async {
+        let (_, _, subscribed) = call(&gateway, 76, "subscriptions", "", json!({})).await;
+        text_of(&subscribed) == WATCHED
+    })
+    .await;
+
+    // The process exits: the listen still open ends with an error for its request.
+    let (_, _, response) = call(&gateway, 77, "pid", "", json!({})).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-9", text_of(&response)])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let end = second.next().await.unwrap();
+    assert_eq!(end["id"], 72, "{end}");
+    assert!(end["error"]["message"].is_string(), "{end}");
+    assert!(second.next().await.is_err(), "the stream ends after the error");
     gateway.shutdown().await.unwrap();
 }

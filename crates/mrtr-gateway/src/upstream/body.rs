@@ -648,7 +648,9 @@ impl Body for ChannelBody {
                     if this.stall.as_mut().poll(cx).is_ready() {
                         if this.keep_alive {
                             this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n")))));
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                                b": keep-alive\n\n",
+                            )))));
                         }
                         return this.fail("it stalled");
                     }

@@ -98,7 +98,12 @@ impl Wants {
         let filter = filter.as_object()?;
         let flag = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
         let mut uris: Vec<String> = Vec::new();
-        for uri in filter.get("resourceSubscriptions").and_then(Value::as_array).into_iter().flatten() {
+        for uri in filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let uri = uri.as_str()?;
             if !uris.iter().any(|u| u == uri) {
                 uris.push(uri.to_owned());
@@ -122,7 +127,11 @@ impl Wants {
             tools: flag("tools", "listChanged"),
             prompts: flag("prompts", "listChanged"),
             resources: flag("resources", "listChanged"),
-            uris: if flag("resources", "subscribe") { vec![String::new()] } else { Vec::new() },
+            uris: if flag("resources", "subscribe") {
+                vec![String::new()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -164,8 +173,14 @@ impl Wants {
 /// listen.
 fn for_listen(mut message: Value, id: &str) -> Option<Bytes> {
     let id: Value = serde_json::from_str(id).ok()?;
-    let params = message.as_object_mut()?.entry("params").or_insert_with(|| json!({}));
-    let meta = params.as_object_mut()?.entry("_meta").or_insert_with(|| json!({}));
+    let params = message
+        .as_object_mut()?
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    let meta = params
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
     meta.as_object_mut()?.insert(SUBSCRIPTION_ID.to_owned(), id);
     Some(message_event(message.to_string().as_bytes()))
 }
@@ -405,10 +420,7 @@ mod tests {
     async fn next_event(body: &mut ProxyBody) -> Option<Value> {
         let frame = body.frame().await?.ok()?.into_data().ok()?;
         let text = std::str::from_utf8(&frame).ok()?;
-        let data: String = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .collect();
+        let data: String = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
         serde_json::from_str(&data).ok()
     }
 
@@ -440,9 +452,14 @@ mod tests {
             assert!(hub.deliver(message.as_bytes()));
         }
         assert!(!hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#));
-        assert!(hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1"}}"#));
+        assert!(hub.deliver(
+            br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1"}}"#
+        ));
         let update = next_event(&mut body).await.unwrap();
-        assert_eq!(update["params"], json!({ "uri": "a://1", "_meta": { SUBSCRIPTION_ID: 7 } }));
+        assert_eq!(
+            update["params"],
+            json!({ "uri": "a://1", "_meta": { SUBSCRIPTION_ID: 7 } })
+        );
         assert!(hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#));
         let change = next_event(&mut body).await.unwrap();
         assert_eq!(change["method"], "notifications/tools/list_changed");
@@ -462,12 +479,23 @@ mod tests {
         let (mut first, mut second) = (first.into_body(), second.into_body());
         next_event(&mut first).await.unwrap();
         let ack = next_event(&mut second).await.unwrap();
-        assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!(["a://1"]));
+        assert_eq!(
+            ack["params"]["notifications"]["resourceSubscriptions"],
+            json!(["a://1"])
+        );
         assert_eq!(*sent.lock().unwrap(), ["resources/subscribe a://1"]);
         // Each listen's copy names its own request.
-        hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1"}}"#);
-        assert_eq!(next_event(&mut first).await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID], 1);
-        assert_eq!(next_event(&mut second).await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID], "two");
+        hub.deliver(
+            br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1"}}"#,
+        );
+        assert_eq!(
+            next_event(&mut first).await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID],
+            1
+        );
+        assert_eq!(
+            next_event(&mut second).await.unwrap()["params"]["_meta"][SUBSCRIPTION_ID],
+            "two"
+        );
         drop(first);
         tokio::task::yield_now().await;
         assert_eq!(sent.lock().unwrap().len(), 1, "another listen still holds it");
@@ -492,7 +520,10 @@ mod tests {
         next_event(&mut body).await.unwrap();
         hub.close("The backend's notification stream ended");
         let end = next_event(&mut body).await.unwrap();
-        assert_eq!((end["id"].clone(), end["error"]["code"].clone()), (json!(3), json!(INTERNAL_ERROR)));
+        assert_eq!(
+            (end["id"].clone(), end["error"]["code"].clone()),
+            (json!(3), json!(INTERNAL_ERROR))
+        );
         assert!(body.frame().await.is_none(), "the stream ends after the error");
         let refused = listen(&hub, &offers(), "4", &filter, subscriber, Box::new(())).await;
         let refused: Value =
@@ -522,7 +553,12 @@ mod tests {
             "resourceSubscriptions": ["a://1", "a://1", "b://2"] });
         assert_eq!(
             Wants::of_filter(&filter),
-            Some(Wants { tools: true, prompts: false, resources: false, uris: vec!["a://1".into(), "b://2".into()] })
+            Some(Wants {
+                tools: true,
+                prompts: false,
+                resources: false,
+                uris: vec!["a://1".into(), "b://2".into()]
+            })
         );
         assert_eq!(Wants::of_filter(&json!({ "resourceSubscriptions": [1] })), None);
         assert_eq!(Wants::of_filter(&json!([])), None);

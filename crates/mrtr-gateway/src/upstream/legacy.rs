@@ -311,7 +311,8 @@ impl LegacyBackends {
                         return Ok(no_stream(backend, id));
                     }
                     let hub = Arc::new(Hub::default());
-                    let reply = reply_sink(forwarder.clone(), backend.clone(), Lease::new(lease.slot.clone()));
+                    let reply =
+                        reply_sink(forwarder.clone(), backend.clone(), Lease::new(lease.slot.clone()));
                     let reader = tokio::spawn(read_stream(stream.into_body(), hub.clone(), reply));
                     let notifications = Arc::new(Notifications {
                         hub,

@@ -287,3 +287,69 @@ pub async fn call_tool_raw(
     let response = message(&text).unwrap_or(Value::Null);
     Ok((status, text, response))
 }
+
+/// An SSE answer read one event's JSON-RPC message at a time, each within [`TIMEOUT`].
+pub struct EventStream {
+    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("buffer", &self.buffer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventStream {
+    /// The events of `response`'s body.
+    pub fn of(response: reqwest::Response) -> Self {
+        Self {
+            stream: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event's message (comments and events without data skipped); an error when the
+    /// stream ends or nothing comes within [`TIMEOUT`].
+    pub async fn next(&mut self) -> anyhow::Result<Value> {
+        use futures_util::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if !data.is_empty() {
+                    return Ok(serde_json::from_str(&data.join("\n"))?);
+                }
+                continue;
+            }
+            match tokio::time::timeout(TIMEOUT, self.stream.next()).await? {
+                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk?)?),
+                None => bail!("stream ended"),
+            }
+        }
+    }
+}
+
+/// A `subscriptions/listen` of `notifications` (the filter) with the id `id`, sent to `url` with
+/// `headers` besides the 2026-07-28 ones: its answer's HTTP status and its stream of events (no
+/// timeout on the whole answer, which stays open).
+pub async fn listen(
+    url: &str,
+    id: u64,
+    notifications: Value,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, EventStream)> {
+    let client = reqwest::Client::new();
+    let mut request = conformant_post(&client, url, "subscriptions/listen");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let params = json!({ "notifications": notifications });
+    let response = request
+        .body(body(id, "subscriptions/listen", params))
+        .send()
+        .await?;
+    Ok((response.status().as_u16(), EventStream::of(response)))
+}

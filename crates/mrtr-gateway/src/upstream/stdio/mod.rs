@@ -64,9 +64,9 @@ use super::forward::{Answer, ForwardError, mcp_method};
 use super::health::{Down, Found};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
 use crate::jsonrpc::{self, INTERNAL_ERROR};
-use crate::upstream::hub::{self, Subscriber, Wants};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
+use crate::upstream::hub::{self, Subscriber, Wants};
 use crate::upstream::sse::set_stream_headers;
 
 /// The processes of the stdio backends; see the [module docs](self).
@@ -311,8 +311,11 @@ async fn legacy_listen(conn: &Arc<Conn>, id: &str, body: &[u8], timeout: Duratio
         Arc::new(move |method, uri| {
             let conn = conn.clone();
             Box::pin(async move {
-                let request = json!({ "jsonrpc": "2.0", "id": 0, "method": method, "params": { "uri": uri } });
-                let answer = conn.request(request.to_string().as_bytes(), method, None, timeout).await;
+                let request =
+                    json!({ "jsonrpc": "2.0", "id": 0, "method": method, "params": { "uri": uri } });
+                let answer = conn
+                    .request(request.to_string().as_bytes(), method, None, timeout)
+                    .await;
                 answer.is_ok_and(|a| a.result().is_some())
             })
         })
