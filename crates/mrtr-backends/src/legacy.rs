@@ -298,13 +298,7 @@ impl Drop for ServedLegacy {
 /// Serves `backend` over this process's stdin and stdout (the MCP stdio transport) until stdin
 /// closes.
 pub async fn serve_legacy_stdio(backend: LegacyBackend) -> io::Result<()> {
-    use rmcp::ServiceExt;
-    let running = backend
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(io::Error::other)?;
-    running.waiting().await.map_err(io::Error::other)?;
-    Ok(())
+    crate::serve::serve_stdio(backend).await
 }
 
 /// Serves `backend` on `127.0.0.1:0` at `/mcp` with sessions, until the returned value is dropped.

@@ -48,7 +48,9 @@ pub mod tasks_fixture;
 pub use demo::{DemoBackend, DemoCatalog};
 pub use fixture::ConformanceFixture;
 pub use legacy::{LegacyBackend, ServedLegacy, serve_legacy, serve_legacy_at, serve_legacy_stdio};
-pub use serve::{MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_with};
+pub use serve::{
+    MCP_PATH, ResponseMode, ServeOptions, ServedBackend, ShutdownHandle, serve, serve_stdio, serve_with,
+};
 pub use state::{DEFAULT_STATE_TTL, StateSealer};
 pub use suite_fixture::SuiteFixture;
 pub use tasks_fixture::TasksFixture;

@@ -214,6 +214,21 @@ where
     Router::new().route_service(MCP_PATH, service)
 }
 
+/// Serves `handler` over this process's stdin and stdout (the MCP stdio transport) until stdin
+/// closes.
+pub async fn serve_stdio<H>(handler: H) -> io::Result<()>
+where
+    H: ServerHandler + Send + Sync + 'static,
+{
+    use rmcp::ServiceExt;
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(io::Error::other)?;
+    running.waiting().await.map_err(io::Error::other)?;
+    Ok(())
+}
+
 /// Serves `handler` on `127.0.0.1:0` with the given response mode.
 pub async fn serve<H>(handler: H, mode: ResponseMode) -> io::Result<ServedBackend>
 where

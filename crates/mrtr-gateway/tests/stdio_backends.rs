@@ -280,3 +280,33 @@ async fn listens_share_the_process_its_notifications_and_counted_subscriptions_a
     assert!(second.next().await.is_err(), "the stream ends after the error");
     gateway.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_modern_stdio_servers_listens_are_routed_by_subscription_id_and_take_no_call_places() {
+    let binary = workspace_binary("fixture-server");
+    let binary = binary.to_string_lossy().into_owned();
+    let command = StdioCommand::new([binary.as_str(), "--suite", "--stdio"]).unwrap();
+    let gateway = gateway_over(command, "modern").await;
+
+    // More listens than a process has places for calls in flight (64), all open at once.
+    let filter = json!({ "resourceSubscriptions": ["test://watched-resource"] });
+    let mut listens = Vec::new();
+    for id in 100..165 {
+        let (status, mut events) = listen(&gateway.url(), id, filter.clone(), &[]).await.unwrap();
+        assert_eq!(status, 200);
+        // The process named the listen by the gateway's id; the client gets its own back, on the
+        // acknowledgement and on the update the fixture sends as a subscription starts.
+        let ack = events.next().await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+        assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], id, "{ack}");
+        let update = events.next().await.unwrap();
+        assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+        assert_eq!(update["params"]["_meta"][SUBSCRIPTION_ID], id, "{update}");
+        listens.push(events);
+    }
+    let (status, _, response) = call(&gateway, 200, "test_simple_text", "", json!({})).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(text_of(&response).starts_with("This is a simple text"), "{response}");
+    drop(listens);
+    gateway.shutdown().await.unwrap();
+}

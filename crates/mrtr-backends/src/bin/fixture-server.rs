@@ -2,29 +2,34 @@
 //!
 //! ```text
 //! fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta [--state-key-file FILE]]
+//! fixture-server --suite --stdio
 //! ```
 //!
 //! `ADDR` defaults to `127.0.0.1:0`. A demo backend seals its own `requestState` with a random
 //! key unless `--state-key-file` names a file whose bytes (at least 32) are the key: then a
 //! restarted backend still opens the states it handed out before (the soak restarts one). Once bound, the endpoint URL is printed
 //! to stdout as `listening on http://ADDR/mcp`. The server stops on Ctrl-C
-//! or SIGTERM.
+//! or SIGTERM. With `--stdio`, the server-suite fixture is served over stdin and stdout instead
+//! (a 2026-07-28 stdio server, for the gateway's tests), until stdin closes.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use mrtr_backends::{
     ConformanceFixture, DemoBackend, DemoCatalog, ResponseMode, ServeOptions, StateSealer, SuiteFixture, cli,
+    serve_stdio,
 };
 
 const PROGRAM: &str = "fixture-server";
 
 const USAGE: &str = "usage: fixture-server [--listen ADDR] [--sse] [--suite | --demo alpha|beta [--state-key-file FILE]]\n\
+    \x20      fixture-server --suite --stdio\n\
     \n\
     --listen ADDR           socket address to bind (default 127.0.0.1:0)\n\
     --sse                   answer requests with text/event-stream instead of application/json\n\
     --suite                 serve what the suite's server scenarios call (SuiteFixture) instead\n\
     --demo alpha|beta       serve that demo backend instead of the conformance fixture\n\
-    --state-key-file FILE   the demo backend's requestState key: the file's bytes, at least 32 (default random)\n";
+    --state-key-file FILE   the demo backend's requestState key: the file's bytes, at least 32 (default random)\n\
+    --stdio                 serve the --suite fixture over stdin and stdout (the MCP stdio transport)\n";
 
 #[derive(Debug)]
 struct Args {
@@ -32,6 +37,7 @@ struct Args {
     mode: ResponseMode,
     demo: Option<String>,
     suite: bool,
+    stdio: bool,
     state_key_file: Option<PathBuf>,
 }
 
@@ -41,12 +47,14 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         mode: ResponseMode::Json,
         demo: None,
         suite: false,
+        stdio: false,
         state_key_file: None,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--sse" => parsed.mode = ResponseMode::Sse,
             "--suite" => parsed.suite = true,
+            "--stdio" => parsed.stdio = true,
             "--json" => parsed.mode = ResponseMode::Json,
             "--listen" => {
                 let value = args.next().ok_or("--listen needs an address")?;
@@ -76,6 +84,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     if parsed.suite && parsed.demo.is_some() {
         return Err("--suite and --demo exclude each other".into());
     }
+    if parsed.stdio && !parsed.suite {
+        return Err("--stdio serves the --suite fixture only".into());
+    }
     if parsed.state_key_file.is_some() && parsed.demo.is_none() {
         return Err("--state-key-file applies to --demo backends only".into());
     }
@@ -88,6 +99,20 @@ async fn main() -> ExitCode {
         Ok(args) => args,
         Err(code) => return code,
     };
+    if args.stdio {
+        // stdout is the protocol's: the fixture's errors go to stderr.
+        let served = match SuiteFixture::new() {
+            Ok(fixture) => serve_stdio(fixture).await.map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        return match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{PROGRAM}: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let options = ServeOptions::new(args.mode).with_addr(args.listen);
     match args.demo.as_deref() {
         None if args.suite => cli::serve_until_signal(PROGRAM, SuiteFixture::new(), options).await,
@@ -138,6 +163,8 @@ mod tests {
         assert!(parse(&["--listen"]).is_err());
         assert!(parse(&["--listen", "nope"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
+        assert!(parse(&["--suite", "--stdio"]).unwrap().unwrap().stdio);
+        assert!(parse(&["--stdio"]).is_err(), "--stdio serves the suite fixture only");
         assert!(parse(&["--suite"]).unwrap().unwrap().suite);
         assert!(parse(&["--suite", "--demo", "beta"]).is_err());
         let keyed = parse(&["--demo", "alpha", "--state-key-file", "/k"])
