@@ -306,7 +306,44 @@ async fn a_modern_stdio_servers_listens_are_routed_by_subscription_id_and_take_n
     }
     let (status, _, response) = call(&gateway, 200, "test_simple_text", "", json!({})).await;
     assert_eq!(status, 200, "{response}");
-    assert!(text_of(&response).starts_with("This is a simple text"), "{response}");
+    assert!(
+        text_of(&response).starts_with("This is a simple text"),
+        "{response}"
+    );
     drop(listens);
     gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_backend_run_per_principal_gives_each_principal_a_process_of_its_own_within_the_bound() {
+    let command = server().per_principal(std::num::NonZeroUsize::new(2).unwrap());
+    let mut config = GatewayConfig::new(vec![Backend::stdio("local", command).unwrap()]);
+    config.settings.health_interval = PositiveSeconds::from_secs(3600);
+    config.settings.principal_header = Some("x-user".parse().unwrap());
+    let gateway = gateway(config, keyring()).await.unwrap();
+    let pid = |user: &'static str| {
+        let url = gateway.url();
+        async move {
+            let headers = [("x-user", user)];
+            let (status, text, response) = call_tool_raw(&url, 1, "pid", json!({}), json!({}), &headers)
+                .await
+                .unwrap();
+            assert_eq!(status, 200, "{text}");
+            text_of(&response).to_owned()
+        }
+    };
+    let (alice, bob) = (pid("alice").await, pid("bob").await);
+    assert_ne!(alice, bob);
+    assert_eq!(pid("alice").await, alice, "alice's process is kept for her");
+
+    // A third principal, with two processes running: the idlest (bob's, as alice was last)
+    // is stopped for carol's.
+    let carol = pid("carol").await;
+    assert!(carol != alice && carol != bob);
+    eventually(TIMEOUT, "bob's process stopped", || async { !alive(&bob) }).await;
+    assert!(alive(&alice));
+    gateway.shutdown().await.unwrap();
+    for pid in [alice, carol] {
+        assert!(!alive(&pid), "process {pid} outlived the gateway");
+    }
 }

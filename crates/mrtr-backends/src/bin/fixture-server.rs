@@ -164,7 +164,10 @@ mod tests {
         assert!(parse(&["--listen", "nope"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--suite", "--stdio"]).unwrap().unwrap().stdio);
-        assert!(parse(&["--stdio"]).is_err(), "--stdio serves the suite fixture only");
+        assert!(
+            parse(&["--stdio"]).is_err(),
+            "--stdio serves the suite fixture only"
+        );
         assert!(parse(&["--suite"]).unwrap().unwrap().suite);
         assert!(parse(&["--suite", "--demo", "beta"]).is_err());
         let keyed = parse(&["--demo", "alpha", "--state-key-file", "/k"])

@@ -313,6 +313,28 @@ headers.x-tenant = { value = "acme" }
             "stdio: node server.js '/srv/a b'"
         );
         assert!("fs=stdio:".parse::<BackendSpec>().is_err());
+
+        let per_principal = |extra: &str| {
+            let text = format!(
+                "[[backend]]\nname = \"fs\"\ncommand = [\"x\"]\nprocess-per-principal = true\n{extra}"
+            );
+            let file = parse(&text, "t.toml").unwrap();
+            let backend = file.backend[0].resolve(None, &no_env).unwrap();
+            backend
+                .command()
+                .unwrap()
+                .processes_per_principal()
+                .map(|n| n.get())
+        };
+        assert_eq!(per_principal(""), Some(16));
+        assert_eq!(per_principal("max-processes = 3"), Some(3));
+        assert!(
+            parse(
+                "[[backend]]\nname = \"fs\"\ncommand = [\"x\"]\nmax-processes = 0\n",
+                "t.toml"
+            )
+            .is_err()
+        );
         assert!("fs=stdio:node 'x".parse::<BackendSpec>().is_err());
 
         for (text, problem) in [
@@ -329,6 +351,14 @@ headers.x-tenant = { value = "acme" }
             (
                 "url = \"http://127.0.0.1:1/mcp\"\ncwd = \"/\"",
                 "for a stdio backend",
+            ),
+            (
+                "url = \"http://127.0.0.1:1/mcp\"\nprocess-per-principal = true",
+                "for a stdio backend",
+            ),
+            (
+                "command = [\"x\"]\nmax-processes = 4",
+                "max-processes goes with process-per-principal",
             ),
         ] {
             let file = parse(&format!("[[backend]]\nname = \"x\"\n{text}\n"), "t.toml").unwrap();

@@ -191,6 +191,16 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("backend name {:?} is used twice", w[0]));
     }
+    if settings.principal_header.is_none()
+        && let Some(backend) = backends
+            .iter()
+            .find(|b| b.command().is_some_and(|c| c.processes_per_principal().is_some()))
+    {
+        return Err(format!(
+            "backend {:?}: process-per-principal needs principal-header, the header that names each request's principal",
+            backend.name()
+        ));
+    }
     if backends.is_empty() && !settings.demo {
         return Err(
             "no backend: give --backend NAME=URL (at least once), [[backend]] in --config, or --demo"
@@ -342,6 +352,34 @@ mod tests {
             .contains("twice")
         );
         assert!(parsed(&["--backend", "a__b=http://x/mcp"], Some(&keys)).is_err());
+    }
+
+    #[test]
+    fn processes_per_principal_need_a_principal_header() {
+        let dir = std::env::temp_dir().join(format!("mrtr-cli-pp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            "[[backend]]\nname = \"fs\"\ncommand = [\"x\"]\nprocess-per-principal = true\n",
+        )
+        .unwrap();
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let path = config.to_str().unwrap();
+        let error = parsed(&["--config", path], Some(&keys)).unwrap_err();
+        assert!(
+            error.contains("process-per-principal needs principal-header"),
+            "{error}"
+        );
+        let run = parsed(&["--config", path, "--principal-header", "x-user"], Some(&keys)).unwrap();
+        assert!(
+            run.config.backends[0]
+                .command()
+                .unwrap()
+                .processes_per_principal()
+                .is_some()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

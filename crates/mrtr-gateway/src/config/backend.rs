@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -21,6 +22,9 @@ use crate::tls::BackendTls;
 use crate::upstream::era::Era;
 use crate::upstream::stdio::StdioCommand;
 use crate::upstream::{Backend, BackendSpecError};
+
+/// How many principals' processes a stdio backend run per principal keeps at once, by default.
+pub(crate) const DEFAULT_MAX_PROCESSES: NonZeroUsize = NonZeroUsize::new(16).unwrap();
 
 /// One backend as configured: `--backend NAME=URL`, or a `[[backend]]` section of the config
 /// file; [`resolve`](Self::resolve) makes it a [`Backend`].
@@ -39,6 +43,13 @@ pub struct BackendSpec {
     pub env: BTreeMap<String, EnvSource>,
     /// The working directory of a stdio server.
     pub cwd: Option<PathBuf>,
+    /// Start one process of a stdio server per principal (the `principal-header`'s value)
+    /// instead of one that all clients share.
+    #[serde(default)]
+    pub process_per_principal: bool,
+    /// With `process-per-principal`: the most principals' processes run at once per replica
+    /// (default 16).
+    pub max_processes: Option<NonZeroUsize>,
     /// The MCP revision it speaks: `auto` (the default: the probe finds out), `modern`
     /// (2026-07-28) or `legacy` (`initialize` era).
     pub era: Option<Era>,
@@ -226,6 +237,8 @@ impl FromStr for BackendSpec {
             command,
             env: BTreeMap::new(),
             cwd: None,
+            process_per_principal: false,
+            max_processes: None,
             era: None,
             identity: None,
             timeout: None,
@@ -251,9 +264,13 @@ impl BackendSpec {
         let name = self.name.as_str();
         let mut backend = match (&self.url, &self.command) {
             (Some(url), None) => {
-                if !self.env.is_empty() || self.cwd.is_some() {
+                if !self.env.is_empty()
+                    || self.cwd.is_some()
+                    || self.process_per_principal
+                    || self.max_processes.is_some()
+                {
                     return Err(format!(
-                        "backend {name:?}: env and cwd are for a stdio backend (command), not a URL"
+                        "backend {name:?}: env, cwd, process-per-principal and max-processes are for a stdio backend (command), not a URL"
                     ));
                 }
                 Backend::new(name, url.as_str()).map_err(|e| e.to_string())?
@@ -274,6 +291,13 @@ impl BackendSpec {
                 }
                 if let Some(cwd) = &self.cwd {
                     command = command.with_cwd(cwd);
+                }
+                if self.process_per_principal {
+                    command = command.per_principal(self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES));
+                } else if self.max_processes.is_some() {
+                    return Err(format!(
+                        "backend {name:?}: max-processes goes with process-per-principal = true"
+                    ));
                 }
                 Backend::stdio(name, command).map_err(|e| e.to_string())?
             }

@@ -105,8 +105,8 @@ impl Proxy {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let forwarder = Forwarder::new(&backends, response_timeout);
-        let legacy = LegacyBackends::new(&backends, principal_header);
-        let stdio = StdioBackends::new(&backends, response_timeout);
+        let legacy = LegacyBackends::new(&backends, principal_header.clone());
+        let stdio = StdioBackends::new(&backends, response_timeout, principal_header);
         Self {
             inner: Arc::new(Inner {
                 backends,
@@ -138,11 +138,12 @@ impl Proxy {
         self.inner.stdio.stop().await;
     }
 
-    /// Closes the sessions with `initialize`-era backends unused for `idle` (the health probe's
-    /// round calls it).
+    /// Closes the sessions with `initialize`-era backends, and stops the principals' stdio
+    /// processes, unused for `idle` (the health probe's round calls it).
     pub(crate) async fn close_idle_sessions(&self, idle: Duration) {
         let inner = &self.inner;
         inner.legacy.sweep(&inner.forwarder, &inner.backends, idle).await;
+        inner.stdio.sweep(idle).await;
     }
 }
 

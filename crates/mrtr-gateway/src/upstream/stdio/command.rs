@@ -1,12 +1,14 @@
 //! [`StdioCommand`]: what a stdio backend is started with, as the operator gives it.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use crate::upstream::BackendSpecError;
 
 /// The command a stdio backend is started with: a program, its arguments, the environment
-/// variables it gets besides `PATH` and `HOME`, and its working directory.
+/// variables it gets besides `PATH` and `HOME`, its working directory, and whether each
+/// principal gets a process of its own.
 ///
 /// ```
 /// use mrtr_gateway::StdioCommand;
@@ -27,6 +29,7 @@ pub struct StdioCommand {
     pub(super) args: Vec<String>,
     pub(super) env: Vec<(String, String)>,
     pub(super) cwd: Option<PathBuf>,
+    pub(super) per_principal: Option<NonZeroUsize>,
 }
 
 impl StdioCommand {
@@ -47,6 +50,7 @@ impl StdioCommand {
             args: argv.collect(),
             env: Vec::new(),
             cwd: None,
+            per_principal: None,
         })
     }
 
@@ -71,6 +75,21 @@ impl StdioCommand {
         self.cwd = Some(dir.into());
         self
     }
+
+    /// Starts one process per principal (the gateway's principal header's value), at most
+    /// `max` at once per replica, instead of one that every client shares: for a server that
+    /// keeps what one user does (files, memory, a login) where another would see it. One more
+    /// process serves what has no principal: the health probe's requests.
+    pub fn per_principal(mut self, max: NonZeroUsize) -> Self {
+        self.per_principal = Some(max);
+        self
+    }
+
+    /// The most processes of principals run at once per replica, when each principal gets its
+    /// own.
+    pub fn processes_per_principal(&self) -> Option<NonZeroUsize> {
+        self.per_principal
+    }
 }
 
 impl fmt::Display for StdioCommand {
@@ -92,6 +111,7 @@ impl fmt::Debug for StdioCommand {
             .field("args", &self.args)
             .field("env", &env)
             .field("cwd", &self.cwd)
+            .field("per_principal", &self.per_principal)
             .finish()
     }
 }

@@ -4,7 +4,8 @@
 //! * **One process per backend per replica**, started when the health probe or a request first
 //!   needs it, without a shell, in a clean environment ([`child`]). A stdio server is one session
 //!   by nature, so every client of the replica shares it (`docs/gateway.md` says which servers are
-//!   safe to share).
+//!   safe to share), unless the backend is run **per principal**: then each principal gets a
+//!   process of its own, within a bound ([`pool`]).
 //! * **Its era**, as for an HTTP backend: `auto` sends `server/discover` first and falls back to
 //!   `initialize` on any answer that is not a modern one, or none within [`DISCOVER_TIMEOUT`](process::DISCOVER_TIMEOUT)
 //!   (the stdio transport's rule: the fallback must not depend on one error code); `modern` and
@@ -38,12 +39,14 @@
 //! The room, lowest first, each importing only below it: [`child`] (the operating-system
 //! process: spawn, environment, stderr, signals), [`command`] (what it is started with),
 //! [`conn`] (one running process's conversation: ids, calls, routing its lines); [`process`]
-//! (one backend's process over its restarts: handshake, supervision, stop); this file, what the
-//! rest of the gateway calls (relay, exchange, probe, stop).
+//! (one process over its restarts: handshake, supervision, stop); [`pool`] (which of a
+//! backend's processes serves a request); this file, what the rest of the gateway calls (relay,
+//! exchange, probe, sweep, stop).
 
 mod child;
 mod command;
 mod conn;
+mod pool;
 mod process;
 
 pub use command::StdioCommand;
@@ -52,12 +55,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::HeaderMap;
+use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
+use tokio::sync::OwnedSemaphorePermit;
 use tower_mrtr::Route;
 
 use self::conn::{Call, Conn, Unsent, exited, stuck};
+use self::pool::Processes;
 use self::process::{Process, START_TIMEOUT, State, Waited};
 use super::body::{ChannelBody, ProxyBody, accepted, json};
 use super::forward::{Answer, ForwardError, mcp_method};
@@ -72,34 +77,40 @@ use crate::upstream::sse::set_stream_headers;
 /// The processes of the stdio backends; see the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct StdioBackends {
-    processes: Vec<(Route, Arc<Process>)>,
+    processes: Vec<(Route, Processes)>,
     response_timeout: Duration,
+    /// The header whose value is a request's principal, for backends run per principal.
+    principal_header: Option<HeaderName>,
 }
 
 impl Drop for StdioBackends {
     fn drop(&mut self) {
         // A proxy dropped without a stop does not leave its processes running.
-        for (_, process) in &self.processes {
-            process.stop.cancel();
+        for (_, processes) in &self.processes {
+            for process in processes.all() {
+                process.stop.cancel();
+            }
         }
     }
 }
 
 impl StdioBackends {
     /// The (not yet started) processes of the stdio backends among `backends`; requests wait at
-    /// most `response_timeout` (unless a backend has its own) for a process and an answer.
-    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+    /// most `response_timeout` (unless a backend has its own) for a process and an answer. A
+    /// backend run per principal finds a request's principal in `principal_header`.
+    pub(crate) fn new(
+        backends: &[Backend],
+        response_timeout: Duration,
+        principal_header: Option<HeaderName>,
+    ) -> Self {
         let processes = backends
             .iter()
-            .filter_map(|backend| {
-                let command = backend.command()?.clone();
-                let process = Process::new(backend.name(), command, backend.era());
-                Some((backend.route().clone(), Arc::new(process)))
-            })
+            .filter_map(|backend| Some((backend.route().clone(), Processes::new(backend)?)))
             .collect();
         Self {
             processes,
             response_timeout,
+            principal_header,
         }
     }
 
@@ -108,12 +119,23 @@ impl StdioBackends {
         backend.command().is_some()
     }
 
-    fn process(&self, backend: &Backend) -> Result<&Arc<Process>, ForwardError> {
+    fn processes(&self, backend: &Backend) -> Result<&Processes, ForwardError> {
         self.processes
             .iter()
             .find(|(route, _)| route == backend.route())
-            .map(|(_, process)| process)
+            .map(|(_, processes)| processes)
             .ok_or_else(|| ForwardError::Unreachable("not a configured stdio backend".to_owned()))
+    }
+
+    /// The process that serves a request with `headers` (its principal's, for a backend run per
+    /// principal).
+    fn process(&self, backend: &Backend, headers: &HeaderMap) -> Result<Arc<Process>, ForwardError> {
+        let principal = self
+            .principal_header
+            .as_ref()
+            .and_then(|name| headers.get(name))
+            .and_then(|v| v.to_str().ok());
+        self.processes(backend)?.for_principal(backend, principal)
     }
 
     fn timeout(&self, backend: &Backend) -> Duration {
@@ -123,7 +145,7 @@ impl StdioBackends {
     /// The health probe: starts the process if it is not running, and says what it is once its
     /// handshake is done (waiting at most the response timeout), or why it is down.
     pub(crate) async fn detect(&self, backend: &Backend) -> Result<Found, Down> {
-        let process = self.process(backend).map_err(era::unavailable)?;
+        let process = self.processes(backend).map_err(era::unavailable)?.shared();
         // A process between runs is reported as it is: the probe round does not wait for its
         // next start (the other backends' probes wait for the round).
         if let State::Down(down, _) = &*process.state.borrow() {
@@ -154,11 +176,11 @@ impl StdioBackends {
             // 2026-07-28 has no client notification over HTTP to pass on.
             return Ok(accepted());
         };
-        let process = self.process(backend)?;
+        let process = self.process(backend, headers)?;
         let timeout = self.timeout(backend);
         let started = Instant::now();
         let label = MethodLabel::of_headers(headers);
-        let result = self.relay_to(process, backend, headers, id, body, timeout).await;
+        let result = self.relay_to(&process, backend, headers, id, body, timeout).await;
         let failure = match &result {
             Ok(_) => None,
             Err(ForwardError::Timeout) => Some("timeout"),
@@ -183,9 +205,6 @@ impl StdioBackends {
         let (conn, permit) = if listen {
             // A listen stays open: it takes a place of its own, not one of the calls'.
             let conn = process.up(timeout).await?;
-            if !conn.modern() {
-                return Ok(legacy_listen(&conn, id, &body, timeout).await);
-            }
             let Ok(permit) = process.listens.clone().try_acquire_owned() else {
                 let message = "Too many subscriptions to this backend";
                 return Ok(json(
@@ -193,6 +212,9 @@ impl StdioBackends {
                     jsonrpc::error_body(Some(id), INTERNAL_ERROR, message, None),
                 ));
             };
+            if !conn.modern() {
+                return Ok(legacy_listen(&conn, id, &body, timeout, permit).await);
+            }
             (conn, permit)
         } else {
             process.place(timeout).await?
@@ -259,7 +281,7 @@ impl StdioBackends {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
-        let process = self.process(backend)?;
+        let process = self.process(backend, headers)?;
         let timeout = self.timeout(backend);
         let (conn, permit) = process.place(timeout).await?;
         let method = mcp_method(headers);
@@ -277,17 +299,21 @@ impl StdioBackends {
 
     /// Stops every process (stdin closed, then signals; see the module docs) and waits for them.
     pub(crate) async fn stop(&self) {
-        for (_, process) in &self.processes {
+        let all: Vec<Arc<Process>> = self.processes.iter().flat_map(|(_, p)| p.all()).collect();
+        for process in &all {
             process.stop.cancel();
         }
-        for (_, process) in &self.processes {
-            let supervisor = process
-                .supervisor
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
-            if let Some(supervisor) = supervisor {
-                let _ = supervisor.await;
+        for process in all {
+            process.stop_and_wait().await;
+        }
+    }
+
+    /// Stops the principals' processes unused for `idle` (the health probe's round calls it).
+    pub(crate) async fn sweep(&self, idle: Duration) {
+        for (_, processes) in &self.processes {
+            for process in processes.take_idle(idle) {
+                tracing::debug!(backend = %process.name, "stopping an idle principal's process");
+                process.stop_and_wait().await;
             }
         }
     }
@@ -295,7 +321,13 @@ impl StdioBackends {
 
 /// A `subscriptions/listen` of a legacy process's: served from its own notifications by its
 /// hub, subscribing to resources with `resources/subscribe` (see `upstream/hub.rs`).
-async fn legacy_listen(conn: &Arc<Conn>, id: &str, body: &[u8], timeout: Duration) -> Response<ProxyBody> {
+async fn legacy_listen(
+    conn: &Arc<Conn>,
+    id: &str,
+    body: &[u8],
+    timeout: Duration,
+    place: OwnedSemaphorePermit,
+) -> Response<ProxyBody> {
     let offers = conn
         .hello
         .get()
@@ -320,5 +352,5 @@ async fn legacy_listen(conn: &Arc<Conn>, id: &str, body: &[u8], timeout: Duratio
             })
         })
     };
-    hub::listen(&conn.hub, &offers, id, &filter, subscriber, Box::new(())).await
+    hub::listen(&conn.hub, &offers, id, &filter, subscriber, Box::new(place)).await
 }

@@ -54,6 +54,8 @@ pub(super) struct Process {
     /// Places for a modern process's `subscriptions/listen` streams, which take none of
     /// `in_flight`'s (they stay open).
     pub(super) listens: Arc<Semaphore>,
+    /// When a request last picked it.
+    last_used: Mutex<Instant>,
     pub(super) metrics: BackendMetrics,
 }
 
@@ -111,7 +113,31 @@ impl Process {
             supervisor: Mutex::new(None),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             listens: Arc::new(Semaphore::new(MAX_LISTENS)),
+            last_used: Mutex::new(Instant::now()),
             metrics: BackendMetrics::new(name),
+        }
+    }
+
+    /// A request picked it now.
+    pub(super) fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    pub(super) fn last_used(&self) -> Instant {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a call or a listen uses it.
+    pub(super) fn busy(&self) -> bool {
+        self.in_flight.available_permits() < MAX_IN_FLIGHT || self.listens.available_permits() < MAX_LISTENS
+    }
+
+    /// Stops it (stdin closed, then signals) and waits for its supervisor to end.
+    pub(super) async fn stop_and_wait(&self) {
+        self.stop.cancel();
+        let supervisor = self.supervisor.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(supervisor) = supervisor {
+            let _ = supervisor.await;
         }
     }
 
