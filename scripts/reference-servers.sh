@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Servers and clients nobody here wrote, through mrtr-gateway (issue 23's proof, for the parts
-# built so far):
+# Servers and clients nobody here wrote, through mrtr-gateway (issue 23's proof):
 #
 #   * the official reference servers behind one gateway, configured in one config file:
 #     @modelcontextprotocol/server-everything (npm, an initialize-era server with Mcp-Session-Id
@@ -9,8 +8,9 @@
 #     modern suite fixture (fixture-server --suite);
 #   * the official Python SDK as a 2026-07-28 client (mcp 2.x) and as an initialize-era client
 #     (mcp 1.x), both from PyPI, each running scripts/reference_servers_client.py: the merged
-#     lists, everything's tools, prompts, resources, completion and progress, memory's
-#     create_entities then read_graph, filesystem's write_file then read_text_file;
+#     lists, everything's tools, prompts, resources, completion and progress, a subscription to
+#     one of its resources and the update it then sends, memory's create_entities then
+#     read_graph, filesystem's write_file then read_text_file;
 #   * faults: server-everything restarted on its port (every session it had is gone), then the
 #     modern client once more, which must see no error; and server-memory's process killed
 #     (kill -9) under load from the modern client: no call hangs, and calls succeed again once

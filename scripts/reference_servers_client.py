@@ -104,6 +104,32 @@ async def modern(url, data):
             "trigger-elicitation-request" not in tools and "trigger-sampling-request" not in tools,
             tools,
         )
+        await listen_to_everything(client)
+
+
+async def listen_to_everything(client):
+    """A 2026-07-28 listen of one of everything's resources: the gateway serves it from the
+    legacy session's GET stream and subscribes with resources/subscribe; everything's
+    toggle-subscriber-updates then sends an update at once (and every 5 s until toggled off)."""
+    uris = [r.uri for r in (await client.list_resources()).resources if str(r.uri).startswith("demo://")]
+    if not uris:
+        check("modern: everything lists a demo:// resource to listen to", False, uris)
+        return
+    uri = str(uris[0])
+    async with client.listen(resource_subscriptions=[uri]) as sub:
+        honored = list(sub.honored.resource_subscriptions or [])
+        check("modern: a listen of everything's resource is acknowledged with it", uri in honored, sub.honored)
+        await client.call_tool("toggle-subscriber-updates", {})
+        try:
+            event = await asyncio.wait_for(sub.__anext__(), 15)
+        except Exception as error:
+            event = error
+        check(
+            "modern: everything's update of the resource reaches the listen",
+            getattr(event, "uri", None) == uri,
+            repr(event),
+        )
+        await client.call_tool("toggle-subscriber-updates", {})
 
 
 async def legacy(url, data):
@@ -123,9 +149,20 @@ async def legacy(url, data):
         asked.append("elicitation")
         return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
 
+    updates = asyncio.Queue()
+
+    async def on_message(message):
+        root = getattr(message, "root", None)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            updates.put_nowait(str(root.params.uri))
+
     async with streamablehttp_client(url) as (read, write, _):
         async with ClientSession(
-            read, write, sampling_callback=on_sampling, elicitation_callback=on_elicitation
+            read,
+            write,
+            sampling_callback=on_sampling,
+            elicitation_callback=on_elicitation,
+            message_handler=on_message,
         ) as client:
             init = await client.initialize()
             check("legacy: initialize through the gateway", init.protocolVersion.startswith("2025-"), init.protocolVersion)
@@ -150,6 +187,18 @@ async def legacy(url, data):
                 "sampling" in asked and "sampled by the test" in text(sampled),
                 text(sampled),
             )
+            # A subscription: made in this client's own backend session (where its tool calls go,
+            # and where everything keeps subscriptions), its updates on this client's GET stream.
+            uri = "demo://resource/static/document/architecture.md"
+            await client.subscribe_resource(uri)
+            await client.call_tool("toggle-subscriber-updates", {})
+            try:
+                updated = await asyncio.wait_for(updates.get(), 15)
+            except Exception as error:
+                updated = repr(error)
+            check("legacy: everything's update of a subscribed resource reaches the client", updated == uri, updated)
+            await client.call_tool("toggle-subscriber-updates", {})
+            await client.unsubscribe_resource(uri)
 
 
 async def fault(url, data):

@@ -696,7 +696,9 @@ async fn resource_updates_reach_the_sessions_get_stream() -> anyhow::Result<()> 
 #[tokio::test]
 async fn a_legacy_clients_subscription_to_a_legacy_backends_resource_is_the_backends() -> anyhow::Result<()> {
     let (_backend, gateway) = legacy_behind().await?;
-    let session = Session::open(&gateway.url(), json!({})).await?;
+    // A client declaring a capability: its backend session is its own, and the subscription
+    // must be made there, where its tools/call lands too.
+    let session = Session::open(&gateway.url(), json!({ "roots": { "listChanged": true } })).await?;
     let stream = reqwest::Client::new()
         .get(gateway.url())
         .header("accept", "text/event-stream")

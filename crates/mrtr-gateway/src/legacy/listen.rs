@@ -12,7 +12,7 @@ use tower_mrtr::BoxError;
 use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::ModernBody;
+use super::bridge::{ModernBody, asks_for};
 use super::request::LegacyRequest;
 use super::session::OpenedSession;
 use super::stream::{Events, Messages, sse_event};
@@ -64,6 +64,11 @@ impl<S> Listen<S> {
         *modern.method_mut() = http::Method::POST;
         *modern.uri_mut() = self.uri;
         *modern.headers_mut() = request.modern_headers(&self.client_headers, &[]);
+        // The subscription belongs in the backend session of the client's other requests (an
+        // initialize-era backend keeps subscriptions per session), which is keyed by the
+        // capabilities the client declared: those go with it. Its own requests on that
+        // session's stream are the gateway's to refuse, so nothing takes them here.
+        modern.extensions_mut().insert(asks_for(&self.session).0);
         let response = match self.inner.oneshot(modern).await {
             Ok(response) => response,
             Err(error) => {
