@@ -496,6 +496,8 @@ mod tests {
 /// what it `holds`.
 pub(crate) struct EventsBody {
     events: tokio::sync::mpsc::Receiver<Bytes>,
+    /// With [`keep_alive`](Self::keep_alive): when the next comment goes out if no event does.
+    keep_alive: Option<Pin<Box<Sleep>>>,
     _holds: Box<dyn Send + Sync>,
 }
 
@@ -504,8 +506,16 @@ impl EventsBody {
     pub(crate) fn new(events: tokio::sync::mpsc::Receiver<Bytes>, holds: Box<dyn Send + Sync>) -> Self {
         Self {
             events,
+            keep_alive: None,
             _holds: holds,
         }
+    }
+
+    /// A keep-alive comment every [`KEEP_ALIVE`] without an event (for a stream whose source
+    /// sends none of its own), so that proxies in front do not take it for dead.
+    pub(crate) fn keep_alive(mut self) -> Self {
+        self.keep_alive = Some(Box::pin(tokio::time::sleep(KEEP_ALIVE)));
+        self
     }
 }
 
@@ -517,14 +527,27 @@ impl Body for EventsBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.events
-            .poll_recv(cx)
-            .map(|event| event.map(|e| Ok(Frame::data(e))))
+        let this = &mut *self;
+        if let Poll::Ready(event) = this.events.poll_recv(cx) {
+            if let Some(timer) = &mut this.keep_alive {
+                timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+            }
+            return Poll::Ready(event.map(|e| Ok(Frame::data(e))));
+        }
+        let Some(timer) = &mut this.keep_alive else {
+            return Poll::Pending;
+        };
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n")))))
     }
 }
 
-/// How often a listen's stream from a stdio backend gets a keep-alive comment when no message
-/// came, so that proxies in front do not take it for dead.
+/// How often a listen's stream the gateway serves (from a stdio backend, or a legacy session's
+/// notifications) gets a keep-alive comment when no message came, so that proxies in front do
+/// not take it for dead.
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 /// One message for a call a [`ChannelBody`] answers: a notification, or (`response`) the

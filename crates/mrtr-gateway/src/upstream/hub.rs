@@ -17,6 +17,8 @@
 //!   [`QUEUE`] notifications queued for a client that does not read. A listen whose client
 //!   falls that far behind is ended (its stream closes; a 2026-07-28 client listens again and
 //!   reads the lists afresh) rather than silently missing a change.
+//! * **Keep-alive**: a comment every 30 s without a notification, as the session's own channel
+//!   sends none a client could see.
 //! * **The end**: when the session's channel ends (the process exited, the `GET` stream closed),
 //!   every listen ends with a JSON-RPC error for its request. A client that goes away drops its
 //!   stream, and its resources are released.
@@ -395,7 +397,8 @@ pub(crate) async fn listen(
         subscriber,
         _holds: holds,
     };
-    let mut response = Response::new(boxed(EventsBody::new(receiver, Box::new(listening))));
+    let body = EventsBody::new(receiver, Box::new(listening)).keep_alive();
+    let mut response = Response::new(boxed(body));
     set_stream_headers(response.headers_mut());
     response
 }
@@ -545,6 +548,20 @@ mod tests {
         let events = answer.into_body().collect().await.unwrap().to_bytes();
         let count = events.windows(6).filter(|w| w == b"data: ").count();
         assert_eq!(count, QUEUE + 1, "the acknowledgement and what fit, then the end");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_listen_gets_keep_alive_comments() {
+        let hub = Arc::new(Hub::default());
+        let (subscriber, _) = counting();
+        let filter = json!({ "toolsListChanged": true });
+        let mut body = listen(&hub, &offers(), "8", &filter, subscriber, Box::new(())).await.into_body();
+        next_event(&mut body).await.unwrap();
+        // The paused clock moves on by itself once nothing else can run.
+        let comment = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&comment[..], b": keep-alive\n\n");
+        hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+        assert_eq!(next_event(&mut body).await.unwrap()["method"], "notifications/tools/list_changed");
     }
 
     #[test]

@@ -325,15 +325,18 @@ impl LegacyBackends {
             }
         };
         let subscriber: Subscriber = {
-            let (forwarder, backend) = (forwarder.clone(), backend.clone());
+            let (forwarder, backend, slot) = (forwarder.clone(), backend.clone(), lease.slot.clone());
             Arc::new(move |method, uri| {
                 let (forwarder, backend) = (forwarder.clone(), backend.clone());
                 let (identity, version, session_id) = (identity.clone(), version.clone(), session_id.clone());
+                // Under an id of the session's, as every request in it.
+                let id = slot.session.get().map(Session::next_id);
                 Box::pin(async move {
-                    let request = json!({ "jsonrpc": "2.0", "id": "mrtr-subscribe", "method": method, "params": { "uri": uri } });
-                    let body = Bytes::from(request.to_string());
+                    let Some(id) = id else { return false };
+                    let uri = Value::String(uri);
+                    let request = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"uri":{uri}}}}}"#);
                     let answer = forwarder
-                        .legacy_exchange(&backend, identity, Some(&version), Some(&session_id), body)
+                        .legacy_exchange(&backend, identity, Some(&version), Some(&session_id), Bytes::from(request))
                         .await;
                     answer.is_ok_and(|(a, _)| a.result().is_some())
                 })
