@@ -355,7 +355,17 @@ impl Inner {
                 body
             }
         };
-        match self.relay(backend, headers, &extensions, id, body).await {
+        let relayed = if StdioBackends::serves(backend) {
+            self.stdio.relay(backend, &headers, id, body).await
+        } else if LegacyBackends::speaks_legacy(backend) {
+            let asks = extensions.get::<ClientAsks>();
+            self.legacy
+                .relay(&self.forwarder, backend, headers, id, body, asks)
+                .await
+        } else {
+            self.forwarder.relay(backend, headers, id, body).await
+        };
+        match relayed {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
@@ -365,28 +375,6 @@ impl Inner {
                     error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
                 )
             }
-        }
-    }
-
-    /// Relays a request to `backend` in its kind and era: a stdio process, a legacy session, or
-    /// a modern backend's answer streamed through.
-    async fn relay(
-        &self,
-        backend: &Backend,
-        headers: HeaderMap,
-        extensions: &Extensions,
-        id: Option<&str>,
-        body: Bytes,
-    ) -> Result<Response<ProxyBody>, ForwardError> {
-        if StdioBackends::serves(backend) {
-            self.stdio.relay(backend, &headers, id, body).await
-        } else if LegacyBackends::speaks_legacy(backend) {
-            let asks = extensions.get::<ClientAsks>();
-            self.legacy
-                .relay(&self.forwarder, backend, headers, id, body, asks)
-                .await
-        } else {
-            self.forwarder.relay(backend, headers, id, body).await
         }
     }
 
@@ -566,29 +554,17 @@ impl Inner {
                 "No backend offers what this subscription asks for",
             ));
         }
-        let answers = join_all(asked.iter().map(|(index, narrowed)| {
-            self.relay(
-                &self.backends[*index],
-                parts.headers.clone(),
-                &parts.extensions,
-                id,
-                narrowed.clone(),
-            )
+        // Each backend in its kind and era; one that cannot be reached answers with an error,
+        // which the merge leaves out as a refusal.
+        let mut answers = join_all(asked.iter().map(|(index, narrowed)| {
+            let head = (parts.headers.clone(), parts.extensions.clone());
+            self.forward(*index, head, id, narrowed.clone(), None)
         }))
         .await;
-        let mut streams = Vec::new();
-        for ((index, _), answer) in asked.iter().zip(answers) {
-            match answer {
-                Ok(answer) => streams.push(answer),
-                Err(error) => {
-                    tracing::warn!(backend = self.backends[*index].name(), %error, "left out of subscriptions/listen");
-                }
-            }
+        if answers.len() == 1 {
+            return answers.remove(0);
         }
-        if let ([answer], [(index, _)]) = (&mut streams[..], &asked[..]) {
-            let answer = std::mem::replace(answer, Response::new(body::full(Bytes::new())));
-            return (self.backends[*index].route().clone(), answer);
-        }
+        let streams = answers.into_iter().map(|(_, answer)| answer).collect();
         match listen::merge(streams, self.forwarder.response_timeout()).await {
             Ok(merged) => self.own(merged),
             Err(Some(refusal)) => self.own(refusal),

@@ -555,13 +555,18 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
         let filter = json!({ "toolsListChanged": true });
-        let mut body = listen(&hub, &offers(), "8", &filter, subscriber, Box::new(())).await.into_body();
+        let mut body = listen(&hub, &offers(), "8", &filter, subscriber, Box::new(()))
+            .await
+            .into_body();
         next_event(&mut body).await.unwrap();
         // The paused clock moves on by itself once nothing else can run.
         let comment = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(&comment[..], b": keep-alive\n\n");
         hub.deliver(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
-        assert_eq!(next_event(&mut body).await.unwrap()["method"], "notifications/tools/list_changed");
+        assert_eq!(
+            next_event(&mut body).await.unwrap()["method"],
+            "notifications/tools/list_changed"
+        );
     }
 
     #[test]

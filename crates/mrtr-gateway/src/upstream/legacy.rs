@@ -334,9 +334,17 @@ impl LegacyBackends {
                 Box::pin(async move {
                     let Some(id) = id else { return false };
                     let uri = Value::String(uri);
-                    let request = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"uri":{uri}}}}}"#);
+                    let request = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"uri":{uri}}}}}"#
+                    );
                     let answer = forwarder
-                        .legacy_exchange(&backend, identity, Some(&version), Some(&session_id), Bytes::from(request))
+                        .legacy_exchange(
+                            &backend,
+                            identity,
+                            Some(&version),
+                            Some(&session_id),
+                            Bytes::from(request),
+                        )
                         .await;
                     answer.is_ok_and(|(a, _)| a.result().is_some())
                 })

@@ -289,43 +289,37 @@ pub async fn call_tool_raw(
 }
 
 /// An SSE answer read one event's JSON-RPC message at a time, each within [`TIMEOUT`].
+#[derive(Debug)]
 pub struct EventStream {
-    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Bytes>> + Send>>,
-    buffer: String,
-}
-
-impl std::fmt::Debug for EventStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventStream")
-            .field("buffer", &self.buffer)
-            .finish_non_exhaustive()
-    }
+    response: reqwest::Response,
+    /// Bytes read and not yet taken as events (a chunk may end inside an event, or a character).
+    buffer: Vec<u8>,
 }
 
 impl EventStream {
     /// The events of `response`'s body.
     pub fn of(response: reqwest::Response) -> Self {
         Self {
-            stream: Box::pin(response.bytes_stream()),
-            buffer: String::new(),
+            response,
+            buffer: Vec::new(),
         }
     }
 
     /// The next event's message (comments and events without data skipped); an error when the
     /// stream ends or nothing comes within [`TIMEOUT`].
     pub async fn next(&mut self) -> anyhow::Result<Value> {
-        use futures_util::StreamExt;
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let event = std::str::from_utf8(&event)?;
                 let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
                 if !data.is_empty() {
                     return Ok(serde_json::from_str(&data.join("\n"))?);
                 }
                 continue;
             }
-            match tokio::time::timeout(TIMEOUT, self.stream.next()).await? {
-                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk?)?),
+            match tokio::time::timeout(TIMEOUT, self.response.chunk()).await?? {
+                Some(chunk) => self.buffer.extend_from_slice(&chunk),
                 None => bail!("stream ended"),
             }
         }
