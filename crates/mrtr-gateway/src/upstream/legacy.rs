@@ -27,8 +27,9 @@
 //!   must for an unknown session, or a `400` whose error names the session, as the TypeScript
 //!   SDK 1.x does; either without processing the request) is opened again and the request sent
 //!   once more.
-//! * **Bounds**: at most [`MAX_SESSIONS`] per backend; when full, the session idle longest is
-//!   closed for a new key, and a request finding every session busy is refused. A session idle
+//! * **Bounds**: at most [`MAX_SESSIONS`] per backend, and [`MAX_SESSIONS_PER_PRINCIPAL`] per
+//!   principal and backend; when full, the session idle longest (of the principal's, for its
+//!   bound) is closed for a new key, and a request finding every such session busy is refused. A session idle
 //!   for [`IDLE_TIMEOUT`] is closed (`DELETE`) by the health probe's round.
 //!
 //! With no principal configured every client has the same key, so all clients share each
@@ -59,6 +60,10 @@ use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 /// Most sessions kept per backend (one per principal and set of capabilities).
 pub(crate) const MAX_SESSIONS: usize = 1024;
+
+/// Most sessions one principal has with one backend (one per set of capabilities its legacy
+/// clients declare, and its 2026-07-28 clients' one).
+pub(crate) const MAX_SESSIONS_PER_PRINCIPAL: usize = 16;
 
 /// How long a session may go unused before the gateway closes it.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -465,18 +470,35 @@ impl LegacyBackends {
         let (lease, evicted) = {
             let mut slots = pool.slots.lock().unwrap_or_else(|e| e.into_inner());
             let mut evicted = None;
-            if !slots.contains_key(key) && slots.len() >= MAX_SESSIONS {
-                let idle = slots
-                    .iter()
-                    .filter(|(_, s)| s.in_flight.load(Ordering::SeqCst) == 0)
-                    .min_by_key(|(_, s)| *s.last_used.lock().unwrap_or_else(|e| e.into_inner()))
-                    .map(|(k, _)| k.clone());
-                let Some(idle) = idle else {
-                    return Err(ForwardError::Unreachable(format!(
-                        "all {MAX_SESSIONS} sessions with this backend are busy"
-                    )));
-                };
-                evicted = slots.remove(&idle);
+            if !slots.contains_key(key) {
+                // A principal's sessions (one per set of capabilities its clients declare) are
+                // bounded apart, so that one principal cannot take the backend's whole pool.
+                let principal = key.principal.as_ref();
+                let theirs = principal.map_or(0, |_| {
+                    slots.keys().filter(|k| k.principal.as_ref() == principal).count()
+                });
+                let principal_full = theirs >= MAX_SESSIONS_PER_PRINCIPAL;
+                if principal_full || slots.len() >= MAX_SESSIONS {
+                    let idle = slots
+                        .iter()
+                        .filter(|(k, s)| {
+                            s.in_flight.load(Ordering::SeqCst) == 0
+                                && (!principal_full || k.principal.as_ref() == principal)
+                        })
+                        .min_by_key(|(_, s)| *s.last_used.lock().unwrap_or_else(|e| e.into_inner()))
+                        .map(|(k, _)| k.clone());
+                    let Some(idle) = idle else {
+                        let message = if principal_full {
+                            format!(
+                                "all {MAX_SESSIONS_PER_PRINCIPAL} of this principal's sessions with this backend are busy"
+                            )
+                        } else {
+                            format!("all {MAX_SESSIONS} sessions with this backend are busy")
+                        };
+                        return Err(ForwardError::Unreachable(message));
+                    };
+                    evicted = slots.remove(&idle);
+                }
             }
             let slot = slots
                 .entry(key.clone())
@@ -811,6 +833,47 @@ mod tests {
             r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid arguments"},"id":"mrtr-1"}"#;
         assert!(!forgotten(&answer(400, invalid)));
         assert!(!forgotten(&answer(200, no_session)));
+    }
+
+    #[tokio::test]
+    async fn one_principal_has_at_most_its_share_of_a_backends_sessions() {
+        // Nothing listens there: each session fails to open, but its place is taken (and given
+        // up by eviction) as for one that opened.
+        let backend = Backend::new("old", "http://127.0.0.1:1/mcp").unwrap();
+        let forwarder = Forwarder::new(std::slice::from_ref(&backend), Duration::from_secs(5));
+        let legacy = LegacyBackends::new(
+            std::slice::from_ref(&backend),
+            Some(HeaderName::from_static("x-user")),
+        );
+        let key = |user: &str, n: usize| Key {
+            principal: Some(user.into()),
+            capabilities: format!(r#"{{"n":{n}}}"#).into(),
+        };
+        let count = |user: &str| {
+            let slots = legacy.pool(&backend).unwrap().slots.lock().unwrap();
+            slots
+                .keys()
+                .filter(|k| k.principal.as_deref() == Some(user))
+                .count()
+        };
+        for n in 0..MAX_SESSIONS_PER_PRINCIPAL + 4 {
+            let _ = legacy
+                .lease(&forwarder, &backend, &key("alice", n), &HeaderMap::new())
+                .await;
+        }
+        assert_eq!(
+            count("alice"),
+            MAX_SESSIONS_PER_PRINCIPAL,
+            "her idlest made room for her newest"
+        );
+        let _ = legacy
+            .lease(&forwarder, &backend, &key("bob", 0), &HeaderMap::new())
+            .await;
+        assert_eq!(
+            (count("alice"), count("bob")),
+            (MAX_SESSIONS_PER_PRINCIPAL, 1),
+            "bob's is not hers to take"
+        );
     }
 
     #[test]
