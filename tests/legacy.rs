@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use mrtr_backends::legacy::WATCHED;
 use mrtr_backends::{
     LegacyBackend, ResponseMode, ServedBackend, ServedLegacy, SuiteFixture, serve, serve_legacy,
 };
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::EventStream;
 use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
 use mrtr_test_support::wait::TIMEOUT;
 use rmcp::model::{
@@ -228,13 +229,23 @@ impl Session {
             .await?)
     }
 
-    async fn call(&self, tool: &str, arguments: Value) -> anyhow::Result<Events> {
+    async fn call(&self, tool: &str, arguments: Value) -> anyhow::Result<EventStream> {
         let body = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}});
-        Ok(Events {
-            response: self.post(&self.url, body).await?,
-            buffer: String::new(),
-        })
+        Ok(EventStream::of(self.post(&self.url, body).await?))
+    }
+
+    /// The session's standalone `GET` stream, opened.
+    async fn updates(&self) -> anyhow::Result<EventStream> {
+        let stream = reqwest::Client::new()
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await?;
+        anyhow::ensure!(stream.status() == 200, "GET stream: HTTP {}", stream.status());
+        Ok(EventStream::of(stream))
     }
 }
 
@@ -247,39 +258,11 @@ async fn reply(response: reqwest::Response) -> anyhow::Result<Value> {
     if !sse {
         return Ok(response.json().await?);
     }
-    let mut events = Events {
-        response,
-        buffer: String::new(),
-    };
+    let mut events = EventStream::of(response);
     loop {
         let message = events.next().await?;
         if message.get("result").is_some() || message.get("error").is_some() {
             return Ok(message);
-        }
-    }
-}
-
-/// The JSON messages of a legacy SSE answer.
-struct Events {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Events {
-    async fn next(&mut self) -> anyhow::Result<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
-                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-                if !data.is_empty() {
-                    return Ok(serde_json::from_str(&data.join("\n"))?);
-                }
-                continue;
-            }
-            match tokio::time::timeout(TIMEOUT, self.response.chunk()).await?? {
-                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk)?),
-                None => bail!("stream ended"),
-            }
         }
     }
 }
@@ -409,10 +392,9 @@ async fn sessions_are_sealed_bound_and_ended_by_delete() -> anyhow::Result<()> {
     );
 
     // Undeclared capability: the backend (asked with this session's capabilities) refuses.
-    let events = session
-        .call("test_elicitation", json!({"message": "Name?"}))
-        .await?;
-    let refused = reply(events.response).await?;
+    let call = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "Name?"}}});
+    let refused = reply(session.post(&session.url, call).await?).await?;
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
 
     let mut tampered = session.id.clone();
@@ -635,18 +617,7 @@ async fn a_2025_03_26_client_is_served_in_its_version_and_unknown_versions_are_r
 async fn resource_updates_reach_the_sessions_get_stream() -> anyhow::Result<()> {
     let (backend, gateway) = suite_behind(|_| {}).await?;
     let session = Session::open(&gateway.url(), json!({})).await?;
-    let stream = reqwest::Client::new()
-        .get(gateway.url())
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await?;
-    assert_eq!(stream.status(), 200);
-    let mut updates = Events {
-        response: stream,
-        buffer: String::new(),
-    };
+    let mut updates = session.updates().await?;
 
     let subscribe = |id: u64, uri: &str| json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": uri}});
     let answer = reply(
@@ -699,18 +670,7 @@ async fn a_legacy_clients_subscription_to_a_legacy_backends_resource_is_the_back
     // A client declaring a capability: its backend session is its own, and the subscription
     // must be made there, where its tools/call lands too.
     let session = Session::open(&gateway.url(), json!({ "roots": { "listChanged": true } })).await?;
-    let stream = reqwest::Client::new()
-        .get(gateway.url())
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await?;
-    assert_eq!(stream.status(), 200);
-    let mut updates = Events {
-        response: stream,
-        buffer: String::new(),
-    };
+    let mut updates = session.updates().await?;
     let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let tool = |id: u64, name: &str, text: &str| {
         request(
