@@ -84,9 +84,32 @@ struct Listener {
     events: mpsc::Sender<Bytes>,
 }
 
+/// What a session offers a listen, from its `server/discover` result's `capabilities`: the
+/// list changes it announces, and whether it takes resource subscriptions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Offers {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    subscribe: bool,
+}
+
+impl Offers {
+    pub(crate) fn of_discover(discover: &Value) -> Self {
+        let capabilities = &discover["capabilities"];
+        let flag = |feature: &str, key: &str| capabilities[feature][key].as_bool().unwrap_or(false);
+        Self {
+            tools: flag("tools", "listChanged"),
+            prompts: flag("prompts", "listChanged"),
+            resources: flag("resources", "listChanged"),
+            subscribe: flag("resources", "subscribe"),
+        }
+    }
+}
+
 /// What a listen asks for (a `params.notifications` filter), or what it got.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Wants {
+struct Wants {
     tools: bool,
     prompts: bool,
     resources: bool,
@@ -96,7 +119,7 @@ pub(crate) struct Wants {
 impl Wants {
     /// The filter of a `subscriptions/listen` request (its `params.notifications`); `None` when
     /// it is not one.
-    pub(crate) fn of_filter(filter: &Value) -> Option<Self> {
+    fn of_filter(filter: &Value) -> Option<Self> {
         let filter = filter.as_object()?;
         let flag = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
         let mut uris: Vec<String> = Vec::new();
@@ -117,28 +140,6 @@ impl Wants {
             resources: flag("resourcesListChanged"),
             uris,
         })
-    }
-
-    /// What a session offers, from its `server/discover` result's `capabilities`: the list
-    /// changes it announces, and (`uris` holding one empty entry) whether it takes
-    /// subscriptions.
-    pub(crate) fn offered(discover: &Value) -> Self {
-        let capabilities = &discover["capabilities"];
-        let flag = |feature: &str, key: &str| capabilities[feature][key].as_bool().unwrap_or(false);
-        Self {
-            tools: flag("tools", "listChanged"),
-            prompts: flag("prompts", "listChanged"),
-            resources: flag("resources", "listChanged"),
-            uris: if flag("resources", "subscribe") {
-                vec![String::new()]
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    fn subscribes(&self) -> bool {
-        !self.uris.is_empty()
     }
 
     /// The filter of an acknowledgement: what was accepted.
@@ -313,12 +314,12 @@ impl Drop for Listening {
 }
 
 /// Serves the `subscriptions/listen` request `id` (raw JSON) with `filter` (its
-/// `params.notifications`) from `hub`, whose session `offers` what [`Wants::offered`] says and
+/// `params.notifications`) from `hub`, whose session `offers` what [`Offers::of_discover`] says and
 /// takes subscriptions through `subscriber`; the stream keeps `holds` (what keeps the session
 /// open) until it ends.
 pub(crate) async fn listen(
     hub: &Arc<Hub>,
-    offers: &Wants,
+    offers: Offers,
     id: &str,
     filter: &Value,
     subscriber: Subscriber,
@@ -340,7 +341,7 @@ pub(crate) async fn listen(
         resources: wants.resources && offers.resources,
         uris: Vec::new(),
     };
-    if offers.subscribes() {
+    if offers.subscribe {
         for uri in wants.uris {
             // A second listen of a resource counts on the first one's subscription.
             if !hub.hold(&uri) || subscriber("resources/subscribe", uri.clone()).await {
@@ -427,8 +428,8 @@ mod tests {
         serde_json::from_str(&data).ok()
     }
 
-    fn offers() -> Wants {
-        Wants::offered(&json!({ "capabilities": {
+    fn offers() -> Offers {
+        Offers::of_discover(&json!({ "capabilities": {
             "tools": { "listChanged": true }, "resources": { "subscribe": true } } }))
     }
 
@@ -438,7 +439,7 @@ mod tests {
         let (subscriber, sent) = counting();
         let filter = json!({ "toolsListChanged": true, "promptsListChanged": true,
             "resourceSubscriptions": ["a://1", "refused://2"] });
-        let answer = listen(&hub, &offers(), "7", &filter, subscriber, Box::new(())).await;
+        let answer = listen(&hub, offers(), "7", &filter, subscriber, Box::new(())).await;
         let mut body = answer.into_body();
         let ack = next_event(&mut body).await.unwrap();
         assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
@@ -477,8 +478,8 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let (subscriber, sent) = counting();
         let filter = json!({ "resourceSubscriptions": ["a://1"] });
-        let first = listen(&hub, &offers(), "1", &filter, subscriber.clone(), Box::new(())).await;
-        let second = listen(&hub, &offers(), "\"two\"", &filter, subscriber, Box::new(())).await;
+        let first = listen(&hub, offers(), "1", &filter, subscriber.clone(), Box::new(())).await;
+        let second = listen(&hub, offers(), "\"two\"", &filter, subscriber, Box::new(())).await;
         let (mut first, mut second) = (first.into_body(), second.into_body());
         next_event(&mut first).await.unwrap();
         let ack = next_event(&mut second).await.unwrap();
@@ -518,7 +519,7 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
         let filter = json!({ "toolsListChanged": true });
-        let answer = listen(&hub, &offers(), "3", &filter, subscriber.clone(), Box::new(())).await;
+        let answer = listen(&hub, offers(), "3", &filter, subscriber.clone(), Box::new(())).await;
         let mut body = answer.into_body();
         next_event(&mut body).await.unwrap();
         hub.close("The backend's notification stream ended");
@@ -528,7 +529,7 @@ mod tests {
             (json!(3), json!(INTERNAL_ERROR))
         );
         assert!(body.frame().await.is_none(), "the stream ends after the error");
-        let refused = listen(&hub, &offers(), "4", &filter, subscriber, Box::new(())).await;
+        let refused = listen(&hub, offers(), "4", &filter, subscriber, Box::new(())).await;
         let refused: Value =
             serde_json::from_slice(&refused.into_body().collect().await.unwrap().to_bytes()).unwrap();
         assert_eq!(refused["error"]["message"], "The backend's session ended");
@@ -539,7 +540,7 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
         let filter = json!({ "toolsListChanged": true });
-        let answer = listen(&hub, &offers(), "5", &filter, subscriber, Box::new(())).await;
+        let answer = listen(&hub, offers(), "5", &filter, subscriber, Box::new(())).await;
         let change = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
         for _ in 0..QUEUE + 1 {
             hub.deliver(change);
@@ -555,7 +556,7 @@ mod tests {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
         let filter = json!({ "toolsListChanged": true });
-        let mut body = listen(&hub, &offers(), "8", &filter, subscriber, Box::new(()))
+        let mut body = listen(&hub, offers(), "8", &filter, subscriber, Box::new(()))
             .await
             .into_body();
         next_event(&mut body).await.unwrap();
@@ -584,6 +585,6 @@ mod tests {
         );
         assert_eq!(Wants::of_filter(&json!({ "resourceSubscriptions": [1] })), None);
         assert_eq!(Wants::of_filter(&json!([])), None);
-        assert!(!Wants::offered(&json!({ "capabilities": { "resources": {} } })).subscribes());
+        assert!(!Offers::of_discover(&json!({ "capabilities": { "resources": {} } })).subscribe);
     }
 }

@@ -52,7 +52,7 @@ use tower_mrtr::Route;
 use super::body::{BackendBody, ProxyBody, accepted, json};
 use super::era::{LEGACY_VERSIONS, MODERN_VERSION};
 use super::forward::{Answer, ForwardError, Forwarder, mcp_method};
-use super::hub::{self, Hub, Subscriber, Wants};
+use super::hub::{self, Hub, Offers, Subscriber};
 use super::sse::{EventReader, is_sse};
 use super::translate::{ClientAsks, Reply, Translation, answer_backend_request, outgoing};
 use super::{Backend, DEFAULT_STALL_TIMEOUT};
@@ -301,7 +301,7 @@ impl LegacyBackends {
             // A backend without sessions has no stream to send notifications on.
             return Ok(no_stream(backend, id));
         };
-        let offers = Wants::offered(&session.discover);
+        let offers = Offers::of_discover(&session.discover);
         let identity = identity_headers(headers);
         let notifications = {
             let mut held = lease.slot.notifications.lock().await;
@@ -360,7 +360,7 @@ impl LegacyBackends {
             .and_then(|mut b| b.pointer_mut("/params/notifications").map(Value::take))
             .unwrap_or(Value::Null);
         let hub = notifications.hub.clone();
-        Ok(hub::listen(&hub, &offers, id, &filter, subscriber, Box::new(notifications)).await)
+        Ok(hub::listen(&hub, offers, id, &filter, subscriber, Box::new(notifications)).await)
     }
 
     /// A read-only request of the gateway's own or a client's list (as

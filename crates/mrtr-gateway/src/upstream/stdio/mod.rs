@@ -71,7 +71,7 @@ use super::{Backend, DEFAULT_STALL_TIMEOUT};
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
-use crate::upstream::hub::{self, Subscriber, Wants};
+use crate::upstream::hub::{self, Offers, Subscriber};
 use crate::upstream::sse::set_stream_headers;
 
 /// The processes of the stdio backends; see the [module docs](self).
@@ -332,7 +332,7 @@ async fn legacy_listen(
         .hello
         .get()
         .and_then(|h| h.discover.as_ref())
-        .map(Wants::offered)
+        .map(Offers::of_discover)
         .unwrap_or_default();
     let filter = serde_json::from_slice::<Value>(body)
         .ok()
@@ -352,5 +352,5 @@ async fn legacy_listen(
             })
         })
     };
-    hub::listen(&conn.hub, &offers, id, &filter, subscriber, Box::new(place)).await
+    hub::listen(&conn.hub, offers, id, &filter, subscriber, Box::new(place)).await
 }
