@@ -12,7 +12,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-use crate::jsonrpc::{self, METHOD_NOT_FOUND, RawObject};
+use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::body::Relayed;
 use crate::upstream::forward::{Answer, ForwardError};
 use crate::upstream::health::Found;
@@ -213,15 +213,33 @@ impl Conn {
                     .get("params")
                     .and_then(|p| serde_json::from_str::<ListenMeta<'_>>(p.get()).ok())
                     .and_then(|p| p.meta?.subscription_id)
-                    .and_then(|id| self.call(id.get(), false));
-                if let Some(call) = listen {
+                    .and_then(|id| self.call(id.get(), false).map(|call| (id.get().to_owned(), call)));
+                if let Some((ours, call)) = listen {
                     if call.capacity() > 1 {
                         let _ = call.try_send(Relayed {
                             message: Bytes::from(line),
                             response: false,
                         });
                     } else {
-                        tracing::debug!(backend, "a listen's client fell behind; notification dropped");
+                        // A client that fell this far behind has its listen ended, with an error
+                        // in the place kept for the response, rather than miss a change unaware
+                        // (as for a legacy session's listens, `upstream/hub.rs`).
+                        tracing::debug!(
+                            backend,
+                            "a listen's client fell behind its notifications; ending its stream"
+                        );
+                        self.call(&ours, true);
+                        let message = "The client fell behind the listen's notifications";
+                        let _ = call.try_send(Relayed {
+                            message: jsonrpc::error_body(Some(&ours), INTERNAL_ERROR, message, None),
+                            response: true,
+                        });
+                        // The process's side of the listen ends too (the translation, answered
+                        // by this error, sends no cancellation of its own).
+                        let cancelled = format!(
+                            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{ours},"reason":"the client fell behind"}}}}"#
+                        );
+                        let _ = self.writer.try_send(Bytes::from(cancelled));
                     }
                 } else if self.modern() || !self.hub.deliver(line.as_bytes()) {
                     tracing::debug!(backend, method = method.get(), message = %line, "stdio backend notification (not relayed)");
@@ -286,4 +304,57 @@ pub(super) fn answer_process_request(id: &str, method: &str) -> Bytes {
         "mrtr-gateway shares this stdio server among all its clients, so no one client can answer {method} (see docs/gateway.md, stdio backends)"
     );
     jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process's side with one listen waiting under `"mrtr-1"`, whose client reads nothing.
+    fn listening() -> (Conn, mpsc::Receiver<Bytes>, mpsc::Receiver<Relayed>) {
+        let (writer, written) = mpsc::channel(8);
+        let (call, messages) = mpsc::channel(CALL_QUEUE + 1);
+        let conn = Conn {
+            writer,
+            calls: Mutex::new(Some(HashMap::from([(Box::from(r#""mrtr-1""#), call)]))),
+            next_id: AtomicU64::new(2),
+            hello: std::sync::OnceLock::new(),
+            hub: Arc::default(),
+        };
+        (conn, written, messages)
+    }
+
+    #[test]
+    fn a_listen_whose_client_falls_behind_is_ended_with_an_error_and_cancelled() {
+        let (conn, mut written, mut messages) = listening();
+        let change = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"mrtr-1"}}}"#;
+        for _ in 0..CALL_QUEUE + 1 {
+            conn.dispatch("local", change.to_owned());
+        }
+        let relayed: Vec<Relayed> = std::iter::from_fn(|| messages.try_recv().ok()).collect();
+        assert_eq!(
+            relayed.len(),
+            CALL_QUEUE + 1,
+            "the queue, then the response's place"
+        );
+        assert!(relayed[..CALL_QUEUE].iter().all(|r| !r.response));
+        let last = relayed.last().unwrap();
+        let error: Value = serde_json::from_slice(&last.message).unwrap();
+        assert!(
+            last.response
+                && error["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("fell behind")
+        );
+        assert!(conn.call(r#""mrtr-1""#, false).is_none(), "no longer waited for");
+        let cancelled: Value = serde_json::from_slice(&written.try_recv().unwrap()).unwrap();
+        assert_eq!(
+            (cancelled["method"].as_str(), &cancelled["params"]["requestId"]),
+            (Some("notifications/cancelled"), &Value::from("mrtr-1"))
+        );
+        // Later notifications of the ended listen go nowhere.
+        conn.dispatch("local", change.to_owned());
+        assert!(messages.try_recv().is_err());
+    }
 }
