@@ -11,7 +11,7 @@
 //!
 //! * **A listen** ([`listen`]) gets what it asked for of what the session offers (its
 //!   `listChanged` and `subscribe` capabilities; a resource whose `resources/subscribe` failed is
-//!   left out), acknowledged first, as a 2026-07-28 server does; then each notification that
+//!   left out, for every listen that waited for that answer), acknowledged first, as a 2026-07-28 server does; then each notification that
 //!   matches, with the listen's id as `_meta["io.modelcontextprotocol/subscriptionId"]`.
 //! * **Bounds**: [`MAX_LISTENS`] listens per session, [`MAX_RESOURCES`] resources per listen,
 //!   [`QUEUE`] notifications queued for a client that does not read. A listen whose client
@@ -30,7 +30,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{OnceCell, mpsc};
 
 use super::body::{EventsBody, ProxyBody, boxed, json as json_answer};
 use super::sse::{message_event, set_stream_headers};
@@ -70,10 +70,19 @@ pub(crate) struct Hub {
 struct State {
     next: u64,
     listens: HashMap<u64, Listener>,
-    /// How many listens hold each resource's subscription.
-    resources: HashMap<String, usize>,
+    /// Each resource some listen holds: how many, and its `resources/subscribe`.
+    resources: HashMap<String, Held>,
     /// The session's channel ended: no listen is taken any more.
     closed: bool,
+}
+
+/// A resource listens hold.
+#[derive(Debug)]
+struct Held {
+    listens: usize,
+    /// Whether the backend took the subscription, once its first listen asked: later listens
+    /// wait for that answer rather than count on a subscription that may still fail.
+    subscribed: Arc<OnceCell<bool>>,
 }
 
 #[derive(Debug)]
@@ -250,12 +259,16 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts one more listen of `uri`; `true` for the first (which must subscribe).
-    fn hold(&self, uri: &str) -> bool {
+    /// Counts one more listen of `uri`; the answer to its subscription, to be had (the first
+    /// listen's `resources/subscribe`) or awaited.
+    fn hold(&self, uri: &str) -> Arc<OnceCell<bool>> {
         let mut state = self.lock();
-        let count = state.resources.entry(uri.to_owned()).or_insert(0);
-        *count += 1;
-        *count == 1
+        let held = state.resources.entry(uri.to_owned()).or_insert_with(|| Held {
+            listens: 0,
+            subscribed: Arc::default(),
+        });
+        held.listens += 1;
+        held.subscribed.clone()
     }
 
     /// Counts one listen fewer of each of `uris`; those no listen holds any more.
@@ -269,9 +282,9 @@ impl State {
     fn release(&mut self, uris: &[String]) -> Vec<String> {
         let mut unheld = Vec::new();
         for uri in uris {
-            if let Some(count) = self.resources.get_mut(uri) {
-                *count -= 1;
-                if *count == 0 {
+            if let Some(held) = self.resources.get_mut(uri) {
+                held.listens -= 1;
+                if held.listens == 0 {
                     self.resources.remove(uri);
                     unheld.push(uri.clone());
                 }
@@ -286,6 +299,9 @@ impl State {
         self.listens.remove(&key);
     }
 }
+
+/// The key of a [`Listening`] not yet among the hub's listens (keys start at 1).
+const NOT_LISTENING: u64 = 0;
 
 /// A listen's place in its hub, held by its stream: dropping it (the client went away, or the
 /// stream ended) releases its resources, unsubscribing those no other listen holds.
@@ -341,16 +357,27 @@ pub(crate) async fn listen(
         resources: wants.resources && offers.resources,
         uris: Vec::new(),
     };
+    // Held from the first subscription on, so that whatever ends this listen (a refusal below,
+    // the client going away mid-subscribe, its stream's end) releases what it holds.
+    let mut listening = Listening {
+        hub: hub.clone(),
+        key: NOT_LISTENING,
+        uris: Vec::new(),
+        subscriber,
+        _holds: holds,
+    };
     if offers.subscribe {
         for uri in wants.uris {
-            // A second listen of a resource counts on the first one's subscription.
-            if !hub.hold(&uri) || subscriber("resources/subscribe", uri.clone()).await {
-                accepted.uris.push(uri);
-            } else {
+            let subscribed = hub.hold(&uri);
+            listening.uris.push(uri.clone());
+            let subscribe = || (listening.subscriber)("resources/subscribe", uri.clone());
+            if !*subscribed.get_or_init(subscribe).await {
+                listening.uris.pop();
                 hub.release(std::slice::from_ref(&uri));
             }
         }
     }
+    accepted.uris = listening.uris.clone();
     let (events, receiver) = mpsc::channel(QUEUE + 1);
     let ack = json!({
         "jsonrpc": "2.0",
@@ -361,7 +388,7 @@ pub(crate) async fn listen(
         return refuse(INVALID_PARAMS, "Invalid request id");
     };
     let _ = events.try_send(ack);
-    let (key, uris) = {
+    {
         let mut state = hub.lock();
         let refused = if state.closed {
             Some("The backend's session ended")
@@ -371,33 +398,20 @@ pub(crate) async fn listen(
             None
         };
         if let Some(message) = refused {
-            let unheld = state.release(&accepted.uris);
             drop(state);
-            for uri in unheld {
-                tokio::spawn(subscriber("resources/unsubscribe", uri));
-            }
             return refuse(INTERNAL_ERROR, message);
         }
         state.next += 1;
-        let key = state.next;
-        let uris = accepted.uris.clone();
+        listening.key = state.next;
         state.listens.insert(
-            key,
+            listening.key,
             Listener {
                 id: id.into(),
                 wants: accepted,
                 events,
             },
         );
-        (key, uris)
-    };
-    let listening = Listening {
-        hub: hub.clone(),
-        key,
-        uris,
-        subscriber,
-        _holds: holds,
-    };
+    }
     let body = EventsBody::new(receiver, Box::new(listening)).keep_alive();
     let mut response = Response::new(boxed(body));
     set_stream_headers(response.headers_mut());
@@ -406,6 +420,8 @@ pub(crate) async fn listen(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use http_body_util::BodyExt;
 
     use super::*;
@@ -549,6 +565,59 @@ mod tests {
         let events = answer.into_body().collect().await.unwrap().to_bytes();
         let count = events.windows(6).filter(|w| w == b"data: ").count();
         assert_eq!(count, QUEUE + 1, "the acknowledgement and what fit, then the end");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_listen_waits_for_the_first_ones_subscription_and_a_dropped_one_lets_go() {
+        // The backend answers the first resources/subscribe only when told, and refuses it.
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let subscriber: Subscriber = {
+            let (gate, calls) = (gate.clone(), calls.clone());
+            Arc::new(move |method, uri: String| {
+                calls.lock().unwrap().push(format!("{method} {uri}"));
+                let gate = gate.clone();
+                Box::pin(async move {
+                    // Each permit answers one request.
+                    if let Ok(permit) = gate.acquire().await {
+                        permit.forget();
+                    }
+                    false
+                })
+            })
+        };
+        let hub = Arc::new(Hub::default());
+        let filter = json!({ "resourceSubscriptions": ["a://1"] });
+        let start = |id: &'static str| {
+            let (hub, filter, subscriber) = (hub.clone(), filter.clone(), subscriber.clone());
+            tokio::spawn(async move { listen(&hub, offers(), id, &filter, subscriber, Box::new(())).await })
+        };
+        let (first, second) = (start("1"), start("2"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        gate.add_permits(1);
+        for answer in [first.await.unwrap(), second.await.unwrap()] {
+            let ack = next_event(&mut answer.into_body()).await.unwrap();
+            assert_eq!(
+                ack["params"]["notifications"],
+                json!({}),
+                "refused for both: {ack}"
+            );
+        }
+        assert_eq!(
+            *calls.lock().unwrap(),
+            ["resources/subscribe a://1"],
+            "asked once"
+        );
+        assert!(hub.lock().resources.is_empty());
+
+        // A listen whose client goes away while its subscription is asked holds nothing after.
+        let waiting = listen(&hub, offers(), "3", &filter, subscriber, Box::new(()));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), waiting)
+                .await
+                .is_err()
+        );
+        assert!(hub.lock().resources.is_empty(), "released when dropped");
     }
 
     #[tokio::test(start_paused = true)]
