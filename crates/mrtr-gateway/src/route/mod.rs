@@ -533,7 +533,7 @@ impl Inner {
                 .await;
         }
         let mut asked = Vec::new();
-        for (index, _) in self.backends.iter().enumerate() {
+        for index in 0..self.backends.len() {
             let mine: Vec<String> = uris
                 .iter()
                 .zip(&owners)
