@@ -51,7 +51,7 @@ pub(super) struct Process {
     pub(super) stop: CancellationToken,
     pub(super) supervisor: Mutex<Option<JoinHandle<()>>>,
     pub(super) in_flight: Arc<Semaphore>,
-    /// Places for a modern process's `subscriptions/listen` streams, which take none of
+    /// Places for the process's `subscriptions/listen` streams, which take none of
     /// `in_flight`'s (they stay open).
     pub(super) listens: Arc<Semaphore>,
     /// When a request last picked it.
