@@ -117,8 +117,7 @@ pub(crate) fn sse_event(json: &[u8]) -> Bytes {
     crate::upstream::sse::message_event(json)
 }
 
-/// An SSE comment that keeps proxies from closing an idle stream.
-pub(crate) const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+pub(crate) use crate::upstream::sse::KEEP_ALIVE_COMMENT as KEEP_ALIVE;
 
 /// The future producing a call's events.
 pub(crate) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;

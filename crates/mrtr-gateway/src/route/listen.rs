@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::upstream::body::{EventsBody, ProxyBody};
-use crate::upstream::sse::{EventReader, is_sse, message_event, set_stream_headers};
+use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse, message_event, set_stream_headers};
 
 /// Events queued for the client before the merge waits for it to read.
 const QUEUE: usize = 64;
@@ -224,7 +224,7 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
                 continue;
             }
             Read::Message(message) => out.send(message_event(&message)).await,
-            Read::KeepAlive => out.send(Bytes::from_static(b": keep-alive\n\n")).await,
+            Read::KeepAlive => out.send(Bytes::from_static(KEEP_ALIVE_COMMENT)).await,
             Read::End => continue,
         };
         if sent.is_err() {

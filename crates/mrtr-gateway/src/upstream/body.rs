@@ -37,6 +37,7 @@ use tower_mrtr::BoxError;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{Either, Full};
 
+use super::sse::KEEP_ALIVE_COMMENT;
 use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
 
@@ -541,7 +542,7 @@ impl Body for EventsBody {
             return Poll::Pending;
         }
         timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n")))))
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_COMMENT)))))
     }
 }
 
@@ -671,9 +672,8 @@ impl Body for ChannelBody {
                     if this.stall.as_mut().poll(cx).is_ready() {
                         if this.keep_alive {
                             this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                                b": keep-alive\n\n",
-                            )))));
+                            let comment = Bytes::from_static(KEEP_ALIVE_COMMENT);
+                            return Poll::Ready(Some(Ok(Frame::data(comment))));
                         }
                         return this.fail("it stalled");
                     }

@@ -29,6 +29,10 @@ pub(crate) fn write_message_event(json: &[u8], out: &mut BytesMut) {
     out.extend_from_slice(b"\n");
 }
 
+/// An SSE comment that keeps proxies from closing an idle stream: what every stream the
+/// gateway writes sends when it has nothing else to send.
+pub(crate) const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
 /// One SSE `message` event carrying `json` ([`write_message_event`]).
 pub(crate) fn message_event(json: &[u8]) -> Bytes {
     let mut out = BytesMut::new();
