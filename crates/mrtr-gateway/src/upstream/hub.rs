@@ -329,22 +329,25 @@ impl Drop for Listening {
     }
 }
 
-/// Serves the `subscriptions/listen` request `id` (raw JSON) with `filter` (its
-/// `params.notifications`) from `hub`, whose session `offers` what [`Offers::of_discover`] says and
+/// Serves the `subscriptions/listen` request `id` (raw JSON), whose body is `request` (its
+/// filter is `params.notifications`), from `hub`, whose session `offers` what [`Offers::of_discover`] says and
 /// takes subscriptions through `subscriber`; the stream keeps `holds` (what keeps the session
 /// open) until it ends.
 pub(crate) async fn listen(
     hub: &Arc<Hub>,
     offers: Offers,
     id: &str,
-    filter: &Value,
+    request: &[u8],
     subscriber: Subscriber,
     holds: Box<dyn Send + Sync>,
 ) -> Response<ProxyBody> {
     let refuse = |code: i64, message: &str| {
         json_answer(StatusCode::OK, jsonrpc::error_body(Some(id), code, message, None))
     };
-    let Some(wants) = Wants::of_filter(filter) else {
+    let filter = serde_json::from_slice::<Value>(request)
+        .ok()
+        .and_then(|mut r| r.pointer_mut("/params/notifications").map(Value::take));
+    let Some(wants) = filter.as_ref().and_then(Wants::of_filter) else {
         return refuse(INVALID_PARAMS, "params.notifications must be an object");
     };
     if wants.uris.len() > MAX_RESOURCES {
@@ -444,6 +447,13 @@ mod tests {
         serde_json::from_str(&data).ok()
     }
 
+    /// A `subscriptions/listen` request body with `filter` as its `params.notifications`.
+    fn request(filter: Value) -> Vec<u8> {
+        let request = json!({ "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": { "notifications": filter } });
+        request.to_string().into_bytes()
+    }
+
     fn offers() -> Offers {
         Offers::of_discover(&json!({ "capabilities": {
             "tools": { "listChanged": true }, "resources": { "subscribe": true } } }))
@@ -453,8 +463,8 @@ mod tests {
     async fn a_listen_is_acknowledged_with_what_was_accepted_then_gets_what_it_asked_for() {
         let hub = Arc::new(Hub::default());
         let (subscriber, sent) = counting();
-        let filter = json!({ "toolsListChanged": true, "promptsListChanged": true,
-            "resourceSubscriptions": ["a://1", "refused://2"] });
+        let filter = request(json!({ "toolsListChanged": true, "promptsListChanged": true,
+            "resourceSubscriptions": ["a://1", "refused://2"] }));
         let answer = listen(&hub, offers(), "7", &filter, subscriber, Box::new(())).await;
         let mut body = answer.into_body();
         let ack = next_event(&mut body).await.unwrap();
@@ -493,7 +503,7 @@ mod tests {
     async fn subscriptions_are_counted_across_listens_and_released_by_the_last() {
         let hub = Arc::new(Hub::default());
         let (subscriber, sent) = counting();
-        let filter = json!({ "resourceSubscriptions": ["a://1"] });
+        let filter = request(json!({ "resourceSubscriptions": ["a://1"] }));
         let first = listen(&hub, offers(), "1", &filter, subscriber.clone(), Box::new(())).await;
         let second = listen(&hub, offers(), "\"two\"", &filter, subscriber, Box::new(())).await;
         let (mut first, mut second) = (first.into_body(), second.into_body());
@@ -534,7 +544,7 @@ mod tests {
     async fn a_closed_session_ends_every_listen_with_an_error_and_takes_no_new_one() {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
-        let filter = json!({ "toolsListChanged": true });
+        let filter = request(json!({ "toolsListChanged": true }));
         let answer = listen(&hub, offers(), "3", &filter, subscriber.clone(), Box::new(())).await;
         let mut body = answer.into_body();
         next_event(&mut body).await.unwrap();
@@ -555,7 +565,7 @@ mod tests {
     async fn a_client_that_does_not_read_is_ended_not_skipped() {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
-        let filter = json!({ "toolsListChanged": true });
+        let filter = request(json!({ "toolsListChanged": true }));
         let answer = listen(&hub, offers(), "5", &filter, subscriber, Box::new(())).await;
         let change = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
         for _ in 0..QUEUE + 1 {
@@ -587,7 +597,7 @@ mod tests {
             })
         };
         let hub = Arc::new(Hub::default());
-        let filter = json!({ "resourceSubscriptions": ["a://1"] });
+        let filter = request(json!({ "resourceSubscriptions": ["a://1"] }));
         let start = |id: &'static str| {
             let (hub, filter, subscriber) = (hub.clone(), filter.clone(), subscriber.clone());
             tokio::spawn(async move { listen(&hub, offers(), id, &filter, subscriber, Box::new(())).await })
@@ -624,7 +634,7 @@ mod tests {
     async fn a_quiet_listen_gets_keep_alive_comments() {
         let hub = Arc::new(Hub::default());
         let (subscriber, _) = counting();
-        let filter = json!({ "toolsListChanged": true });
+        let filter = request(json!({ "toolsListChanged": true }));
         let mut body = listen(&hub, offers(), "8", &filter, subscriber, Box::new(()))
             .await
             .into_body();

@@ -355,12 +355,8 @@ impl LegacyBackends {
                 })
             })
         };
-        let filter = serde_json::from_slice::<Value>(body)
-            .ok()
-            .and_then(|mut b| b.pointer_mut("/params/notifications").map(Value::take))
-            .unwrap_or(Value::Null);
         let hub = notifications.hub.clone();
-        Ok(hub::listen(&hub, offers, id, &filter, subscriber, Box::new(notifications)).await)
+        Ok(hub::listen(&hub, offers, id, body, subscriber, Box::new(notifications)).await)
     }
 
     /// A read-only request of the gateway's own or a client's list (as

@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_mrtr::Route;
 
@@ -334,10 +334,6 @@ async fn legacy_listen(
         .and_then(|h| h.discover.as_ref())
         .map(Offers::of_discover)
         .unwrap_or_default();
-    let filter = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|mut b| b.pointer_mut("/params/notifications").map(Value::take))
-        .unwrap_or(Value::Null);
     let subscriber: Subscriber = {
         let conn = conn.clone();
         Arc::new(move |method, uri| {
@@ -352,5 +348,5 @@ async fn legacy_listen(
             })
         })
     };
-    hub::listen(&conn.hub, offers, id, &filter, subscriber, Box::new(place)).await
+    hub::listen(&conn.hub, offers, id, body, subscriber, Box::new(place)).await
 }
