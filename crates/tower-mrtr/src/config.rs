@@ -33,6 +33,37 @@ pub const DEFAULT_MAX_ROUNDS: u16 = 16;
 /// claim an authentication layer put into the extensions).
 pub(crate) type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
 
+/// Decides whether a call may go on, from the request head, the method and its target (the
+/// tool or prompt name, or the resource URI), before any envelope is opened.
+pub(crate) type AuthorizeFn = Arc<dyn Fn(&Parts, &str, Option<&str>) -> Result<(), Denied> + Send + Sync>;
+
+/// A call refused by the check given to [`MrtrLayer::authorize`](crate::MrtrLayer::authorize):
+/// the client gets HTTP 403 and a JSON-RPC error carrying this message.
+///
+/// ```
+/// let denied = tower_mrtr::Denied::new("The tool deploy is not permitted for this caller");
+/// assert_eq!(denied.message(), "The tool deploy is not permitted for this caller");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    message: std::borrow::Cow<'static, str>,
+}
+
+impl Denied {
+    /// A refusal telling the client `message` (say what is refused, not why in detail: the
+    /// client may be anyone).
+    pub fn new(message: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// What the client is told.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 /// Everything the layer is configured with. Built by [`MrtrLayer`](crate::MrtrLayer), shared
 /// behind an `Arc` by every service and future it makes.
 #[derive(Clone)]
@@ -43,6 +74,7 @@ pub(crate) struct Config {
     pub(crate) max_task_ttl: Duration,
     pub(crate) default_route: Option<Route>,
     pub(crate) principal: Option<PrincipalFn>,
+    pub(crate) authorize: Option<AuthorizeFn>,
     /// The deployment's name, bound into every envelope's associated data.
     pub(crate) audience: Option<Arc<str>>,
     /// A retry presenting a request state of this round or later is refused.
@@ -66,6 +98,7 @@ impl Config {
             max_task_ttl: DEFAULT_MAX_TASK_TTL,
             default_route: None,
             principal: None,
+            authorize: None,
             audience: None,
             max_rounds: DEFAULT_MAX_ROUNDS,
             principal_required: true,
@@ -91,6 +124,13 @@ impl fmt::Debug for Config {
                 &self.principal.as_ref().map(|_| "Fn(&Parts) -> Option<String>"),
             )
             .field("principal_required", &self.principal_required)
+            .field(
+                "authorize",
+                &self
+                    .authorize
+                    .as_ref()
+                    .map(|_| "Fn(&Parts, &str, Option<&str>) -> Result<(), Denied>"),
+            )
             .field("audience", &self.audience)
             .field("max_rounds", &self.max_rounds)
             .field("bind_arguments", &self.bind_arguments)

@@ -61,6 +61,8 @@ pub(crate) enum Rejection {
     StateNotAccepted { id: Option<String> },
     /// The layer requires a principal and the request has none.
     PrincipalRequired { id: Option<String> },
+    /// The [`authorize`](crate::MrtrLayer::authorize) check refused the call.
+    Denied { id: Option<String>, message: String },
     /// A task request from a client that did not declare the Tasks extension in this request.
     MissingTasksCapability { id: Option<String> },
     /// A `subscriptions/listen` names task handles of different backends.
@@ -92,6 +94,7 @@ impl Rejection {
             Self::TooManyRounds { .. } => "too_many_rounds",
             Self::StateNotAccepted { .. } => "state_not_accepted",
             Self::PrincipalRequired { .. } => "principal_required",
+            Self::Denied { .. } => "denied",
             Self::MissingTasksCapability { .. } => "missing_tasks_capability",
             Self::MixedTaskRoutes { .. } => "mixed_task_routes",
             Self::TooManyTaskIds { .. } => "too_many_task_ids",
@@ -104,7 +107,7 @@ impl Rejection {
         match self {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::PrincipalRequired { .. } => StatusCode::FORBIDDEN,
+            Self::PrincipalRequired { .. } | Self::Denied { .. } => StatusCode::FORBIDDEN,
             Self::BodyUnreadable
             | Self::ParseError
             | Self::Unreadable { .. }
@@ -174,6 +177,7 @@ impl Rejection {
                 INVALID_REQUEST,
                 "This relay binds requests to an authenticated principal, and this request has none",
             ),
+            Self::Denied { id, message } => error_body(id.as_deref(), INVALID_REQUEST, message),
             Self::MissingTasksCapability { id } => error_body_with_data(
                 id.as_deref(),
                 MISSING_REQUIRED_CLIENT_CAPABILITY,

@@ -85,6 +85,38 @@ impl MrtrLayer {
         self
     }
 
+    /// Checks every `tools/call`, `prompts/get` and `resources/read` with `authorize` before
+    /// anything else is done with it: before its `requestState` is opened, and before it reaches
+    /// the inner service. `authorize` gets the request head (where an authentication layer put
+    /// the caller), the method and its target (`params.name`, or `params.uri` for
+    /// `resources/read`; `None` when the request names none). A [`Denied`](crate::Denied) is
+    /// answered with HTTP 403 and a JSON-RPC `-32600` error carrying its message; the retry of a
+    /// call that is no longer permitted is refused the same way, its state unopened.
+    ///
+    /// The same check runs on each such request inside a JSON-RPC batch: one denied element
+    /// refuses the batch.
+    ///
+    /// ```
+    /// use tower_mrtr::{Denied, Keyring, MrtrLayer};
+    ///
+    /// let layer = MrtrLayer::new(Keyring::generate("k1").unwrap()).authorize(|_parts, method, target| {
+    ///     match (method, target) {
+    ///         ("tools/call", Some("drop_database")) => Err(Denied::new("The tool drop_database is not permitted")),
+    ///         _ => Ok(()),
+    ///     }
+    /// });
+    /// # let _ = layer;
+    /// ```
+    ///
+    /// The function runs on every such request; keep it cheap.
+    pub fn authorize<F>(mut self, authorize: F) -> Self
+    where
+        F: Fn(&Parts, &str, Option<&str>) -> Result<(), crate::Denied> + Send + Sync + 'static,
+    {
+        self.config_mut().authorize = Some(Arc::new(authorize));
+        self
+    }
+
     /// Whether a request without a principal is refused (`true`, the default) or relayed with
     /// envelopes bound to no principal (`false`; such envelopes open for any request without
     /// one). Only meaningful with [`MrtrLayer::bind_principal`]. Either way a missing principal

@@ -115,7 +115,7 @@ pub(crate) fn process(
 ) -> Result<(Bytes, ResponsePlan), Rejection> {
     match json::first_significant(&body) {
         Some(b'{') => {}
-        Some(b'[') => return process_batch(&body).map(|plan| (body, plan)),
+        Some(b'[') => return process_batch(config, parts, &body).map(|plan| (body, plan)),
         _ => return Err(not_a_request(&body)),
     }
     let message = jsonrpc::parse_request(&body).map_err(|e| unreadable(e, None))?;
@@ -210,6 +210,15 @@ fn unreadable(error: ReadError, id: Option<String>) -> Rejection {
     }
 }
 
+/// The refusal of a call the `authorize` check denied; its target goes to the debug log only.
+fn denial(method: &str, target: Option<&str>, denied: crate::Denied, id: Option<&str>) -> Rejection {
+    tracing::debug!(method, target, "request refused by the authorize check");
+    Rejection::Denied {
+        id: owned(id),
+        message: denied.message().to_owned(),
+    }
+}
+
 /// A raw JSON-RPC id as owned text, for an error answer.
 fn owned(id: Option<&str>) -> Option<String> {
     id.map(str::to_owned)
@@ -299,6 +308,9 @@ impl Request<'_> {
             "resources/read" => p.uri.as_deref(),
             _ => p.name.as_deref(),
         });
+        if let Some(authorize) = &self.config.authorize {
+            authorize(parts, method, target).map_err(|denied| denial(method, target, denied, self.id))?;
+        }
         let principal = self.principal(parts, method)?;
         let raw_arguments = params.and_then(|p| p.arguments);
         let bind_arguments = self.config.bind_arguments && jsonrpc::takes_arguments(method);
@@ -577,7 +589,7 @@ fn set_body_length(headers: &mut HeaderMap, len: usize) {
 /// open (a `requestState`, a task handle in a follow-up or a subscription filter): no element can
 /// be opened and rewritten on its own. If an element may answer `input_required`, the answer is
 /// checked (and such an answer fails closed).
-fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
+fn process_batch(config: &Config, parts: &Parts, body: &[u8]) -> Result<ResponsePlan, Rejection> {
     let Elements(elements) = serde_json::from_slice(body).map_err(|_| Rejection::ParseError)?;
     let mut plan = ResponsePlan::Passthrough;
     for element in elements {
@@ -616,6 +628,15 @@ fn process_batch(body: &[u8]) -> Result<ResponsePlan, Rejection> {
         }
         if jsonrpc::may_require_input(method) {
             plan = ResponsePlan::Batch;
+        }
+        if let Some(authorize) = &config.authorize
+            && jsonrpc::INPUT_REQUIRED_METHODS.contains(&method)
+        {
+            let target = params.as_ref().and_then(|p| match method {
+                "resources/read" => p.uri.as_deref(),
+                _ => p.name.as_deref(),
+            });
+            authorize(parts, method, target).map_err(|denied| denial(method, target, denied, None))?;
         }
     }
     Ok(plan)

@@ -1329,3 +1329,72 @@ async fn a_task_id_under_a_case_variant_name_fails_closed() {
         }
     }
 }
+
+/// `authorize` runs before anything else is done with a call: a denied call never reaches the
+/// inner service, a denied retry is refused before its state is opened (a tampered state gets
+/// the denial, not the envelope's refusal), and a denied element refuses a batch.
+#[tokio::test]
+async fn the_authorize_check_refuses_calls_and_retries_before_their_state_is_opened() {
+    let layer = MrtrLayer::with_shared_keyring(keyring()).authorize(|parts, method, target| {
+        let user = parts.headers.get("x-user").and_then(|v| v.to_str().ok());
+        match (user, method, target) {
+            (Some("alice"), _, _) | (_, "resources/read", _) => Ok(()),
+            (_, _, Some(target)) => Err(tower_mrtr::Denied::new(format!(
+                "{method} of {target} is not permitted"
+            ))),
+            (_, _, None) => Err(tower_mrtr::Denied::new("not permitted")),
+        }
+    });
+    let as_user = |body: &str, user: &str| {
+        let mut req = post(body);
+        req.headers_mut().insert("x-user", user.parse().unwrap());
+        req
+    };
+    let backend = Backend::new();
+    let first = send(
+        layer.layer(rounds_backend(&backend, "alpha", 1)),
+        as_user(&tool_call(1, "deploy", None), "alice"),
+    )
+    .await;
+    let envelope = first.envelope();
+    assert_eq!(backend.seen().len(), 1);
+
+    let tampered = format!("{}x", &envelope[..envelope.len() - 1]);
+    for (body, user) in [
+        (tool_call(2, "deploy", None), "bob"),
+        (tool_call(3, "deploy", Some(&envelope)), "bob"),
+        (tool_call(4, "deploy", Some(&tampered)), "bob"),
+        (
+            format!(
+                r#"[{},{{"jsonrpc":"2.0","id":6,"method":"tools/list"}}]"#,
+                tool_call(5, "deploy", None)
+            ),
+            "bob",
+        ),
+    ] {
+        let answer = send(layer.layer(must_not_be_called()), as_user(&body, user)).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{body}");
+        if !body.starts_with('[') {
+            assert_eq!(answer.error_code(), Some(-32600), "{body}");
+            assert_eq!(
+                answer.json()["error"]["message"],
+                "tools/call of deploy is not permitted",
+                "{body}"
+            );
+        }
+    }
+    // What the check lets through is relayed as before: alice's retry completes, and methods the
+    // check is not asked about pass.
+    let done = send(
+        layer.layer(rounds_backend(&backend, "alpha", 1)),
+        as_user(&tool_call(7, "deploy", Some(&envelope)), "alice"),
+    )
+    .await;
+    assert_eq!(done.json()["result"]["content"][0]["text"], "done by alpha");
+    let listed = send(
+        layer.layer(backend.service(None, |_| "{}".to_owned())),
+        as_user(r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#, "bob"),
+    )
+    .await;
+    assert_eq!(listed.status, StatusCode::OK);
+}
