@@ -10,15 +10,18 @@
 //! 2. request decompression (`front::http_layers::DecompressRequestLayer`): gzip and deflate bodies decoded so
 //!    that the MRTR layer reads them;
 //! 3. the front ([`FrontLayer`]): load shedding, `Origin`/`Host` and media types, the path
-//!    (`/mcp`, else 404), the request-body deadline, the access log line;
+//!    (`/mcp`; with `[oauth]` the Protected Resource Metadata at its well-known path; else 404),
+//!    with `[oauth]` the bearer token (`auth/`), the request-body deadline, the access log line;
 //! 4. the legacy front ([`legacy::Front`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
 //!    refusals;
-//! 6. the MRTR layer ([`MrtrLayer`]): `input_required` states sealed with the backend's route,
-//!    retries opened and pinned to that backend;
-//! 7. the [`Proxy`]: mirrored MCP headers checked, routing and fan-out, the merged catalog, and
-//!    forwarding to the backends (`upstream/`).
+//! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
+//!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
+//!    pinned to that backend;
+//! 7. the [`Proxy`]: mirrored MCP headers checked, the rate limits (`policy/`), routing and
+//!    fan-out, the merged catalog (filtered by the policy), and forwarding to the backends
+//!    (`upstream/`).
 //!
 //! [`start`] binds a listener and serves that stack; the health probe (`ops/readiness.rs`)
 //! runs beside it.
@@ -45,6 +48,7 @@ use crate::front::shed::LoadShed;
 use crate::front::{FrontLayer, Gateway, MCP_PATH};
 use crate::legacy::{self, DualEra};
 use crate::ops::readiness::{self, Readiness, ReadyRule};
+use crate::policy;
 use crate::route::Proxy;
 use crate::upstream::Backend;
 
@@ -82,13 +86,19 @@ pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
 ///
 /// If `config.backends` is empty.
 pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
-    let proxy = Proxy::with_principal_header(
+    service_with(config, KeyringHandle::from_shared(keyring), proxy(config), listen)
+}
+
+/// Step 7: the proxy, with the principal header, the policy (lists filtered) and the rate
+/// limits.
+fn proxy(config: &GatewayConfig) -> Proxy {
+    Proxy::with_principal_header(
         config.backends_with_defaults(),
         config.settings.catalog_ttl.into(),
         config.settings.backend_timeout.into(),
-        config.settings.principal_header.clone(),
-    );
-    service_with(config, KeyringHandle::from_shared(keyring), proxy, listen)
+        config.principal_header(),
+    )
+    .with_access(config.policy.clone(), config.rate_limits.clone())
 }
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
@@ -111,7 +121,8 @@ fn service_with(
         .service(proxy)
 }
 
-/// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path and the body deadline.
+/// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path (and the resource
+/// server's metadata), the bearer token, and the body deadline.
 fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
     let settings = &config.settings;
     let guard = Guard {
@@ -123,13 +134,14 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
         LoadShed::new(settings.max_in_flight.get()),
         settings.request_body_timeout.into(),
     )
+    .authenticate(config.auth.clone())
 }
 
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
 /// comparison; it also answers the 405s on `/mcp`.
 fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
     let front = legacy::Front::new(config.settings.legacy(), keys)
-        .principal_header(config.settings.principal_header.clone())
+        .principal_header(config.principal_header())
         .audience(config.settings.audience.as_deref().map(Arc::from))
         .max_request_body(config.settings.max_request_body);
     match &config.clock {
@@ -151,13 +163,20 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
     if let Some(clock) = &config.clock {
         layer = layer.clock(clock.clone());
     }
-    if let Some(header) = config.settings.principal_header.clone() {
+    if let Some(header) = config.principal_header() {
         layer = layer.bind_principal(move |parts| {
             parts
                 .headers
                 .get(&header)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
+        });
+    }
+    if let Some(policy) = config.policy.clone() {
+        let header = config.principal_header();
+        layer = layer.authorize(move |parts, method, target| {
+            let caller = policy::caller_of(&parts.extensions, &parts.headers, header.as_ref());
+            policy.authorize(caller.as_ref(), method, target)
         });
     }
     layer
@@ -280,12 +299,12 @@ pub async fn start_with_keys(
     }
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let proxy = Proxy::with_principal_header(
-        config.backends_with_defaults(),
-        config.settings.catalog_ttl.into(),
-        config.settings.backend_timeout.into(),
-        config.settings.principal_header.clone(),
-    );
+    if let Some(auth) = &config.auth {
+        // So that the first client need not wait for the issuer's keys; a failure is logged,
+        // and the first request tries again.
+        auth.load_keys().await;
+    }
+    let proxy = proxy(&config);
     let probe = config
         .health_interval()
         .map(|interval| tokio::spawn(readiness::probe(proxy.clone(), interval)));

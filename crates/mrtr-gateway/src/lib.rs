@@ -18,12 +18,14 @@
 //! | `front` | the accept loop, tower-http layers, `Origin`/`Host` checks, shedding, deadlines, drain, request metrics |
 //! | `legacy` | clients of the `initialize` era, bridged to the modern stack |
 //! | `route` | the [`Proxy`] the MRTR layer wraps: routing, fan-out, the catalog, mirrored-header checks |
+//! | `policy` | what a caller may call (`[[policy]]`) and how often (`[[rate-limit]]`) |
 //! | `upstream` | backends, forwarding, backend bodies and their SSE reader, per-backend health state |
+//! | `auth` | who a request comes from: the OAuth resource server (bearer tokens, the issuer's keys, the metadata) |
 //! | `observe` | metric names and handles, the access log, logging (imports no stage) |
 //! | `jsonrpc`, `tls` | the ground floor: JSON-RPC codes and bodies, TLS material |
 //!
-//! A new backend transport goes in `upstream`, a new check on client requests (authentication,
-//! say) in `front`, a new admin endpoint in `ops`, a new setting in `cli`'s settings.
+//! A new backend transport goes in `upstream`, a new way of knowing the caller in `auth`, a
+//! new rule on what callers may do in `policy`, another check on client requests in `front`, a new admin endpoint in `ops`, a new setting in `cli`'s settings.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod config;
 mod front;
@@ -50,6 +53,7 @@ mod jsonrpc;
 pub mod legacy;
 mod observe;
 mod ops;
+pub mod policy;
 mod route;
 pub mod tls;
 mod upstream;

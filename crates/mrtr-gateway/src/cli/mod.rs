@@ -192,12 +192,13 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
         return Err(format!("backend name {:?} is used twice", w[0]));
     }
     if settings.principal_header.is_none()
+        && settings.oauth.is_none()
         && let Some(backend) = backends
             .iter()
             .find(|b| b.command().is_some_and(|c| c.processes_per_principal().is_some()))
     {
         return Err(format!(
-            "backend {:?}: process-per-principal needs principal-header, the header that names each request's principal",
+            "backend {:?}: process-per-principal needs principal-header (the header that names each request's principal) or [oauth]",
             backend.name()
         ));
     }
@@ -237,6 +238,7 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     let mut config = GatewayConfig::new(backends);
     config.listener_tls = listener_tls;
     config.settings = settings;
+    let config = config.with_access_settings()?;
     Ok(Run { keys, config })
 }
 

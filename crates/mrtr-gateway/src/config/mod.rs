@@ -35,6 +35,7 @@ use tower_mrtr::Clock;
 
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
 pub use self::values::{PositiveSeconds, Seconds};
+use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
 use crate::front::drain::DrainConfig;
 use crate::front::origin::{HostPolicy, OriginPolicy};
 use crate::front::server::ClientLimits;
@@ -42,6 +43,7 @@ use crate::front::{deadline, shed};
 use crate::legacy::LegacyConfig;
 use crate::observe::logging::LogFormat;
 use crate::ops::readiness::ReadyRule;
+use crate::policy::{Policy, PolicyRule, RateLimitSpec, RateLimits};
 use crate::tls::ListenerTls;
 use crate::upstream::{self, Backend};
 
@@ -245,6 +247,18 @@ pub struct Settings {
     /// After SIGTERM, let open requests and streams run at most this long, then exit
     #[arg(long, value_name = "SECONDS", default_value = "30")]
     pub drain_timeout: Seconds,
+
+    /// The `[oauth]` table (config file only): the gateway as an OAuth 2.1 resource server.
+    #[arg(skip)]
+    pub oauth: Option<OAuthSettings>,
+
+    /// The `[[policy]]` tables (config file only): who may call which tools, prompts, resources.
+    #[arg(skip)]
+    pub policy: Vec<PolicyRule>,
+
+    /// The `[[rate-limit]]` tables (config file only).
+    #[arg(skip)]
+    pub rate_limit: Vec<RateLimitSpec>,
 }
 
 impl Default for Settings {
@@ -328,6 +342,12 @@ pub struct GatewayConfig {
     pub listener_tls: Option<Arc<ListenerTls>>,
     /// Where envelope expiry reads the time (tests); `None` for the system clock.
     pub clock: Option<Arc<dyn Clock>>,
+    /// The OAuth resource server (the binary builds it from `settings.oauth`).
+    pub auth: Option<Arc<Authenticator>>,
+    /// The per-tool policy (from `settings.policy`); `None`: every caller may call everything.
+    pub policy: Option<Arc<Policy>>,
+    /// The rate limits (from `settings.rate_limit`).
+    pub rate_limits: Option<Arc<RateLimits>>,
 }
 
 impl GatewayConfig {
@@ -343,6 +363,43 @@ impl GatewayConfig {
             backends,
             listener_tls: None,
             clock: None,
+            auth: None,
+            policy: None,
+            rate_limits: None,
+        }
+    }
+
+    /// Builds the resource server, the policy and the rate limits `settings` configure (the
+    /// binary does this; an embedder that sets `settings.oauth`, `policy` or `rate_limit` calls
+    /// it). `[oauth]` and `principal-header` are exclusive: each names the principal.
+    pub fn with_access_settings(mut self) -> Result<Self, String> {
+        let settings = &self.settings;
+        if settings.oauth.is_some() && settings.principal_header.is_some() {
+            return Err(
+                "principal-header and [oauth] are exclusive: with [oauth] the gateway verifies bearer tokens itself and takes the principal from a claim"
+                    .to_owned(),
+            );
+        }
+        self.auth = settings.oauth.clone().map(Authenticator::new).transpose()?;
+        self.policy = if settings.policy.is_empty() {
+            None
+        } else {
+            Some(Arc::new(Policy::new(settings.policy.clone())?))
+        };
+        self.rate_limits = if settings.rate_limit.is_empty() {
+            None
+        } else {
+            Some(Arc::new(RateLimits::new(settings.rate_limit.clone())?))
+        };
+        Ok(self)
+    }
+
+    /// The header that names each request's principal: `principal-header`, or with `[oauth]`
+    /// the one the resource server sets ([`PRINCIPAL_HEADER`]).
+    pub fn principal_header(&self) -> Option<HeaderName> {
+        match &self.auth {
+            Some(_) => Some(PRINCIPAL_HEADER),
+            None => self.settings.principal_header.clone(),
         }
     }
 

@@ -44,6 +44,8 @@ use tower_service::Service;
 use self::deadline::BodyDeadline;
 use self::origin::Guard;
 use self::shed::{Admission, LoadShed};
+use crate::auth::Authenticator;
+use crate::auth::resource::Check;
 use crate::observe::access;
 use crate::upstream::forward::remove_connection_options;
 
@@ -60,6 +62,7 @@ pub struct FrontLayer {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
+    auth: Option<Arc<Authenticator>>,
 }
 
 impl FrontLayer {
@@ -70,7 +73,15 @@ impl FrontLayer {
             guard: Arc::new(guard),
             shed,
             body_timeout,
+            auth: None,
         }
+    }
+
+    /// Checks every request to `/mcp` with the OAuth resource server `auth` (after the guard),
+    /// and serves its metadata at the well-known path.
+    pub(crate) fn authenticate(mut self, auth: Option<Arc<Authenticator>>) -> Self {
+        self.auth = auth;
+        self
     }
 }
 
@@ -82,6 +93,7 @@ impl<S> Layer<S> for FrontLayer {
             guard: self.guard.clone(),
             shed: self.shed.clone(),
             body_timeout: self.body_timeout,
+            auth: self.auth.clone(),
             mcp,
         }
     }
@@ -93,17 +105,25 @@ pub struct Gateway<S> {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
+    auth: Option<Arc<Authenticator>>,
     mcp: S,
 }
 
 type ToGateway<R> = fn(Response<R>) -> Response<GatewayBody<R>>;
+
+/// An answer that is ready, or (rarely: a token naming a key the gateway must read first) one
+/// that waits for the issuer's keys before the MCP stack is called.
+type OwnFuture<R> = EitherFuture<
+    Ready<Result<Response<GatewayBody<R>>, Infallible>>,
+    Pin<Box<dyn Future<Output = Result<Response<GatewayBody<R>>, Infallible>> + Send>>,
+>;
 
 pin_project! {
     /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's (`F`); it
     /// writes the access log line and frees the request's place ([`shed`]) when it is ready.
     pub struct GatewayFuture<F, R> {
         #[pin]
-        answer: EitherFuture<Ready<Result<Response<GatewayBody<R>>, Infallible>>, MapOk<F, ToGateway<R>>>,
+        answer: EitherFuture<OwnFuture<R>, MapOk<F, ToGateway<R>>>,
         admission: Option<Admission>,
         entry: access::Entry,
     }
@@ -128,7 +148,10 @@ where
 
 impl<S, B, R> Service<Request<B>> for Gateway<S>
 where
-    S: Service<Request<BodyDeadline<B>>, Response = Response<R>, Error = Infallible>,
+    S: Service<Request<BodyDeadline<B>>, Response = Response<R>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+    R: 'static,
 {
     type Response = Response<GatewayBody<R>>;
     type Error = Infallible;
@@ -145,7 +168,7 @@ where
         remove_connection_options(request.headers_mut());
         let entry = access::Entry::start(&request);
         let own = |response: Response<Full<Bytes>>, entry| GatewayFuture {
-            answer: EitherFuture::Left(ready(Ok(response.map(Either::Right)))),
+            answer: EitherFuture::Left(EitherFuture::Left(ready(Ok(response.map(Either::Right))))),
             admission: None,
             entry,
         };
@@ -157,12 +180,42 @@ where
             return own(refusal.into_response(), entry);
         }
         if request.uri().path() != MCP_PATH {
+            if let Some(auth) = &self.auth
+                && auth.is_metadata_path(request.uri().path())
+            {
+                return own(auth.metadata(request.method()), entry);
+            }
             let mut not_found = Response::new(Full::new(Bytes::new()));
             *not_found.status_mut() = StatusCode::NOT_FOUND;
             return own(not_found, entry);
         }
         let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
+        if let Some(auth) = &self.auth {
+            match auth.check(&mut request, false) {
+                Check::Passed => {}
+                Check::Refused(refusal) => return own(refusal, entry),
+                Check::UnknownKey(asked) => {
+                    // The MCP stack that was made ready goes with the request; a clone stays.
+                    let clone = self.mcp.clone();
+                    let mut mcp = std::mem::replace(&mut self.mcp, clone);
+                    let auth = auth.clone();
+                    let later = async move {
+                        auth.refresh(asked).await;
+                        if let Check::Refused(refusal) = auth.check(&mut request, true) {
+                            return Ok(refusal.map(Either::Right));
+                        }
+                        let request = request.map(|body| BodyDeadline::new(body, timeout));
+                        mcp.call(request).await.map(to_gateway)
+                    };
+                    return GatewayFuture {
+                        answer: EitherFuture::Left(EitherFuture::Right(Box::pin(later))),
+                        admission: Some(admission),
+                        entry,
+                    };
+                }
+            }
+        }
         let request = request.map(|body| BodyDeadline::new(body, timeout));
         GatewayFuture {
             answer: EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway)),

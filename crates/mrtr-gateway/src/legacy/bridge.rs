@@ -49,6 +49,7 @@ use super::registry::{LimitReached, Pending, Registry, WaitingCall, WaitingCalls
 use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
+use crate::auth::Caller;
 use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::sse::{is_sse, set_stream_headers};
 use crate::upstream::translate::{Asked, ClientAsks};
@@ -94,6 +95,9 @@ pub(super) struct Bridge<S, B> {
     pub request: LegacyRequest,
     /// The principal the session is bound to, if the gateway binds one.
     pub principal: Option<String>,
+    /// The caller the resource server verified for this request (`[oauth]`), carried to every
+    /// modern request of the call so that the policy sees its groups and scopes.
+    pub caller: Option<Caller>,
     /// The client's headers.
     pub client_headers: HeaderMap,
     /// The request's URI.
@@ -278,6 +282,9 @@ where
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = headers;
         request.extensions_mut().insert(self.asks.clone());
+        if let Some(caller) = &self.caller {
+            request.extensions_mut().insert(caller.clone());
+        }
         self.inner.clone().oneshot(request).await.map_err(|error| {
             tracing::warn!(%error, "modern service failed");
             Failure::internal("The gateway could not relay the request")

@@ -53,6 +53,7 @@ use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
 use super::session::{OpenedSession, Session, SessionDigest, SessionSealer};
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages};
 use super::subscriptions::{Full as SubscriptionsFull, MAX_URIS as MAX_SUBSCRIBED_URIS, Subscriptions};
+use crate::auth::Caller;
 use crate::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, error_body,
 };
@@ -723,6 +724,7 @@ impl Front {
                     inner,
                     request,
                     principal,
+                    caller: parts.extensions.get::<Caller>().cloned(),
                     client_headers: parts.headers,
                     uri: parts.uri,
                     asks,

@@ -53,6 +53,12 @@ pub(crate) const DRAINING: &str = "mrtr_gateway_draining";
 pub(crate) const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 /// Gauge: client connections open on the MCP listener.
 pub(crate) const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
+/// Counter: requests refused by the OAuth resource server, by `reason`.
+pub(crate) const AUTH_REFUSED_TOTAL: &str = "mrtr_gateway_auth_refused_total";
+/// Counter: calls the policy refused, by `method`.
+pub(crate) const POLICY_DENIED_TOTAL: &str = "mrtr_gateway_policy_denied_total";
+/// Counter: requests answered 429 by a rate limit, by `limit` (what it counts per).
+pub(crate) const RATE_LIMITED_TOTAL: &str = "mrtr_gateway_rate_limited_total";
 
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
@@ -230,6 +236,15 @@ pub(crate) fn describe() {
         SHED_TOTAL,
         "Requests answered 503 at once because the in-flight limit was reached"
     );
+    describe_counter!(
+        AUTH_REFUSED_TOTAL,
+        "Requests refused by the OAuth resource server (401 or 403), by reason"
+    );
+    describe_counter!(POLICY_DENIED_TOTAL, "Calls refused by the policy, by MCP method");
+    describe_counter!(
+        RATE_LIMITED_TOTAL,
+        "Requests answered 429 by a rate limit, by what the limit counts per"
+    );
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).
@@ -285,6 +300,21 @@ pub(crate) fn backend_era(backend: &str, previous: Option<(&str, &str)>, now: Op
 /// Records a request shed over the in-flight limit.
 pub(crate) fn shed() {
     metrics::counter!(SHED_TOTAL).increment(1);
+}
+
+/// Records a request the OAuth resource server refused, for `reason` (a fixed label).
+pub(crate) fn auth_refused(reason: &'static str) {
+    metrics::counter!(AUTH_REFUSED_TOTAL, "reason" => reason).increment(1);
+}
+
+/// Records a call the policy refused.
+pub(crate) fn policy_denied(method: &'static str) {
+    metrics::counter!(POLICY_DENIED_TOTAL, "method" => method).increment(1);
+}
+
+/// Records a request a rate limit refused; `per` is what the limit counts per.
+pub(crate) fn rate_limited(per: &'static str) {
+    metrics::counter!(RATE_LIMITED_TOTAL, "limit" => per).increment(1);
 }
 
 /// Records that draining started.

@@ -30,6 +30,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::RawObject;
+use crate::policy::rules::Thing;
 
 /// The Tasks extension (SEP-2663), advertised by the gateway if any backend advertises it.
 pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -77,6 +78,15 @@ impl Kind {
             Self::Tools | Self::Prompts => "name",
             Self::Resources => "uri",
             Self::Templates => "uriTemplate",
+        }
+    }
+
+    /// What the policy's rules call the items of this kind (templates are resources).
+    pub(crate) fn thing(self) -> Thing {
+        match self {
+            Self::Tools => Thing::Tool,
+            Self::Prompts => Thing::Prompt,
+            Self::Resources | Self::Templates => Thing::Resource,
         }
     }
 
@@ -276,7 +286,7 @@ impl Catalog {
 }
 
 /// One backend's complete listing (all pages) for one kind.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Listing {
     pub(crate) items: Vec<Box<RawValue>>,
     pub(crate) ttl_ms: Option<u64>,
@@ -329,11 +339,14 @@ pub(crate) fn merge_listings(
     names: &Names,
     listings: &[(usize, Listing)],
     server_info: &Value,
+    keep: Option<&dyn Fn(&str) -> bool>,
 ) -> Value {
     let mut items: Vec<Box<RawValue>> = Vec::new();
     let mut seen_uris: HashSet<String> = HashSet::new();
     let mut ttl_ms: Option<u64> = None;
-    let mut private = false;
+    // A list filtered for its caller must not be shared with another by a cache.
+    let mut private = keep.is_some();
+    let kept = |key: &str| keep.is_none_or(|keep| keep(key));
     for (backend, listing) in listings {
         ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| {
             t.min(listing.ttl_ms.unwrap_or(0))
@@ -354,6 +367,9 @@ pub(crate) fn merge_listings(
                     let Some(exposed) = names.exposed(*backend, &key) else {
                         continue;
                     };
+                    if !kept(exposed) {
+                        continue;
+                    }
                     if exposed != key
                         && let Some((_, slot)) = object.0.iter_mut().find(|(k, _)| k == "name")
                         && let Ok(raw) = serde_json::value::to_raw_value(exposed)
@@ -365,7 +381,7 @@ pub(crate) fn merge_listings(
                     }
                 }
                 Kind::Resources | Kind::Templates => {
-                    if seen_uris.insert(key) {
+                    if kept(&key) && seen_uris.insert(key) {
                         items.push(item.clone());
                     }
                 }
@@ -538,9 +554,22 @@ mod tests {
         let merged = merge_listings(
             Kind::Tools,
             &n,
-            &[(0, a), (1, b)],
+            &[(0, a.clone()), (1, b.clone())],
             &json!({"name":"gw","version":"1"}),
+            None,
         );
+        // A filter sees exposed names, and marks the list private even when nothing is left out.
+        let only_prefixed = |name: &str| name.contains("__");
+        let filtered = merge_listings(
+            Kind::Tools,
+            &n,
+            &[(0, a.clone())],
+            &json!({}),
+            Some(&only_prefixed),
+        );
+        assert_eq!(filtered["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(filtered["tools"][0]["name"], "a__t");
+        assert_eq!(filtered["cacheScope"], "private");
         let names: Vec<&str> = merged["tools"]
             .as_array()
             .unwrap()

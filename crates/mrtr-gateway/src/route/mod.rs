@@ -1,6 +1,6 @@
 //! Routing: the [`Proxy`] the MRTR layer wraps, the merged catalog of what the backends offer
 //! ([`catalog`]) and the checks of the mirrored MCP headers ([`headers`]). Imports `upstream`
-//! (to forward) and the ground floor.
+//! (to forward), `policy` (lists filtered, rate limits) and the ground floor.
 //!
 //! The proxy picks a backend for each request (or fans out to all), forwards, and reports the
 //! backend as a [`Route`].
@@ -19,6 +19,11 @@
 //! | `completion/complete` | straight through | by `params.ref` (prompt name or resource URI) |
 //! | a notification | straight through | `202 Accepted`, not forwarded |
 //! | anything else | straight through | HTTP 404, `-32601` |
+//!
+//! With a `[[policy]]`, lists are merged by the gateway even with one backend, so that they hold
+//! only what the caller may use (and are marked `cacheScope: "private"`). With
+//! `[[rate-limit]]`s, a request over a limit is answered 429 before it is routed; a request
+//! carrying a [`PinnedRoute`] (a verified retry, a task follow-up) is not counted.
 
 pub(crate) mod catalog;
 pub(crate) mod headers;
@@ -49,6 +54,7 @@ use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
     error_body,
 };
+use crate::policy::{self, Policy, RateLimits};
 use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
@@ -84,6 +90,10 @@ struct Inner {
     stdio: StdioBackends,
     catalog: Catalog,
     server_info: Value,
+    /// The header naming each request's principal, for the policy and the limits.
+    principal_header: Option<HeaderName>,
+    policy: Option<Arc<Policy>>,
+    limits: Option<Arc<RateLimits>>,
 }
 
 impl Proxy {
@@ -106,7 +116,7 @@ impl Proxy {
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let forwarder = Forwarder::new(&backends, response_timeout);
         let legacy = LegacyBackends::new(&backends, principal_header.clone());
-        let stdio = StdioBackends::new(&backends, response_timeout, principal_header);
+        let stdio = StdioBackends::new(&backends, response_timeout, principal_header.clone());
         Self {
             inner: Arc::new(Inner {
                 backends,
@@ -115,8 +125,28 @@ impl Proxy {
                 stdio,
                 catalog: Catalog::new(names, catalog_ttl),
                 server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
+                principal_header,
+                policy: None,
+                limits: None,
             }),
         }
+    }
+
+    /// This proxy with lists filtered by `policy` and requests counted against `limits` (see
+    /// the [module docs](self)).
+    ///
+    /// # Panics
+    ///
+    /// If the proxy was cloned already: call it on a new proxy.
+    pub(crate) fn with_access(
+        mut self,
+        policy: Option<Arc<Policy>>,
+        limits: Option<Arc<RateLimits>>,
+    ) -> Self {
+        let inner = Arc::get_mut(&mut self.inner).expect("with_access is called on a new proxy");
+        inner.policy = policy;
+        inner.limits = limits;
+        self
     }
 
     /// The configured backends.
@@ -296,6 +326,16 @@ impl Inner {
 
         if let Some(route) = pinned {
             return self.pinned(parts, head, route, body).await;
+        }
+        if let Some(limits) = &self.limits {
+            let caller = policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
+            if let Err(wait) = limits.check(caller.as_ref(), head.method(), head.target()) {
+                return self.own(rate_limited(id, wait));
+            }
+        }
+        let list = Kind::from_list_method(head.method());
+        if let (Some(kind), Some(_)) = (list, &self.policy) {
+            return self.list(kind, &parts, head, body).await;
         }
         if self.backends.len() == 1 {
             return self
@@ -660,7 +700,15 @@ impl Inner {
         for (index, failure) in &failures {
             tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
         }
-        let result = catalog::merge_listings(kind, &names, &listings, &self.server_info);
+        let result = match &self.policy {
+            Some(policy) => {
+                let caller =
+                    policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
+                let keep = |name: &str| policy.allows(caller.as_ref(), kind.thing(), name);
+                catalog::merge_listings(kind, &names, &listings, &self.server_info, Some(&keep))
+            }
+            None => catalog::merge_listings(kind, &names, &listings, &self.server_info, None),
+        };
         self.own(success(id, &result))
     }
 
@@ -834,6 +882,24 @@ fn error_response(
     data: Option<serde_json::Value>,
 ) -> Response<ProxyBody> {
     body::json(status, error_body(id, code, message, data))
+}
+
+/// The answer over a rate limit: 429, `Retry-After` in whole seconds (rounded up, at least 1:
+/// a client that waits that long finds a token), and a JSON-RPC error.
+fn rate_limited(id: Option<&str>, wait: Duration) -> Response<ProxyBody> {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        id,
+        INVALID_REQUEST,
+        &format!("Rate limit reached; retry in {seconds} s"),
+        None,
+    );
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {

@@ -1,0 +1,44 @@
+//! What a caller may call, and how often: the `[[policy]]` rules ([`rules`]) and the
+//! `[[rate-limit]]` token buckets ([`rate`]). Imports `auth` (the [`Caller`]), `observe` and
+//! the ground floor; the composition root gives the rules to the MRTR layer's `authorize`
+//! check, and both to the proxy, which filters lists and applies the limits.
+//!
+//! Where each is applied, and why there:
+//!
+//! * a `tools/call`, `prompts/get` or `resources/read` is checked by the MRTR layer's
+//!   `authorize` hook, **before** its `requestState` is opened: a retry of a call the caller may
+//!   no longer make is refused unopened, and no denied call reaches a backend;
+//! * lists (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`) are
+//!   filtered by the proxy to what the caller may use, and marked `cacheScope: "private"`;
+//! * rate limits are applied by the proxy, **after** the layer opened any envelope: a retry
+//!   that carries a verified `requestState` is part of the call its first round was counted
+//!   for, so a round trip is never throttled halfway (a retry whose state does not open never
+//!   gets that far).
+//!
+//! The caller is the [`Caller`] the resource server verified, or, behind an authenticating
+//! proxy, the principal header's value alone ([`caller_of`]).
+
+pub(crate) mod rate;
+pub(crate) mod rules;
+
+use http::{HeaderMap, HeaderName};
+
+use crate::auth::Caller;
+
+pub use self::rate::{RateLimitSpec, RateLimits};
+pub use self::rules::{Policy, PolicyRule};
+
+/// The caller of a request: the verified [`Caller`] in `extensions`, else the value of the
+/// principal header (decoded as the mirrored headers are), else nobody.
+pub(crate) fn caller_of(
+    extensions: &http::Extensions,
+    headers: &HeaderMap,
+    principal_header: Option<&HeaderName>,
+) -> Option<Caller> {
+    if let Some(caller) = extensions.get::<Caller>() {
+        return Some(caller.clone());
+    }
+    let value = headers.get(principal_header?)?;
+    let principal = tower_mrtr::mcp_headers::decode_header_value(value)?;
+    Some(Caller::principal(&principal))
+}
