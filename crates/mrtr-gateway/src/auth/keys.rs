@@ -6,8 +6,8 @@
 //! Only signature keys of asymmetric algorithms are kept: a JWKS entry of type `oct` (an HMAC
 //! secret), or one whose `use` is not `sig`, is skipped, so no token is ever checked with HMAC
 //! against a public key. Reading again is single-flight (one fetch at a time, the requests that
-//! wait share it) and at most once per [`MIN_INTERVAL`], so tokens naming random key ids cannot
-//! make the gateway flood the issuer.
+//! wait share it), and reading for an unknown key id happens at most once per [`MIN_INTERVAL`],
+//! so tokens naming random key ids cannot make the gateway flood the issuer.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -59,6 +59,15 @@ struct KeySet {
 
 type FetchClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
+/// When reads of the keys began (successful or not).
+#[derive(Default)]
+struct Reads {
+    /// The last read, whatever caused it.
+    any: Option<Instant>,
+    /// The last read for a token naming an unknown key.
+    unknown_key: Option<Instant>,
+}
+
 /// What [`Keys::find`] found.
 pub(crate) enum Found {
     Key(Key),
@@ -70,8 +79,8 @@ pub(crate) enum Found {
 pub(crate) struct Keys {
     source: KeySource,
     current: ArcSwap<KeySet>,
-    /// The time of the last read (successful or not): one read at a time, and not too often.
-    last_read: tokio::sync::Mutex<Option<Instant>>,
+    /// When the last reads began: one read at a time, and not too often for unknown keys.
+    reads: tokio::sync::Mutex<Reads>,
     client: Option<FetchClient>,
 }
 
@@ -102,7 +111,7 @@ impl Keys {
         Ok(Self {
             source,
             current: ArcSwap::from_pointee(KeySet::default()),
-            last_read: tokio::sync::Mutex::new(None),
+            reads: tokio::sync::Mutex::new(Reads::default()),
             client,
         })
     }
@@ -129,14 +138,23 @@ impl Keys {
             .is_none_or(|at| at.elapsed() >= MAX_AGE)
     }
 
-    /// Reads the keys again, unless another read finished since `asked` or the last read was
-    /// less than [`MIN_INTERVAL`] ago. A failed read keeps the keys held.
-    pub(crate) async fn refresh(&self, asked: Instant) {
-        let mut last = self.last_read.lock().await;
-        if last.is_some_and(|at| at >= asked || at.elapsed() < MIN_INTERVAL) {
+    /// Reads the keys again, unless a read began since `asked` (the caller waited for it), or
+    /// the last read of the same cause began less than [`MIN_INTERVAL`] ago: for a token naming
+    /// an unknown key (`unknown_key`), the last such read; else (keys gone stale) any read. A
+    /// failed read keeps the keys held.
+    pub(crate) async fn refresh(&self, asked: Instant, unknown_key: bool) {
+        let mut reads = self.reads.lock().await;
+        let last_of_cause = if unknown_key { reads.unknown_key } else { reads.any };
+        if reads.any.is_some_and(|at| at >= asked)
+            || last_of_cause.is_some_and(|at| at.elapsed() < MIN_INTERVAL)
+        {
             return;
         }
-        *last = Some(Instant::now());
+        let now = Instant::now();
+        reads.any = Some(now);
+        if unknown_key {
+            reads.unknown_key = Some(now);
+        }
         match self.read().await {
             Ok(set) => {
                 tracing::debug!(keys = set.by_kid.len(), source = ?self.source, "JWKS read");

@@ -107,7 +107,7 @@ impl Authenticator {
     /// Reads the issuer's keys, so that the first request need not wait for them (a failure is
     /// logged; requests then try again).
     pub async fn load_keys(&self) {
-        self.verifier.keys.refresh(Instant::now()).await;
+        self.verifier.keys.refresh(Instant::now(), false).await;
     }
 
     /// Whether `path` is where the metadata is served.
@@ -195,7 +195,7 @@ impl Authenticator {
 
     /// Reads the keys again (see `keys.rs`) for a token naming an unknown key, seen at `asked`.
     pub(crate) async fn refresh(&self, asked: Instant) {
-        self.verifier.keys.refresh(asked).await;
+        self.verifier.keys.refresh(asked, true).await;
     }
 
     /// Starts a background read of keys older than their maximum age, one at a time.
@@ -209,7 +209,7 @@ impl Authenticator {
         };
         let this = self.clone();
         runtime.spawn(async move {
-            this.verifier.keys.refresh(Instant::now()).await;
+            this.verifier.keys.refresh(Instant::now(), false).await;
             this.refreshing.store(false, Ordering::Release);
         });
     }
