@@ -5,7 +5,7 @@
 //! With `[oauth]` configured, every request to `/mcp` must carry `Authorization: Bearer <JWT>`
 //! signed by a key of the issuer's JWKS, issued by the configured issuer for the gateway's own
 //! resource URI (the `aud`, RFC 8707), unexpired, and holding the required scopes. The front asks
-//! [`Authenticator::check`]; what passes has:
+//! `Authenticator::check`; what passes has:
 //!
 //! * the principal (the configured claim, `sub` by default) in the gateway's principal header
 //!   ([`PRINCIPAL_HEADER`]), which replaces any copy the client sent: the MRTR layer binds
@@ -15,13 +15,13 @@
 //!
 //! What fails gets `401` (no token, or one that does not verify) or `403` (a scope missing),
 //! with `WWW-Authenticate: Bearer` naming the Protected Resource Metadata (RFC 9728), which the
-//! front serves at `/.well-known/oauth-protected-resource` ([`Authenticator::metadata`]); MCP
+//! front serves at `/.well-known/oauth-protected-resource`; MCP
 //! clients discover the authorization server from it. The reason goes to the debug log and the
 //! `mrtr_gateway_auth_refused_total` metric, never to the client. The token itself never reaches
 //! a backend: the forwarder drops `Authorization`.
 //!
-//! Floors, lowest first: [`caller`]; [`keys`] (the JWKS, fetched and cached); [`token`] (one
-//! token verified); [`resource`] (the check, the metadata and the challenges).
+//! Floors, lowest first: `caller.rs`; `keys.rs` (the JWKS, fetched and cached); `token.rs` (one
+//! token verified); `resource.rs` (the check, the metadata and the challenges).
 
 pub(crate) mod caller;
 pub(crate) mod keys;

@@ -219,6 +219,24 @@ headers.x-tenant = { value = "acme" }
         }
     }
 
+    /// The OAuth example parses, and its resource server, policy and limits build.
+    #[test]
+    fn the_documented_oauth_example_builds() {
+        let file = parse(
+            include_str!("../../../../docs/gateway-oauth.toml"),
+            "docs/gateway-oauth.toml",
+        )
+        .unwrap();
+        let oauth = file.oauth.clone().expect("an [oauth] table");
+        assert_eq!(oauth.audience, "https://mcp.example.com/mcp");
+        assert_eq!((file.policy.len(), file.rate_limit.len()), (3, 3));
+        let mut config = crate::GatewayConfig::new(Vec::new());
+        config.settings = file;
+        let config = config.with_access_settings().unwrap();
+        assert!(config.auth.is_some() && config.policy.is_some() && config.rate_limits.is_some());
+        assert_eq!(config.principal_header(), Some(crate::auth::PRINCIPAL_HEADER));
+    }
+
     /// And it names every setting, so that a new one cannot go undocumented there: each
     /// option's key appears as `key =`, set or commented out.
     #[test]

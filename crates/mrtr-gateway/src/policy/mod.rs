@@ -1,5 +1,5 @@
-//! What a caller may call, and how often: the `[[policy]]` rules ([`rules`]) and the
-//! `[[rate-limit]]` token buckets ([`rate`]). Imports `auth` (the [`Caller`]), `observe` and
+//! What a caller may call, and how often: the `[[policy]]` rules (`rules.rs`) and the
+//! `[[rate-limit]]` token buckets (`rate.rs`). Imports `auth` (the [`Caller`]), `observe` and
 //! the ground floor; the composition root gives the rules to the MRTR layer's `authorize`
 //! check, and both to the proxy, which filters lists and applies the limits.
 //!
@@ -16,17 +16,17 @@
 //!   gets that far).
 //!
 //! The caller is the [`Caller`] the resource server verified, or, behind an authenticating
-//! proxy, the principal header's value alone ([`caller_of`]).
+//! proxy, the principal header's value alone (`caller_of`).
 
-pub(crate) mod rate;
-pub(crate) mod rules;
+pub mod rate;
+pub mod rules;
 
 use http::{HeaderMap, HeaderName};
 
 use crate::auth::Caller;
 
-pub use self::rate::{RateLimitSpec, RateLimits};
-pub use self::rules::{Policy, PolicyRule};
+pub use self::rate::{Per, RateLimitSpec, RateLimits};
+pub use self::rules::{Effect, Policy, PolicyRule};
 
 /// The caller of a request: the verified [`Caller`] in `extensions`, else the value of the
 /// principal header (decoded as the mirrored headers are), else nobody.
