@@ -2,15 +2,16 @@
 //! limits of a client connection ([`server`]), the tower-http layers ([`http_layers`]), the
 //! `Origin`, `Host` and media-type checks ([`origin`]), load shedding ([`shed`]), request-body
 //! deadlines ([`deadline`]), graceful drain ([`drain`]) and request metrics ([`metrics`]).
-//! Imports `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
+//! Imports `auth`, `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
 //! only names it takes from the stages below are `route`'s [`GATEWAY_ROUTE`](crate::route::GATEWAY_ROUTE).
 //!
 //! [`Gateway`] ([`FrontLayer`]) applies them to a request, in order: the headers its
 //! `Connection` lists removed (they were for this hop; removed later, a header the layer had
 //! bound would not reach the backend), [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
 //! 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, with a body
-//! [deadline], any other path gets 404; every answer gets an [access log](crate::observe::access)
-//! line.
+//! [deadline], after the bearer token when the gateway is an OAuth resource server
+//! ([`crate::auth`], whose metadata is served at its well-known path here too); any other path
+//! gets 404; every answer gets an [access log](crate::observe::access) line.
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no

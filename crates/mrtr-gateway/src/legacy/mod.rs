@@ -1,6 +1,6 @@
 //! The legacy front: `mrtr-gateway` serves MCP clients of the `initialize` era (2025-03-26,
 //! 2025-06-18, 2025-11-25) in front of the same backends, with multi round-trip requests
-//! bridged inside the legacy request. Imports `route` (the mirrored-header names), `upstream`
+//! bridged inside the legacy request. Imports `auth` (the caller), `route` (the mirrored-header names), `upstream`
 //! (its SSE reader, and the channel through which legacy backends' requests reach a legacy
 //! client) and the ground floor; its own floors, lowest first: `config`, `session` and `answer`;
 //! `lifecycle`, `notes`, `registry`, `request`, `stream` and `subscriptions`; `bridge`; `listen`;

@@ -333,8 +333,9 @@ impl Inner {
                 return self.own(rate_limited(id, wait));
             }
         }
-        let list = Kind::from_list_method(head.method());
-        if let (Some(kind), Some(_)) = (list, &self.policy) {
+        if self.policy.is_some()
+            && let Some(kind) = Kind::from_list_method(head.method())
+        {
             return self.list(kind, &parts, head, body).await;
         }
         if self.backends.len() == 1 {
