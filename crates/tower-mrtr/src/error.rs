@@ -213,6 +213,9 @@ impl Rejection {
         let len = body.len();
         let mut response = http::Response::new(body);
         *response.status_mut() = self.status();
+        response.extensions_mut().insert(crate::Outcome::Refused {
+            reason: self.reason(),
+        });
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));

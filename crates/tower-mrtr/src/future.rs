@@ -247,6 +247,9 @@ where
                                     .headers
                                     .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
                             }
+                            if rewriter.sealed() {
+                                parts.extensions.insert(crate::Outcome::Sealed);
+                            }
                             Response::from_parts(parts, ResponseBody::full(body))
                         }
                         Err(reason) => fail_closed(reason, rewriter.id()),

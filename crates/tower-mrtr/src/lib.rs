@@ -211,6 +211,7 @@ pub mod keyring;
 mod layer;
 pub mod mcp_headers;
 pub mod metrics;
+mod outcome;
 mod request;
 mod response;
 pub mod route;
@@ -228,6 +229,7 @@ pub use config::{
 pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
 pub use layer::MrtrLayer;
+pub use outcome::Outcome;
 pub use route::{McpRequestHead, PinnedRoute, Route, RouteIdentity};
 pub use service::Mrtr;
 

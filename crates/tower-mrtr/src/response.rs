@@ -3,6 +3,7 @@
 //! be sealed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -26,6 +27,8 @@ pub(crate) struct Rewriter {
     sealer: Sealer,
     plan: ResponsePlan,
     route: Result<Route, Unrelayable>,
+    /// Set once a `requestState` is sealed (an [`Outcome::Sealed`](crate::Outcome) answer).
+    sealed: AtomicBool,
 }
 
 impl Rewriter {
@@ -47,7 +50,13 @@ impl Rewriter {
             sealer,
             plan,
             route,
+            sealed: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a `requestState` was sealed into a message this rewriter rewrote.
+    pub(crate) fn sealed(&self) -> bool {
+        self.sealed.load(Ordering::Relaxed)
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -134,6 +143,7 @@ impl Rewriter {
             (None, None) => return Err(Unrelayable::Unreadable),
         };
         tracing::debug!(method = ctx.method, "requestState sealed");
+        self.sealed.store(true, Ordering::Relaxed);
         Ok(rewritten)
     }
 

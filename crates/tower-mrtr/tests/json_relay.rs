@@ -50,6 +50,7 @@ async fn two_round_flow_seals_restores_and_pins() {
 
     let first = send(svc.clone(), post(&tool_call(1, "delete_branch", None))).await;
     assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.outcome, Some(tower_mrtr::Outcome::Sealed));
     let envelope = first.envelope();
     assert!(envelope.starts_with("mrtr3."), "{envelope}");
     assert!(
@@ -66,6 +67,7 @@ async fn two_round_flow_seals_restores_and_pins() {
 
     let second = send(svc, post(&tool_call(2, "delete_branch", Some(&envelope)))).await;
     assert_eq!(second.json()["result"]["content"][0]["text"], "done by alpha");
+    assert_eq!(second.outcome, None, "relayed as the backend answered");
     let seen = backend.last();
     assert_eq!(seen.pinned, Some(Route::new("alpha")));
     let sent: Value = serde_json::from_slice(&seen.body).unwrap();
@@ -1374,6 +1376,11 @@ async fn the_authorize_check_refuses_calls_and_retries_before_their_state_is_ope
     ] {
         let answer = send(layer.layer(must_not_be_called()), as_user(&body, user)).await;
         assert_eq!(answer.status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(
+            answer.outcome,
+            Some(tower_mrtr::Outcome::Refused { reason: "denied" }),
+            "{body}"
+        );
         if !body.starts_with('[') {
             assert_eq!(answer.error_code(), Some(-32600), "{body}");
             assert_eq!(

@@ -164,6 +164,8 @@ pub struct Answer {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// What the layer said it did ([`tower_mrtr::Outcome`]).
+    pub outcome: Option<tower_mrtr::Outcome>,
 }
 
 impl Answer {
@@ -212,6 +214,7 @@ where
     }
     Answer {
         status: parts.status,
+        outcome: parts.extensions.get::<tower_mrtr::Outcome>().copied(),
         headers: parts.headers,
         body,
     }
