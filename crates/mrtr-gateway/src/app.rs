@@ -47,6 +47,7 @@ use crate::front::server::Server;
 use crate::front::shed::LoadShed;
 use crate::front::{FrontLayer, Gateway, MCP_PATH};
 use crate::legacy::{self, DualEra};
+use crate::observe::trace::Traces;
 use crate::ops::readiness::{self, Readiness, ReadyRule};
 use crate::policy;
 use crate::route::Proxy;
@@ -135,6 +136,7 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
         settings.request_body_timeout.into(),
     )
     .authenticate(config.auth.clone())
+    .traced(config.traces.clone())
 }
 
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
@@ -192,6 +194,8 @@ pub struct RunningGateway {
     probe: Option<JoinHandle<()>>,
     /// Kept to close the sessions with `initialize`-era backends once the server stopped.
     proxy: Proxy,
+    /// Flushed once the server stopped.
+    traces: Option<Arc<Traces>>,
     keys: KeyringHandle,
     lifecycle: Lifecycle,
     accepting: Arc<AtomicBool>,
@@ -266,6 +270,10 @@ impl RunningGateway {
         }
         self.proxy.close_idle_sessions(Duration::ZERO).await;
         self.proxy.stop_processes().await;
+        if let Some(traces) = self.traces {
+            // The exporter's client blocks; off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(move || traces.flush()).await;
+        }
         served?
     }
 }
@@ -328,6 +336,7 @@ pub async fn start_with_keys(
         task: tokio::spawn(server.run()),
         probe,
         proxy,
+        traces: config.traces.clone(),
         keys,
         lifecycle,
         accepting,

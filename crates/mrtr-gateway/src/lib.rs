@@ -63,6 +63,7 @@ pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
 pub use front::drain::Lifecycle;
 pub use front::{FrontLayer, Gateway, GatewayBody, GatewayFuture, MCP_PATH};
 pub use observe::logging::LogFormat;
+pub use observe::trace::Traces;
 pub use ops::readiness::{Readiness, ReadyRule};
 pub use ops::{admin, reload};
 pub use route::Proxy;

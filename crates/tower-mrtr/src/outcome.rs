@@ -1,23 +1,23 @@
 //! [`Outcome`]: what the layer did with a request, left in its answer's extensions for
 //! observers outside the layer (a trace span, an access log), which see only the answer.
-//!
-//! ```
-//! use tower_mrtr::Outcome;
-//!
-//! fn describe<B>(answer: &http::Response<B>) -> &'static str {
-//!     match answer.extensions().get::<Outcome>() {
-//!         Some(Outcome::Refused { reason }) => reason,
-//!         Some(Outcome::Sealed) => "sealed",
-//!         _ => "relayed",
-//!     }
-//! }
-//! # let answer = http::Response::new(());
-//! # assert_eq!(describe(&answer), "relayed");
-//! ```
 
-/// What the layer did; see the [module docs](self). An answer without one was relayed as the
-/// inner service gave it (a retry's answer too: the request carried its [`PinnedRoute`]
-/// inward).
+/// What the layer did with a request, in its answer's extensions. An answer without one was
+/// relayed as the inner service gave it (a retry's answer too: the request carried its
+/// [`PinnedRoute`] inward).
+///
+/// ```
+/// use tower_mrtr::Outcome;
+///
+/// fn describe<B>(answer: &http::Response<B>) -> &'static str {
+///     match answer.extensions().get::<Outcome>() {
+///         Some(Outcome::Refused { reason }) => reason,
+///         Some(Outcome::Sealed) => "sealed",
+///         _ => "relayed",
+///     }
+/// }
+/// # let answer = http::Response::new(());
+/// # assert_eq!(describe(&answer), "relayed");
+/// ```
 ///
 /// [`PinnedRoute`]: crate::PinnedRoute
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

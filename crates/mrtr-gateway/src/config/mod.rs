@@ -42,6 +42,7 @@ use crate::front::server::ClientLimits;
 use crate::front::{deadline, shed};
 use crate::legacy::LegacyConfig;
 use crate::observe::logging::LogFormat;
+use crate::observe::trace::Traces;
 use crate::ops::readiness::ReadyRule;
 use crate::policy::{Policy, PolicyRule, RateLimitSpec, RateLimits};
 use crate::tls::ListenerTls;
@@ -248,6 +249,10 @@ pub struct Settings {
     #[arg(long, value_name = "SECONDS", default_value = "30")]
     pub drain_timeout: Seconds,
 
+    /// Export a trace span per request over OTLP/HTTP (protobuf) to this collector, e.g. http://127.0.0.1:4318 (/v1/traces is appended to a URL without a path); off when absent
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// The `[oauth]` table (config file only): the gateway as an OAuth 2.1 resource server.
     #[arg(skip)]
     pub oauth: Option<OAuthSettings>,
@@ -348,6 +353,8 @@ pub struct GatewayConfig {
     pub policy: Option<Arc<Policy>>,
     /// The rate limits (from `settings.rate_limit`).
     pub rate_limits: Option<Arc<RateLimits>>,
+    /// The trace exporter (the binary builds it from `settings.otlp_endpoint`).
+    pub traces: Option<Arc<Traces>>,
 }
 
 impl GatewayConfig {
@@ -366,6 +373,7 @@ impl GatewayConfig {
             auth: None,
             policy: None,
             rate_limits: None,
+            traces: None,
         }
     }
 

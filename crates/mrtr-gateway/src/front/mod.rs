@@ -48,6 +48,7 @@ use self::shed::{Admission, LoadShed};
 use crate::auth::Authenticator;
 use crate::auth::resource::Check;
 use crate::observe::access;
+use crate::observe::trace::{RequestTrace, Traces};
 use crate::upstream::forward::remove_connection_options;
 
 /// The path the gateway serves MCP at.
@@ -64,6 +65,7 @@ pub struct FrontLayer {
     shed: LoadShed,
     body_timeout: Duration,
     auth: Option<Arc<Authenticator>>,
+    traces: Option<Arc<Traces>>,
 }
 
 impl FrontLayer {
@@ -75,6 +77,7 @@ impl FrontLayer {
             shed,
             body_timeout,
             auth: None,
+            traces: None,
         }
     }
 
@@ -82,6 +85,12 @@ impl FrontLayer {
     /// and serves its metadata at the well-known path.
     pub(crate) fn authenticate(mut self, auth: Option<Arc<Authenticator>>) -> Self {
         self.auth = auth;
+        self
+    }
+
+    /// Gives every request to `/mcp` a span exported by `traces` (`observe/trace.rs`).
+    pub(crate) fn traced(mut self, traces: Option<Arc<Traces>>) -> Self {
+        self.traces = traces;
         self
     }
 }
@@ -95,6 +104,7 @@ impl<S> Layer<S> for FrontLayer {
             shed: self.shed.clone(),
             body_timeout: self.body_timeout,
             auth: self.auth.clone(),
+            traces: self.traces.clone(),
             mcp,
         }
     }
@@ -107,6 +117,7 @@ pub struct Gateway<S> {
     shed: LoadShed,
     body_timeout: Duration,
     auth: Option<Arc<Authenticator>>,
+    traces: Option<Arc<Traces>>,
     mcp: S,
 }
 
@@ -127,6 +138,7 @@ pin_project! {
         answer: EitherFuture<OwnFuture<R>, MapOk<F, ToGateway<R>>>,
         admission: Option<Admission>,
         entry: access::Entry,
+        trace: RequestTrace,
     }
 }
 
@@ -140,7 +152,8 @@ where
         let this = self.project();
         let output = ready!(this.answer.poll(cx));
         if let Ok(response) = &output {
-            this.entry.finish(response);
+            this.entry.finish(response, this.trace.trace_id().as_deref());
+            this.trace.finish(response);
         }
         this.admission.take();
         Poll::Ready(output)
@@ -172,6 +185,7 @@ where
             answer: EitherFuture::Left(EitherFuture::Left(ready(Ok(response.map(Either::Right))))),
             admission: None,
             entry,
+            trace: RequestTrace::none(),
         };
         let Some(admission) = self.shed.admit() else {
             crate::observe::metrics::shed();
@@ -192,10 +206,16 @@ where
         }
         let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
+        let trace = RequestTrace::start(self.traces.as_ref(), &mut request);
         if let Some(auth) = &self.auth {
             match auth.check(&mut request, false) {
                 Check::Passed => {}
-                Check::Refused(refusal) => return own(refusal, entry),
+                Check::Refused(refusal) => {
+                    return GatewayFuture {
+                        trace,
+                        ..own(refusal, entry)
+                    };
+                }
                 Check::UnknownKey(asked) => {
                     // The MCP stack that was made ready goes with the request; a clone stays.
                     let clone = self.mcp.clone();
@@ -213,6 +233,7 @@ where
                         answer: EitherFuture::Left(EitherFuture::Right(Box::pin(later))),
                         admission: Some(admission),
                         entry,
+                        trace,
                     };
                 }
             }
@@ -222,6 +243,7 @@ where
             answer: EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway)),
             admission: Some(admission),
             entry,
+            trace,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`, `-` without
 //! one), `target` (`Mcp-Name`: the tool, prompt or resource; `-` without one), `backend` (the
 //! route that answered: a backend name, `@gateway` for the gateway's own answers, `-` when the
-//! gateway refused before routing), `status` and `duration_ms` (to the response head). Never a
+//! gateway refused before routing), `status`, `duration_ms` (to the response head) and, when
+//! traces are exported (`otlp-endpoint`), `trace_id` (the request's span's). Never a
 //! body, an envelope, a key or a header that could carry a credential.
 //!
 //! It is on the hot path, so it costs nothing when the target is filtered out (one cached
@@ -62,8 +63,8 @@ impl Entry {
         }))
     }
 
-    /// Writes the line for `response`.
-    pub(crate) fn finish<B>(&mut self, response: &Response<B>) {
+    /// Writes the line for `response`; `trace_id` is its span's, when traces are exported.
+    pub(crate) fn finish<B>(&mut self, response: &Response<B>, trace_id: Option<&str>) {
         let Some(started) = self.0.take() else { return };
         let backend = response.extensions().get::<Route>().map_or("-", Route::as_str);
         tracing::info!(
@@ -74,6 +75,7 @@ impl Entry {
             backend,
             status = response.status().as_u16(),
             duration_ms = started.at.elapsed().as_secs_f64() * 1000.0,
+            trace_id,
         );
     }
 }

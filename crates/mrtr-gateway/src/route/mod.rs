@@ -1,6 +1,7 @@
 //! Routing: the [`Proxy`] the MRTR layer wraps, the merged catalog of what the backends offer
 //! ([`catalog`]) and the checks of the mirrored MCP headers ([`headers`]). Imports `upstream`
-//! (to forward), `policy` (lists filtered, rate limits) and the ground floor.
+//! (to forward), `policy` (lists filtered, rate limits), `observe` (a request's trace span, begun
+//! here where the body has been read) and the ground floor.
 //!
 //! The proxy picks a backend for each request (or fans out to all), forwards, and reports the
 //! backend as a [`Route`].
@@ -54,6 +55,7 @@ use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
     error_body,
 };
+use crate::observe::trace::TraceSlot;
 use crate::policy::{self, Policy, RateLimits};
 use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
@@ -295,7 +297,7 @@ impl Inner {
 
     async fn dispatch(
         &self,
-        parts: Parts,
+        mut parts: Parts,
         head: Option<McpRequestHead>,
         pinned: Option<&Route>,
         body: Bytes,
@@ -324,6 +326,10 @@ impl Inner {
             };
         }
 
+        if let Some(slot) = parts.extensions.remove::<Arc<TraceSlot>>() {
+            let meta = || request_meta(&body).and_then(|raw| serde_json::from_str(raw.get()).ok());
+            slot.begin(head, pinned.is_some(), meta, &mut parts.headers);
+        }
         if let Some(route) = pinned {
             return self.pinned(parts, head, route, body).await;
         }
