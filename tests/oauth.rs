@@ -234,6 +234,19 @@ async fn tokens_that_are_not_for_this_gateway_are_refused_with_the_right_challen
         "a refused request reached a backend"
     );
 
+    // An answer given before the body is read closes an HTTP/1 connection: hyper closes it
+    // anyway when the body has not arrived yet, and says so here, so that the client does not
+    // send its next request onto it.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let (_, headers, _) = raw(
+        reqwest::Method::POST,
+        &url,
+        &mrtr_test_support::mcp::mcp_headers("tools/list"),
+        &body,
+    )
+    .await?;
+    assert_eq!(headers["connection"], "close");
+
     // The metadata, unauthenticated, where the challenge says.
     let metadata_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp");
     let (status, _, text) = raw(reqwest::Method::GET, &metadata_url, &[], "").await?;
@@ -268,6 +281,31 @@ async fn tokens_that_are_not_for_this_gateway_are_refused_with_the_right_challen
     )
     .await?;
     assert!(done.text().starts_with("[beta] delete_branch"), "{}", done.body);
+    stack.stop().await
+}
+
+/// Every one-bit change of a token's signature is refused with a 401, never a dropped
+/// connection: the verifier must not panic on any signature bytes.
+#[tokio::test]
+async fn every_altered_signature_is_refused() -> anyhow::Result<()> {
+    let key = SigningKey::generate("k1");
+    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
+    let stack = stack(&jwks, "").await?;
+    let url = stack.url();
+    let token = key.sign(&claims("alice", &[]));
+    let (head, signature) = token.rsplit_once('.').unwrap();
+    let raw_signature = URL_SAFE_NO_PAD.decode(signature)?;
+    for bit in 0..raw_signature.len() * 8 {
+        let mut altered = raw_signature.clone();
+        altered[bit / 8] ^= 1 << (bit % 8);
+        let token = format!("{head}.{}", URL_SAFE_NO_PAD.encode(&altered));
+        let (status, header, _) = challenge(&url, Some(&format!("Bearer {token}"))).await?;
+        assert_eq!(status, 401, "bit {bit}");
+        assert!(
+            header.starts_with(r#"Bearer error="invalid_token""#),
+            "bit {bit}: {header}"
+        );
+    }
     stack.stop().await
 }
 

@@ -181,28 +181,33 @@ where
         // Before anything reads them: what the layer binds must be what the backend gets.
         remove_connection_options(request.headers_mut());
         let entry = access::Entry::start(&request);
-        let own = |response: Response<Full<Bytes>>, entry| GatewayFuture {
-            answer: EitherFuture::Left(EitherFuture::Left(ready(Ok(response.map(Either::Right))))),
-            admission: None,
-            entry,
-            trace: RequestTrace::none(),
+        let own = |mut response: Response<Full<Bytes>>, entry, close: bool| {
+            if close {
+                close_connection(&mut response);
+            }
+            GatewayFuture {
+                answer: EitherFuture::Left(EitherFuture::Left(ready(Ok(response.map(Either::Right))))),
+                admission: None,
+                entry,
+                trace: RequestTrace::none(),
+            }
         };
         let Some(admission) = self.shed.admit() else {
             crate::observe::metrics::shed();
-            return own(shed::overloaded(), entry);
+            return own(shed::overloaded(), entry, unread_body(&request));
         };
         if let Err(refusal) = self.guard.check(&request) {
-            return own(refusal.into_response(), entry);
+            return own(refusal.into_response(), entry, unread_body(&request));
         }
         if request.uri().path() != MCP_PATH {
             if let Some(auth) = &self.auth
                 && auth.is_metadata_path(request.uri().path())
             {
-                return own(auth.metadata(request.method()), entry);
+                return own(auth.metadata(request.method()), entry, unread_body(&request));
             }
             let mut not_found = Response::new(Full::new(Bytes::new()));
             *not_found.status_mut() = StatusCode::NOT_FOUND;
-            return own(not_found, entry);
+            return own(not_found, entry, unread_body(&request));
         }
         let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
@@ -211,9 +216,10 @@ where
             match auth.check(&mut request, false) {
                 Check::Passed => {}
                 Check::Refused(refusal) => {
+                    let close = unread_body(&request);
                     return GatewayFuture {
                         trace,
-                        ..own(refusal, entry)
+                        ..own(refusal, entry, close)
                     };
                 }
                 Check::UnknownKey(asked) => {
@@ -223,7 +229,10 @@ where
                     let auth = auth.clone();
                     let later = async move {
                         auth.refresh(asked).await;
-                        if let Check::Refused(refusal) = auth.check(&mut request, true) {
+                        if let Check::Refused(mut refusal) = auth.check(&mut request, true) {
+                            if unread_body(&request) {
+                                close_connection(&mut refusal);
+                            }
                             return Ok(refusal.map(Either::Right));
                         }
                         let request = request.map(|body| BodyDeadline::new(body, timeout));
@@ -246,4 +255,24 @@ where
             trace,
         }
     }
+}
+
+/// Whether answering `request` now leaves a body of it unread on an HTTP/1 connection. hyper
+/// then reads on only if the rest of the body has already arrived, else closes the connection
+/// after the answer, and a client that sends its next request on it meanwhile sees the
+/// connection drop without an answer (the Python SDK did, after the resource server's 401).
+fn unread_body<B>(request: &Request<B>) -> bool {
+    let headers = request.headers();
+    request.version() < http::Version::HTTP_2
+        && (headers.contains_key(http::header::TRANSFER_ENCODING)
+            || headers
+                .get(http::header::CONTENT_LENGTH)
+                .is_some_and(|len| len.as_bytes() != b"0"))
+}
+
+/// Says `Connection: close` on an answer, so that the client does not reuse the connection.
+fn close_connection<B>(response: &mut Response<B>) {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
 }
