@@ -499,3 +499,102 @@ async fn oauth_and_a_principal_header_are_exclusive() {
     let error = config.with_access_settings().unwrap_err();
     assert!(error.contains("exclusive"), "{error}");
 }
+
+/// A legacy (`initialize`-era) client's message, JSON or the answer event of an SSE body.
+async fn legacy_reply(response: reqwest::Response) -> anyhow::Result<Value> {
+    let text = response.text().await?;
+    if let Ok(value) = serde_json::from_str::<Value>(&text) {
+        return Ok(value);
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|m| m.get("result").is_some() || m.get("error").is_some())
+        .ok_or_else(|| anyhow::anyhow!("no answer in {text}"))
+}
+
+/// A client of the `initialize` era logs in with its token on every request: its session is
+/// bound to the token's principal, and the policy holds for it as for a modern client.
+#[tokio::test]
+async fn legacy_clients_get_the_same_policy_under_their_tokens_principal() -> anyhow::Result<()> {
+    let key = SigningKey::generate("k1");
+    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
+    let stack = stack(&jwks, POLICY).await?;
+    let url = stack.url();
+    let post = |token: &str, session: Option<&str>, body: Value| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {token}"))
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let dave = key.sign(&claims("dave", &["readers"]));
+    let carol = key.sign(&claims("carol", &["ops"]));
+    let opened = post(&dave, None, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}}))
+    .await?;
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"].to_str()?.to_owned();
+
+    let listed = legacy_reply(
+        post(
+            &dave,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await?,
+    )
+    .await?;
+    let mut names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    names.sort();
+    assert_eq!(names, ["alpha__whoami", "beta__whoami"], "{listed}");
+    let before = stack.backend_requests();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "beta__delete_branch", "arguments": {"repo": "a", "branch": "b"}}});
+    let denied = legacy_reply(post(&dave, Some(&session), call).await?).await?;
+    assert_eq!(
+        denied["error"]["message"], "The tool beta__delete_branch is not permitted for this caller",
+        "{denied}"
+    );
+    assert_eq!(
+        stack.backend_requests(),
+        before,
+        "a denied call reached a backend"
+    );
+    let allowed = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "alpha__whoami", "arguments": {}}});
+    let answer = legacy_reply(post(&dave, Some(&session), allowed.clone()).await?).await?;
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    // The session is dave's: carol's token does not open it.
+    let theirs = post(&carol, Some(&session), allowed).await?;
+    assert_eq!(theirs.status(), 404);
+    // carol's groups reach the policy from her legacy requests too: her list has what ops may use.
+    let hers = post(&carol, None, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}}))
+    .await?;
+    let session = hers.headers()["mcp-session-id"].to_str()?.to_owned();
+    let listed = legacy_reply(
+        post(
+            &carol,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await?,
+    )
+    .await?;
+    let tools = listed["result"]["tools"].as_array().cloned().unwrap_or_default();
+    assert!(
+        tools.iter().any(|t| t["name"] == "beta__delete_branch"),
+        "{listed}"
+    );
+    stack.stop().await
+}
