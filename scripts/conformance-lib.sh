@@ -1,4 +1,5 @@
-# Shared by scripts/conformance.sh and scripts/conformance-tasks.sh; not meant to be run itself.
+# Shared by the scripts that run servers behind the gateway (conformance*.sh, reference-servers.sh,
+# oauth.sh); not meant to be run itself.
 #
 # Source it after setting:
 #   PROG        prefix of error messages (the calling script's name)
@@ -18,6 +19,15 @@ SUITE_DIR=$TOOLS/node_modules/@modelcontextprotocol/conformance
 SUITE=$SUITE_DIR/dist/index.js
 
 # --- tools ------------------------------------------------------------------------------------
+# mcp_venv DIR REQUIREMENT: a venv in DIR with the Python SDK REQUIREMENT installed (kept when it
+# is there), its version printed.
+mcp_venv() {
+    [ -x "$1/bin/python" ] || python3 -m venv "$1"
+    "$1/bin/python" -c "import mcp" 2>/dev/null \
+        || "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
+    echo "==> $1: mcp $("$1/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+}
+
 installed_version() {
     [ -x "$NODE" ] && [ -f "$SUITE" ] && "$NODE" -p "require('$SUITE_DIR/package.json').version" 2>/dev/null
 }

@@ -43,13 +43,7 @@ fi
 PROVIDER_NODE=node
 [ -x "$NODE" ] && PROVIDER_NODE=$NODE
 
-venv() { # venv DIR REQUIREMENT: a venv in DIR with REQUIREMENT installed
-    [ -x "$1/bin/python" ] || python3 -m venv "$1"
-    "$1/bin/python" -c "import mcp" 2>/dev/null \
-        || "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
-    echo "==> $1: mcp $("$1/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
-}
-venv "$TOOLS/python-mcp2" "mcp==$MCP2_VERSION"
+mcp_venv "$TOOLS/python-mcp2" "mcp==$MCP2_VERSION"
 
 build_binaries
 MRTR_KEYS=$("$GATEWAY" --generate-key oauth)

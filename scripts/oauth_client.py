@@ -33,6 +33,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx2
 
+import checks
+from checks import check, text
+
 PROTOCOL_VERSION = "2026-07-28"
 OTHER_RESOURCE = "http://127.0.0.1:1/other"
 REQUIRED_SCOPE = "mcp:tools"
@@ -41,18 +44,6 @@ SIMPLE_TEXT = "This is a simple text response for testing."
 FIXTURE_TOOLS = {"test_simple_text", "test_image_content", "test_elicitation", "test_error_handling", "test_sampling"}
 READER_TOOLS = {"test_simple_text", "test_elicitation"}
 
-failures = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    if not ok:
-        failures += 1
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + str(detail)), flush=True)
-
-
-def text(result):
-    return " ".join(getattr(c, "text", "") for c in result.content)
 
 
 # --- tokens -----------------------------------------------------------------------------------
@@ -471,7 +462,7 @@ def main():
     except Exception:
         traceback.print_exc()
         check("the client ran to its end", False, "exception above")
-    sys.exit(failures)
+    sys.exit(checks.failures)
 
 
 if __name__ == "__main__":

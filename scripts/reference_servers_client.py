@@ -18,18 +18,9 @@ import asyncio
 import sys
 import traceback
 
-failures = 0
+import checks
+from checks import check, text
 
-
-def check(name, ok, detail=""):
-    global failures
-    if not ok:
-        failures += 1
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + str(detail)), flush=True)
-
-
-def text(result):
-    return " ".join(getattr(c, "text", "") for c in result.content)
 
 
 def failed(result):
@@ -239,7 +230,7 @@ def main():
     except Exception:
         traceback.print_exc()
         check(f"{era}: the client ran to its end", False, "exception above")
-    sys.exit(failures)
+    sys.exit(checks.failures)
 
 
 if __name__ == "__main__":
