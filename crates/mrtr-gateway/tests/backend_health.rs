@@ -73,10 +73,12 @@ async fn a_clients_failed_request_never_takes_the_replica_out_of_rotation() {
 
 #[tokio::test]
 async fn a_down_backend_shows_a_reason_class_and_no_detail() {
-    // A port nothing listens on.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // A port held by a socket that never listens: connections to it are refused, and no other
+    // test's server can be given it (a listener bound and dropped freed its port, which the
+    // other test's backend, bound at the same moment, once got: this probe then found it up).
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let url = format!("http://{}/mcp", closed.local_addr().unwrap());
-    drop(closed);
     let mut config = GatewayConfig::new(vec![Backend::new("alpha", &url).unwrap()]);
     config.settings.health_interval = PositiveSeconds::from_secs(3600);
     let gateway = gateway(config, keyring()).await.unwrap();
@@ -91,4 +93,5 @@ async fn a_down_backend_shows_a_reason_class_and_no_detail() {
     let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
     assert!(!shown.to_string().contains(port), "no address in {shown}");
     gateway.shutdown().await.unwrap();
+    drop(closed);
 }
