@@ -120,7 +120,7 @@ leeway = 0
     if let Some(limits) = file.get("rate-limit") {
         config.settings.rate_limit = limits.clone().try_into()?;
     }
-    let config = config.with_access_settings().map_err(anyhow::Error::msg)?;
+    let config = config.resolve_settings().map_err(anyhow::Error::msg)?;
     Stack::with_gateway(alpha, beta, config).await
 }
 
@@ -496,7 +496,7 @@ async fn oauth_and_a_principal_header_are_exclusive() {
         ))
         .unwrap(),
     );
-    let error = config.with_access_settings().unwrap_err();
+    let error = config.resolve_settings().unwrap_err();
     assert!(error.contains("exclusive"), "{error}");
 }
 

@@ -232,7 +232,7 @@ headers.x-tenant = { value = "acme" }
         assert_eq!((file.policy.len(), file.rate_limit.len()), (3, 3));
         let mut config = crate::GatewayConfig::new(Vec::new());
         config.settings = file;
-        let config = config.with_access_settings().unwrap();
+        let config = config.resolve_settings().unwrap();
         assert!(config.auth.is_some() && config.policy.is_some() && config.rate_limits.is_some());
         assert_eq!(config.principal_header(), Some(crate::auth::PRINCIPAL_HEADER));
     }

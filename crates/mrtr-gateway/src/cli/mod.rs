@@ -21,7 +21,6 @@ use tower_mrtr::KeyringHandle;
 
 pub use self::run::run;
 use crate::config::{GatewayConfig, Settings};
-use crate::observe::trace::Traces;
 use crate::ops::reload::{KeysFile, parse_keys};
 use crate::tls::ListenerTls;
 
@@ -239,13 +238,7 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     let mut config = GatewayConfig::new(backends);
     config.listener_tls = listener_tls;
     config.settings = settings;
-    let mut config = config.with_access_settings()?;
-    config.traces = config
-        .settings
-        .otlp_endpoint
-        .as_deref()
-        .map(Traces::otlp)
-        .transpose()?;
+    let config = config.resolve_settings()?;
     Ok(Run { keys, config })
 }
 

@@ -377,10 +377,11 @@ impl GatewayConfig {
         }
     }
 
-    /// Builds the resource server, the policy and the rate limits `settings` configure (the
-    /// binary does this; an embedder that sets `settings.oauth`, `policy` or `rate_limit` calls
-    /// it). `[oauth]` and `principal-header` are exclusive: each names the principal.
-    pub fn with_access_settings(mut self) -> Result<Self, String> {
+    /// Builds what `settings` configure beyond the backends: the resource server, the policy,
+    /// the rate limits and the trace exporter (the binary does this; an embedder that sets
+    /// `settings.oauth`, `policy`, `rate_limit` or `otlp_endpoint` calls it). `[oauth]` and
+    /// `principal-header` are exclusive: each names the principal.
+    pub fn resolve_settings(mut self) -> Result<Self, String> {
         let settings = &self.settings;
         if settings.oauth.is_some() && settings.principal_header.is_some() {
             return Err(
@@ -399,6 +400,7 @@ impl GatewayConfig {
         } else {
             Some(Arc::new(RateLimits::new(settings.rate_limit.clone())?))
         };
+        self.traces = settings.otlp_endpoint.as_deref().map(Traces::otlp).transpose()?;
         Ok(self)
     }
 
