@@ -90,8 +90,8 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
     service_with(config, KeyringHandle::from_shared(keyring), proxy(config), listen)
 }
 
-/// Step 7: the proxy, with the principal header, the policy (lists filtered) and the rate
-/// limits.
+/// Step 7: the proxy, with the principal header, the policy (lists filtered), the rate limits
+/// and, with traces on, the spans it begins.
 fn proxy(config: &GatewayConfig) -> Proxy {
     Proxy::with_principal_header(
         config.backends_with_defaults(),
@@ -100,6 +100,7 @@ fn proxy(config: &GatewayConfig) -> Proxy {
         config.principal_header(),
     )
     .with_access(config.policy.clone(), config.rate_limits.clone())
+    .traced(config.traces.is_some())
 }
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be

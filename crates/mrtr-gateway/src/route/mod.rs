@@ -96,6 +96,9 @@ struct Inner {
     principal_header: Option<HeaderName>,
     policy: Option<Arc<Policy>>,
     limits: Option<Arc<RateLimits>>,
+    /// Whether requests carry a trace span to begin (`otlp-endpoint`); without, the request's
+    /// extensions are not searched for one.
+    traced: bool,
 }
 
 impl Proxy {
@@ -130,6 +133,7 @@ impl Proxy {
                 principal_header,
                 policy: None,
                 limits: None,
+                traced: false,
             }),
         }
     }
@@ -148,6 +152,18 @@ impl Proxy {
         let inner = Arc::get_mut(&mut self.inner).expect("with_access is called on a new proxy");
         inner.policy = policy;
         inner.limits = limits;
+        self
+    }
+
+    /// This proxy beginning the trace span each request carries (`observe/trace.rs`).
+    ///
+    /// # Panics
+    ///
+    /// If the proxy was cloned already: call it on a new proxy.
+    pub(crate) fn traced(mut self, traced: bool) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("traced is called on a new proxy")
+            .traced = traced;
         self
     }
 
@@ -326,7 +342,9 @@ impl Inner {
             };
         }
 
-        if let Some(slot) = parts.extensions.remove::<Arc<TraceSlot>>() {
+        if self.traced
+            && let Some(slot) = parts.extensions.remove::<Arc<TraceSlot>>()
+        {
             let meta = || request_meta(&body).and_then(|raw| serde_json::from_str(raw.get()).ok());
             slot.begin(head, pinned.is_some(), meta, &mut parts.headers);
         }
