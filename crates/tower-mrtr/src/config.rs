@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::request::Parts;
 
 use crate::clock::{Clock, SystemClock};
+use crate::error::Denied;
 use crate::keyring::KeyringHandle;
 use crate::route::Route;
 
@@ -36,33 +37,6 @@ pub(crate) type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync
 /// Decides whether a call may go on, from the request head, the method and its target (the
 /// tool or prompt name, or the resource URI), before any envelope is opened.
 pub(crate) type AuthorizeFn = Arc<dyn Fn(&Parts, &str, Option<&str>) -> Result<(), Denied> + Send + Sync>;
-
-/// A call refused by the check given to [`MrtrLayer::authorize`](crate::MrtrLayer::authorize):
-/// the client gets HTTP 403 and a JSON-RPC error carrying this message.
-///
-/// ```
-/// let denied = tower_mrtr::Denied::new("The tool deploy is not permitted for this caller");
-/// assert_eq!(denied.message(), "The tool deploy is not permitted for this caller");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Denied {
-    message: std::borrow::Cow<'static, str>,
-}
-
-impl Denied {
-    /// A refusal telling the client `message` (say what is refused, not why in detail: the
-    /// client may be anyone).
-    pub fn new(message: impl Into<std::borrow::Cow<'static, str>>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-
-    /// What the client is told.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
 
 /// Everything the layer is configured with. Built by [`MrtrLayer`](crate::MrtrLayer), shared
 /// behind an `Arc` by every service and future it makes.

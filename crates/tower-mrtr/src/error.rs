@@ -29,6 +29,33 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// JSON-RPC: the body is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
 
+/// A call refused by the check given to [`MrtrLayer::authorize`](crate::MrtrLayer::authorize):
+/// the client gets HTTP 403 and a JSON-RPC error carrying this message.
+///
+/// ```
+/// let denied = tower_mrtr::Denied::new("The tool deploy is not permitted for this caller");
+/// assert_eq!(denied.message(), "The tool deploy is not permitted for this caller");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    message: std::borrow::Cow<'static, str>,
+}
+
+impl Denied {
+    /// A refusal telling the client `message` (say what is refused, not why in detail: the
+    /// client may be anyone).
+    pub fn new(message: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// What the client is told.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 /// Why the layer answered instead of the inner service (or instead of the inner response).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Rejection {

@@ -224,8 +224,9 @@ pub use body::{RequestBody, ResponseBody};
 pub use clock::{Clock, SystemClock};
 pub use config::{
     DEFAULT_MAX_ENVELOPE_LEN, DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_ROUNDS,
-    DEFAULT_MAX_SSE_EVENT, DEFAULT_MAX_TASK_TTL, DEFAULT_TTL, Denied,
+    DEFAULT_MAX_SSE_EVENT, DEFAULT_MAX_TASK_TTL, DEFAULT_TTL,
 };
+pub use error::Denied;
 pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
 pub use layer::MrtrLayer;
