@@ -160,7 +160,7 @@ async fn an_mrtr_round_trip_is_one_trace_across_client_gateway_and_backend() -> 
     let by_parent = |parent: &str| spans.iter().find(|s| s.parent == parent).cloned();
     let round_1 = by_parent(CLIENT_ROUND_1).expect("round 1's span is the client's child");
     let round_2 = by_parent(CLIENT_ROUND_2).expect("round 2's span is the child of its _meta context");
-    for (span, outcome) in [(&round_1, "sealed"), (&round_2, "opened")] {
+    for (span, outcome, reply) in [(&round_1, "sealed", &first), (&round_2, "opened", &done)] {
         assert_eq!(span.trace_id, TRACE, "{span:?}");
         assert_eq!(span.name, "tools/call confirm");
         let a = &span.attributes;
@@ -170,7 +170,11 @@ async fn an_mrtr_round_trip_is_one_trace_across_client_gateway_and_backend() -> 
         assert_eq!(a["mrtr.backend"], "alpha");
         assert_eq!(a["mrtr.outcome"], outcome, "{span:?}");
         assert_eq!(a["http.response.status_code"], "200");
-        assert!(a.contains_key("jsonrpc.request.id"));
+        assert_eq!(
+            a["jsonrpc.request.id"],
+            reply.body["id"].to_string(),
+            "the round's own id"
+        );
     }
     // The backend was sent each round's gateway span as its parent, in the client's trace.
     let seen = seen.lock().unwrap().clone();
