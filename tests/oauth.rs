@@ -124,6 +124,13 @@ leeway = 0
     Stack::with_gateway(alpha, beta, config).await
 }
 
+/// A signing key `k1`, its JWKS served, and [`stack`] reading it with `extra` config.
+async fn issued_stack(extra: &str) -> anyhow::Result<(SigningKey, Stack)> {
+    let key = SigningKey::generate("k1");
+    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
+    Ok((key, stack(&jwks, extra).await?))
+}
+
 fn bearer(call: Call, token: &str) -> Call {
     call.header("authorization", &format!("Bearer {token}"))
 }
@@ -156,9 +163,7 @@ async fn challenge(url: &str, authorization: Option<&str>) -> anyhow::Result<(u1
 
 #[tokio::test]
 async fn tokens_that_are_not_for_this_gateway_are_refused_with_the_right_challenge() -> anyhow::Result<()> {
-    let key = SigningKey::generate("k1");
-    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
-    let stack = stack(&jwks, "").await?;
+    let (key, stack) = issued_stack("").await?;
     let url = stack.url();
     let before = stack.backend_requests();
 
@@ -288,9 +293,7 @@ async fn tokens_that_are_not_for_this_gateway_are_refused_with_the_right_challen
 /// connection: the verifier must not panic on any signature bytes.
 #[tokio::test]
 async fn every_altered_signature_is_refused() -> anyhow::Result<()> {
-    let key = SigningKey::generate("k1");
-    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
-    let stack = stack(&jwks, "").await?;
+    let (key, stack) = issued_stack("").await?;
     let url = stack.url();
     let token = key.sign(&claims("alice", &[]));
     let (head, signature) = token.rsplit_once('.').unwrap();
@@ -361,9 +364,7 @@ effect = "deny"
 
 #[tokio::test]
 async fn the_policy_filters_lists_and_refuses_calls_before_their_state_is_opened() -> anyhow::Result<()> {
-    let key = SigningKey::generate("k1");
-    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
-    let stack = stack(&jwks, POLICY).await?;
+    let (key, stack) = issued_stack(POLICY).await?;
     let url = stack.url();
     let carol = key.sign(&claims("carol", &["ops"]));
     let dave = key.sign(&claims("dave", &["readers"]));
@@ -437,8 +438,6 @@ async fn the_policy_filters_lists_and_refuses_calls_before_their_state_is_opened
 
 #[tokio::test]
 async fn rate_limits_count_calls_not_rounds_and_recover() -> anyhow::Result<()> {
-    let key = SigningKey::generate("k1");
-    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
     let limits = r#"
 [[rate-limit]]
 per = "principal-and-tool"
@@ -452,7 +451,7 @@ tools = ["alpha__whoami"]
 requests = 1
 period = 1
 "#;
-    let stack = stack(&jwks, limits).await?;
+    let (key, stack) = issued_stack(limits).await?;
     let url = stack.url();
     let (alice, bob) = (key.sign(&claims("alice", &[])), key.sign(&claims("bob", &[])));
 
@@ -517,9 +516,7 @@ async fn legacy_reply(response: reqwest::Response) -> anyhow::Result<Value> {
 /// bound to the token's principal, and the policy holds for it as for a modern client.
 #[tokio::test]
 async fn legacy_clients_get_the_same_policy_under_their_tokens_principal() -> anyhow::Result<()> {
-    let key = SigningKey::generate("k1");
-    let jwks = Jwks::serve(vec![key.jwk.clone()]).await?;
-    let stack = stack(&jwks, POLICY).await?;
+    let (key, stack) = issued_stack(POLICY).await?;
     let url = stack.url();
     let post = |token: &str, session: Option<&str>, body: Value| {
         let mut request = reqwest::Client::new()
