@@ -16,7 +16,7 @@ pub struct Caller {
 
 impl Caller {
     /// A caller known by its principal alone (behind an authenticating proxy).
-    pub fn principal(principal: &str) -> Self {
+    pub fn from_principal(principal: &str) -> Self {
         Self {
             principal: principal.into(),
             groups: Arc::from(Vec::new()),

@@ -40,5 +40,5 @@ pub(crate) fn caller_of(
     }
     let value = headers.get(principal_header?)?;
     let principal = tower_mrtr::mcp_headers::decode_header_value(value)?;
-    Some(Caller::principal(&principal))
+    Some(Caller::from_principal(&principal))
 }

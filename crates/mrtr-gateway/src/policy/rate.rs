@@ -181,7 +181,7 @@ requests = 2
 period = 3600
 "#,
         );
-        let (alice, bob) = (Caller::principal("alice"), Caller::principal("bob"));
+        let (alice, bob) = (Caller::from_principal("alice"), Caller::from_principal("bob"));
         for _ in 0..2 {
             assert!(limits.check(Some(&alice), "tools/call", Some("deploy")).is_ok());
         }
@@ -209,7 +209,7 @@ period = 3600
     #[test]
     fn a_per_principal_limit_counts_every_request() {
         let limits = limits("[[rate-limit]]\nper = \"principal\"\nrequests = 1\nperiod = 3600\n");
-        let alice = Caller::principal("alice");
+        let alice = Caller::from_principal("alice");
         assert!(limits.check(Some(&alice), "tools/list", None).is_ok());
         assert!(limits.check(Some(&alice), "ping", None).is_err());
         assert!(

@@ -25,7 +25,7 @@
 //! effect = "deny"
 //! "#)?["policy"].clone().try_into()?;
 //! let policy = Policy::new(rules)?;
-//! let alice = Caller::principal("alice");
+//! let alice = Caller::from_principal("alice");
 //! assert!(policy.allows_tool(Some(&alice), "get_weather"));
 //! assert!(!policy.allows_tool(Some(&alice), "deploy"));
 //! assert!(!policy.allows_tool(None, "drop_database"));
@@ -292,9 +292,9 @@ mod tests {
         .unwrap();
         let ops = Caller {
             groups: Arc::from(vec![Box::from("ops")]),
-            ..Caller::principal("carol")
+            ..Caller::from_principal("carol")
         };
-        let bob = Caller::principal("bob");
+        let bob = Caller::from_principal("bob");
         assert!(policy.allows_tool(Some(&ops), "deploy"));
         assert!(!policy.allows_tool(Some(&ops), "drop_database"));
         assert!(policy.allows_tool(Some(&bob), "read_file"));
