@@ -159,7 +159,7 @@ fn start_backends(plan: &Plan) -> io::Result<Vec<Proc>> {
 
 fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bool) -> io::Result<Proc> {
     let name = match hop {
-        Hop::Direct => unreachable!("no process"),
+        Hop::Direct | Hop::Peer(_) => unreachable!("no process of ours"),
         Hop::Bare => "bare-proxy",
         Hop::Gateway => "gateway",
         Hop::Gateway2 => "gateway-2",
@@ -212,15 +212,16 @@ async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload>
     };
     let round1 = Workload::new(Cell::Round1 { state }, hop, None);
     let mut connection = load::Connection::open(target).await?;
-    let (_, answer) = connection
+    let reply = connection
         .send(&round1, Workload::retry_state_request(state, 1))
         .await
         .map_err(io::Error::other)?;
-    let retry_state = Workload::retry_state_from(&answer).ok_or_else(|| {
+    let retry_state = Workload::retry_state_from(reply.content_type(), &reply.body).ok_or_else(|| {
         io::Error::other(format!(
-            "no requestState in round 1 through {}: {}",
+            "no requestState in round 1 through {} (HTTP {}): {}",
             hop.name(),
-            String::from_utf8_lossy(&answer)
+            reply.status,
+            crate::messages::excerpt(&reply.body)
         ))
     })?;
     Ok(Workload::new(cell, hop, Some(retry_state)))

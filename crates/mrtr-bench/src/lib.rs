@@ -25,6 +25,7 @@ pub mod bare;
 pub mod driver;
 pub mod load;
 pub mod mcp;
+pub mod messages;
 pub mod overload;
 pub mod procs;
 pub mod report;
