@@ -119,6 +119,25 @@ pub fn sse_data(body: &[u8]) -> Result<Vec<String>, String> {
     Ok(events)
 }
 
+/// Whether two JSON values are the same as JSON means it: objects whatever the order of their
+/// members, numbers by value (`1` and `1.0` are one number; a peer that reads a progress count
+/// into a float writes the latter).
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i128(), y.as_i128()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 /// The start of `bytes`, for messages.
 pub fn excerpt(bytes: &[u8]) -> String {
     const MAX: usize = 200;
@@ -158,6 +177,20 @@ mod tests {
         // The empty event (a priming event) carries no message.
         let values = of_answer(Some("text/event-stream"), &body.as_bytes()[..body.len() - 9]).unwrap();
         assert_eq!(values, vec![serde_json::json!({"a": 1})]);
+    }
+
+    #[test]
+    fn json_sameness_is_by_value() {
+        use serde_json::json;
+        assert!(same_json(
+            &json!({"a": 1, "b": [1, "x"]}),
+            &json!({"b": [1.0, "x"], "a": 1})
+        ));
+        assert!(!same_json(&json!({"a": 1}), &json!({"a": 1.5})));
+        assert!(!same_json(&json!({"a": 1}), &json!({"a": "1"})));
+        assert!(!same_json(&json!({"a": 1}), &json!({"a": 1, "b": null})));
+        assert!(!same_json(&json!([1, 2]), &json!([2, 1])));
+        assert!(!same_json(&json!(u64::MAX), &json!(u64::MAX - 1)));
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //!
 //! A peer gateway ([`Hop::Peer`]) may frame and serialise answers its own way, so its answers are
 //! compared as parsed JSON-RPC messages ([`crate::messages`]): the same messages, in the same
-//! order, with the backend's `requestState` verbatim (a peer relays it; it does not seal).
+//! order, with the backend's `requestState` verbatim (a peer relays it; it does not seal). Two
+//! things a 2026-07-28 gateway may say differently without changing the meaning are read alike
+//! (see [`as_relayed`]): an absent `resultType` is `complete`, and the cache hints of a result
+//! (`ttlMs`, `cacheScope`) are the answering gateway's own.
 //!
 //! ```
 //! use mrtr_bench::workload::{Cell, Hop, Workload};
@@ -287,7 +290,11 @@ impl Workload {
             Cell::List => messages::of_answer(json, &mcp::list_answer(&id_text)),
         }
         .expect("the backend's own answers parse");
-        let got = messages::of_answer(content_type, body)?;
+        let expected: Vec<serde_json::Value> = expected.into_iter().map(as_relayed).collect();
+        let got: Vec<serde_json::Value> = messages::of_answer(content_type, body)?
+            .into_iter()
+            .map(as_relayed)
+            .collect();
         if let (Cell::Round1 { state }, Some(first)) = (self.cell, got.first()) {
             // Said apart from other differences: a peer that sealed or rewrote the state.
             let relayed = first["result"]["requestState"].as_str();
@@ -306,7 +313,11 @@ impl Workload {
                 excerpt(body)
             ));
         }
-        match got.iter().zip(&expected).position(|(g, e)| g != e) {
+        match got
+            .iter()
+            .zip(&expected)
+            .position(|(g, e)| !messages::same_json(g, e))
+        {
             None => Ok(()),
             Some(at) => Err(format!(
                 "message {} of {} differs from the backend's: {}",
@@ -340,6 +351,35 @@ impl Workload {
         }
         Ok(())
     }
+}
+
+/// A JSON-RPC message as a peer gateway may relay it without changing its meaning, in one form:
+/// a result's `resultType` made explicit (2026-07-28 reads an absent one as `complete`, and a
+/// gateway answering a modern client adds it), its cache hints dropped (`ttlMs` and `cacheScope`
+/// describe the answer of whoever gives it; agentgateway marks every list private, with no TTL).
+///
+/// ```
+/// use mrtr_bench::workload::as_relayed;
+/// use serde_json::json;
+///
+/// let backend = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}});
+/// let peer = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}});
+/// assert_eq!(as_relayed(backend), as_relayed(peer));
+/// let other = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "input_required"}});
+/// assert_ne!(as_relayed(json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}})), as_relayed(other));
+/// ```
+pub fn as_relayed(mut message: serde_json::Value) -> serde_json::Value {
+    if let Some(result) = message
+        .get_mut("result")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        result
+            .entry("resultType")
+            .or_insert_with(|| serde_json::Value::from("complete"));
+        result.remove("ttlMs");
+        result.remove("cacheScope");
+    }
+    message
 }
 
 /// The gateway's merged catalog of two mock backends: every tool twice, prefixed by backend.
@@ -476,6 +516,52 @@ mod tests {
         let last = frames.last().unwrap();
         let result = std::str::from_utf8(last).unwrap().lines().nth(1).unwrap()["data: ".len()..].to_owned();
         assert!(check(Cell::Sse, PEER, JSON, 13, result.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn what_a_modern_gateway_may_add_is_read_alike_and_nothing_else() {
+        let with = |answer: &[u8], add: &str| -> Vec<u8> {
+            let text = std::str::from_utf8(answer).unwrap();
+            let at = text.find(r#""result":{"#).unwrap() + r#""result":{"#.len();
+            format!("{}{add},{}", &text[..at], &text[at..]).into_bytes()
+        };
+        let call = mcp::echo_answer("17", 256);
+        let cell = Cell::Call { size: 256 };
+        assert!(
+            check(
+                cell,
+                PEER,
+                SSE,
+                17,
+                &reframed(&with(&call, r#""resultType":"complete""#))
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                cell,
+                PEER,
+                SSE,
+                17,
+                &reframed(&with(&call, r#""resultType":"task""#))
+            )
+            .is_err()
+        );
+        assert!(check(cell, PEER, JSON, 17, &with(&call, r#""extra":1"#)).is_err());
+        let list = mcp::list_answer("18");
+        let hinted = with(
+            &list,
+            r#""ttlMs":0,"cacheScope":"private","resultType":"complete""#,
+        );
+        assert!(check(Cell::List, PEER, SSE, 18, &reframed(&hinted)).is_ok());
+        // Progress counts written as floats are the same numbers.
+        let frames = mcp::progress_events("19", SSE_EVENTS).concat();
+        let floats = String::from_utf8(frames)
+            .unwrap()
+            .replace(r#""total":64,"#, r#""total":64.0,"#);
+        assert!(check(Cell::Sse, PEER, SSE, 19, floats.as_bytes()).is_ok());
+        let off = floats.replacen(r#""progress":3,"#, r#""progress":3.5,"#, 1);
+        assert!(check(Cell::Sse, PEER, SSE, 19, off.as_bytes()).is_err());
     }
 
     #[test]
