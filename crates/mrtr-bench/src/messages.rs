@@ -82,7 +82,7 @@ pub fn sse_data(body: &[u8]) -> Result<Vec<String>, String> {
     let mut pending = false;
     let mut rest = text;
     while !rest.is_empty() {
-        let Some(end) = rest.find(['\r', '\n']) else {
+        let Some(end) = memchr::memchr2(b'\r', b'\n', rest.as_bytes()) else {
             return Err(format!(
                 "SSE answer ends inside a line: {}",
                 excerpt(rest.as_bytes())
