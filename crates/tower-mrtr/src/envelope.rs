@@ -70,7 +70,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::XNonce;
 use chacha20poly1305::aead::{Aead, Generate, Payload};
 
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::canonical::{self, CanonicalError};
@@ -418,8 +417,8 @@ impl ArgumentsDigest {
 
     /// The exact-decimal digest alone, of a value the layer has parsed (and so validated)
     /// already: what sealing, and opening a v3 envelope, need.
-    pub(crate) fn exact_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
-        match arguments.filter(|a| a.get() != "null") {
+    pub(crate) fn exact_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| *a != "null") {
             None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
             Some(raw) => Ok(Self::exact(sha256(&canonical::canonicalize_value(raw)?))),
         }
@@ -427,8 +426,8 @@ impl ArgumentsDigest {
 
     /// Both digests of a parsed value, both required: what opening a v2 envelope needs (and the
     /// round after it, sealed as v3).
-    pub(crate) fn both_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
-        match arguments.filter(|a| a.get() != "null") {
+    pub(crate) fn both_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| *a != "null") {
             None => Ok(Self {
                 exact: *EMPTY_ARGUMENTS,
                 doubles: Some(*EMPTY_ARGUMENTS),

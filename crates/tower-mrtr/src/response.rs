@@ -158,7 +158,7 @@ impl Rewriter {
         let config = &self.config;
         let route = self.route.clone()?;
         let task_id = head.task_id.ok_or(Unrelayable::TaskIdNotAString)?;
-        let contents = json::string_contents(task_id).ok_or(Unrelayable::TaskIdNotAString)?;
+        let contents = json::string_contents(task_id.get()).ok_or(Unrelayable::TaskIdNotAString)?;
         let ttl = head
             .ttl_ms
             .and_then(|raw| raw.get().parse::<u64>().ok())
@@ -199,7 +199,7 @@ impl Rewriter {
         let state = match state {
             None => None,
             Some(raw) => Some(
-                json::string_contents(raw)
+                json::string_contents(raw.get())
                     .ok_or(Unrelayable::StateNotAString)?
                     .to_owned(),
             ),
