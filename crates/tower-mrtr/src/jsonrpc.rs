@@ -494,12 +494,14 @@ pub(crate) struct Params<'a> {
 
 /// A backend's answer (or one element of it), read in one pass, with only the members the layer
 /// reads.
+#[derive(Debug, PartialEq)]
 pub(crate) struct Answer<'a> {
-    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) id: Option<Raw<'a>>,
     pub(crate) result: ResultField<'a>,
 }
 
 /// What `result` held.
+#[derive(Debug, PartialEq)]
 pub(crate) enum ResultField<'a> {
     Absent,
     /// An object, read; `Err` if it is ambiguous or mistyped.
@@ -509,18 +511,34 @@ pub(crate) enum ResultField<'a> {
 }
 
 /// The members of a result the layer reads.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct ResultHead<'a> {
     /// `resultType`, raw (a string, checked): where a missing `requestState` is added after.
-    pub(crate) result_type_raw: Option<&'a RawValue>,
+    pub(crate) result_type_raw: Option<Raw<'a>>,
     pub(crate) result_type: Option<Cow<'a, str>>,
-    pub(crate) request_state: Option<&'a RawValue>,
-    pub(crate) task_id: Option<&'a RawValue>,
-    pub(crate) ttl_ms: Option<&'a RawValue>,
+    pub(crate) request_state: Option<Raw<'a>>,
+    pub(crate) task_id: Option<Raw<'a>>,
+    pub(crate) ttl_ms: Option<Raw<'a>>,
 }
 
 /// Reads a backend's answer (or one element of it) as one response message, in one pass.
 pub(crate) fn parse_answer(body: &[u8]) -> Result<Answer<'_>, ReadError> {
+    match scan::answer(body) {
+        Some(answer) => {
+            debug_assert_eq!(
+                Ok(&answer),
+                parse_answer_strict(body).as_ref(),
+                "the fast reader read {:?} otherwise than serde_json",
+                String::from_utf8_lossy(body)
+            );
+            Ok(answer)
+        }
+        None => parse_answer_strict(body),
+    }
+}
+
+/// [`parse_answer`] by serde_json alone.
+pub(crate) fn parse_answer_strict(body: &[u8]) -> Result<Answer<'_>, ReadError> {
     let text = simdutf8::basic::from_utf8(body).map_err(|_| ReadError::NotJson)?;
     if json::first_significant(body) != Some(b'{') {
         return match serde_json::from_str::<IgnoredAny>(text) {
@@ -591,7 +609,7 @@ impl<'de> Deserialize<'de> for ResultSlot<'de> {
                     names.see(&name, RESULT_MEMBERS);
                     let slot = match &*name {
                         "resultType" => {
-                            let raw: &RawValue = map.next_value()?;
+                            let raw: Raw<'_> = map.next_value()?;
                             match json::as_string(raw.get()) {
                                 Some(value) => head.result_type = Some(value),
                                 None => names.fail(ReadError::WrongType("resultType")),

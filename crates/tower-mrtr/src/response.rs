@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::clock::expiry;
 use crate::config::Config;
 use crate::envelope::{Purpose, Sealed, Sealer};
-use crate::json::{self, Elements};
+use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, ReadError, ResultField};
 use crate::metrics;
 use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
@@ -193,7 +193,7 @@ impl Rewriter {
         &self,
         ctx: &SealContext,
         route: Route,
-        state: Option<&RawValue>,
+        state: Option<Raw<'_>>,
     ) -> Result<String, Unrelayable> {
         let config = &self.config;
         let state = match state {

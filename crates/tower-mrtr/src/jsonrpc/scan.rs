@@ -1,23 +1,25 @@
-//! The fast request reader: one pass over the bytes of a request that holds nothing unusual.
+//! The fast reader: one pass over the bytes of a request, or of an answer, that holds nothing
+//! unusual.
 //!
-//! [`parse_request`](super::parse_request) asks this reader first. It checks the whole text as
-//! JSON, as strictly as the serde reader does (UTF-8; strings without control characters, with
-//! valid escapes; the number grammar of RFC 8259; `true`, `false`, `null`; nothing but whitespace
-//! after the value), and reads the members the layer needs, but only from a request it can read
-//! without any doubt:
+//! [`parse_request`](super::parse_request) and [`parse_answer`](super::parse_answer) ask this
+//! reader first. It checks the whole text as JSON, as strictly as the serde reader does (UTF-8;
+//! strings without control characters, with valid escapes; the number grammar of RFC 8259;
+//! `true`, `false`, `null`; nothing but whitespace after the value), and reads the members the
+//! layer needs, but only from a message it can read without any doubt:
 //!
-//! * every member name of the request and of its `params` is ASCII, written without escapes,
-//!   appears once, and is not a case variant of a name the layer reads
-//!   ([`REQUEST_MEMBERS`]: with ASCII only and no escapes, the only variants are ASCII ones);
-//! * `method`, `name` and `uri` are strings written without escapes;
-//! * those two objects have at most [`MAX_MEMBERS`] members, and nothing nests deeper than
+//! * every member name of the message and of its `params` (a request) or `result` (an answer) is
+//!   ASCII, written without escapes, appears once, and is not a case variant of a name the layer
+//!   reads ([`REQUEST_MEMBERS`], [`RESULT_MEMBERS`]: with ASCII only and no escapes, the only
+//!   variants are ASCII ones);
+//! * `method`, `name`, `uri` and `resultType` are strings written without escapes;
+//! * those objects have at most [`MAX_MEMBERS`] members, and nothing nests deeper than
 //!   [`MAX_DEPTH`].
 //!
 //! For anything else, every text that is not JSON included, it answers `None` and the serde
-//! reader reads the request and decides, refusals included. So this reader refuses nothing and
-//! can accept nothing the serde reader would refuse: it reads the same [`Message`] from the
-//! requests it accepts, and only skips the serde reader's cost. Debug builds (every test run and
-//! every fuzz target) read each accepted request with the serde reader too and assert that the
+//! reader reads the message and decides, refusals included. So this reader refuses nothing and
+//! can accept nothing the serde reader would refuse: it reads the same [`Message`] or [`Answer`]
+//! from what it accepts, and only skips the serde reader's cost. Debug builds (every test run and
+//! every fuzz target) read each accepted message with the serde reader too and assert that the
 //! two agree.
 //!
 //! Written by hand rather than with a JSON crate: on requests of MCP's shape (a few hundred bytes
@@ -27,7 +29,7 @@
 
 use std::borrow::Cow;
 
-use super::{Message, Params, ParamsField, REQUEST_MEMBERS};
+use super::{Answer, Message, Params, ParamsField, REQUEST_MEMBERS, RESULT_MEMBERS, ResultField, ResultHead};
 use crate::json::Raw;
 
 /// Deepest nesting this reader follows (serde_json stops at 128).
@@ -48,7 +50,7 @@ pub(crate) fn request(body: &[u8]) -> Option<Message<'_>> {
         method: None,
         params: ParamsField::Absent,
     };
-    let mut names = Names::default();
+    let mut names = Names::new(&REQUEST_BY_LENGTH);
     scan.members(|scan, name| {
         names.add(name)?;
         match name {
@@ -59,22 +61,59 @@ pub(crate) fn request(body: &[u8]) -> Option<Message<'_>> {
         }
         Some(())
     })?;
+    scan.end()?;
+    Some(message)
+}
+
+/// Reads `body` as one response message if it holds nothing unusual (see the module docs);
+/// `None` leaves the decision to the serde reader.
+pub(crate) fn answer(body: &[u8]) -> Option<Answer<'_>> {
+    let text = simdutf8::basic::from_utf8(body).ok()?;
+    let mut scan = Scanner { text, pos: 0 };
     scan.whitespace();
-    (scan.pos == body.len()).then_some(message)
+    scan.eat(b'{')?;
+    let mut answer = Answer {
+        id: None,
+        result: ResultField::Absent,
+    };
+    let mut names = Names::new(&RESULT_BY_LENGTH);
+    scan.members(|scan, name| {
+        names.add(name)?;
+        match name {
+            "id" => answer.id = Some(scan.raw_value(1)?),
+            "result" => answer.result = scan.result()?,
+            _ => scan.value(1)?,
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    Some(answer)
 }
 
 /// Member names of one object so far.
-#[derive(Default)]
 struct Names<'a> {
     seen: [&'a str; MAX_MEMBERS],
     count: usize,
+    /// The names the layer reads in this object, by length.
+    reads: &'static ByLength,
 }
 
 impl<'a> Names<'a> {
+    fn new(reads: &'static ByLength) -> Self {
+        Self {
+            seen: [""; MAX_MEMBERS],
+            count: 0,
+            reads,
+        }
+    }
+
     /// Records `name` (ASCII, from [`Scanner::name`]); `None` if it was seen before, is a case
     /// variant of a name the layer reads, or is one too many.
     fn add(&mut self, name: &'a str) -> Option<()> {
-        if self.count == MAX_MEMBERS || self.seen[..self.count].contains(&name) || is_variant(name) {
+        if self.count == MAX_MEMBERS
+            || self.seen[..self.count].contains(&name)
+            || is_variant(self.reads, name)
+        {
             return None;
         }
         self.seen[self.count] = name;
@@ -83,9 +122,9 @@ impl<'a> Names<'a> {
     }
 }
 
-/// Whether an ASCII `name` is a case variant of a name the layer reads.
-fn is_variant(name: &str) -> bool {
-    let Some(candidates) = READ_BY_LENGTH.get(name.len()) else {
+/// Whether an ASCII `name` is a case variant of one of `reads`.
+fn is_variant(reads: &ByLength, name: &str) -> bool {
+    let Some(candidates) = reads.get(name.len()) else {
         return false;
     };
     // Names of one length differ in more than case (a test says so), so a name that is one of
@@ -93,12 +132,21 @@ fn is_variant(name: &str) -> bool {
     !candidates.contains(&name) && candidates.iter().any(|read| read.eq_ignore_ascii_case(name))
 }
 
-/// [`REQUEST_MEMBERS`] by length: a case variant of an ASCII name has the name's length.
-const READ_BY_LENGTH: [[&str; 3]; 16] = {
+/// Names the layer reads, by length (empty slots are `""`): a case variant of an ASCII name has
+/// the name's length.
+type ByLength = [[&'static str; 3]; 16];
+
+/// [`REQUEST_MEMBERS`] by length.
+const REQUEST_BY_LENGTH: ByLength = by_length(REQUEST_MEMBERS);
+
+/// [`RESULT_MEMBERS`] by length.
+const RESULT_BY_LENGTH: ByLength = by_length(RESULT_MEMBERS);
+
+const fn by_length(names: &[&'static str]) -> ByLength {
     let mut table = [[""; 3]; 16];
     let mut i = 0;
-    while i < REQUEST_MEMBERS.len() {
-        let name = REQUEST_MEMBERS[i];
+    while i < names.len() {
+        let name = names[i];
         let mut slot = 0;
         // A fourth name of one length, or a name of 16 bytes or more, fails the build here.
         while !table[name.len()][slot].is_empty() {
@@ -108,7 +156,7 @@ const READ_BY_LENGTH: [[&str; 3]; 16] = {
         i += 1;
     }
     table
-};
+}
 
 /// Where the first quote, backslash or control character of `bytes` is (with `NAME`, also the
 /// first byte that is not ASCII), `bytes.len()` if none; eight bytes at a time: in each word, the
@@ -154,6 +202,12 @@ impl<'a> Scanner<'a> {
         (self.peek()? == byte).then(|| self.pos += 1)
     }
 
+    /// Nothing but whitespace up to the end.
+    fn end(&mut self) -> Option<()> {
+        self.whitespace();
+        (self.pos == self.text.len()).then_some(())
+    }
+
     fn whitespace(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             self.pos += 1;
@@ -195,7 +249,7 @@ impl<'a> Scanner<'a> {
             return Some(ParamsField::NotAnObject);
         }
         let mut params = Params::default();
-        let mut names = Names::default();
+        let mut names = Names::new(&REQUEST_BY_LENGTH);
         self.members(|scan, name| {
             names.add(name)?;
             let slot = match name {
@@ -218,6 +272,34 @@ impl<'a> Scanner<'a> {
             Some(())
         })?;
         Some(ParamsField::Object(Ok(params)))
+    }
+
+    /// `result`: an object read member by member, or any other value.
+    fn result(&mut self) -> Option<ResultField<'a>> {
+        if self.eat(b'{').is_none() {
+            self.value(1)?;
+            return Some(ResultField::NotAnObject);
+        }
+        let mut head = ResultHead::default();
+        let mut names = Names::new(&RESULT_BY_LENGTH);
+        self.members(|scan, name| {
+            names.add(name)?;
+            let slot = match name {
+                "resultType" => {
+                    let start = scan.pos;
+                    head.result_type = Some(Cow::Borrowed(scan.plain_string()?));
+                    head.result_type_raw = Some(Raw::checked(scan.text.get(start..scan.pos)?));
+                    return Some(());
+                }
+                "requestState" => &mut head.request_state,
+                "taskId" => &mut head.task_id,
+                "ttlMs" => &mut head.ttl_ms,
+                _ => return scan.value(2),
+            };
+            *slot = Some(scan.raw_value(2)?);
+            Some(())
+        })?;
+        Some(ResultField::Object(Ok(head)))
     }
 
     /// One value, checked, as its text.
@@ -393,7 +475,7 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::parse_strict;
+    use crate::jsonrpc::{parse_answer_strict, parse_strict};
 
     /// Requests of the shapes clients send: the fast reader must take them (else it is dead
     /// weight) and read them exactly as the serde reader does.
@@ -443,6 +525,39 @@ mod tests {
         b"",
     ];
 
+    /// Answers of the shapes backends send.
+    const TAKEN_ANSWERS: &[&str] = &[
+        r#"{"jsonrpc":"2.0","id":17,"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"mode":"form","message":"Proceed?","requestedSchema":{"type":"object","properties":{"confirm":{"type":"boolean"}},"required":["confirm"]}}}},"requestState":"abc"}}"#,
+        r#"{"jsonrpc":"2.0","id":"x","result":{"content":[{"type":"text","text":"a \"quoted\" input_required\n"}],"isError":false}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"t-1","ttlMs":60000}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":[1,2]}"#,
+        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"input_required"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","requestState":null}}"#,
+    ];
+
+    /// Answers it must leave to the serde reader.
+    const LEFT_ANSWERS: &[&[u8]] = &[
+        br#"{"result":{"resultType":"input\u005frequired"}}"#,
+        br#"{"result":{"ResultType":"input_required"}}"#,
+        br#"{"result":{"resultType":"a","resultType":"b"}}"#,
+        br#"{"result":{"resultType":7}}"#,
+        br#"{"Result":{}}"#,
+        br#"{"result":{"requestState":"s"},"result":{}}"#,
+        b"data: {\"result\":{}}\n\n",
+        br#"{"result":{"requestState":"s"}} {}"#,
+    ];
+
+    #[test]
+    fn takes_the_usual_answers_and_reads_them_as_the_serde_reader_does() {
+        for text in TAKEN_ANSWERS {
+            let fast = answer(text.as_bytes()).unwrap_or_else(|| panic!("not taken: {text}"));
+            assert_eq!(Ok(fast), parse_answer_strict(text.as_bytes()), "{text}");
+        }
+        for text in LEFT_ANSWERS {
+            assert!(answer(text).is_none(), "{}", String::from_utf8_lossy(text));
+        }
+    }
+
     #[test]
     fn takes_the_usual_requests_and_reads_them_as_the_serde_reader_does() {
         for text in TAKEN {
@@ -475,10 +590,19 @@ mod tests {
             for b in &REQUEST_MEMBERS[i + 1..] {
                 assert!(!a.eq_ignore_ascii_case(b), "{a} {b}");
             }
-            assert!(READ_BY_LENGTH[a.len()].contains(a));
+            assert!(REQUEST_BY_LENGTH[a.len()].contains(a));
         }
-        assert!(is_variant("TaskIds") && is_variant("_META") && !is_variant("taskIds"));
-        assert!(!is_variant("jsonrpc") && !is_variant("a-name-longer-than-sixteen"));
+        for (i, a) in RESULT_MEMBERS.iter().enumerate() {
+            for b in &RESULT_MEMBERS[i + 1..] {
+                assert!(!a.eq_ignore_ascii_case(b), "{a} {b}");
+            }
+            assert!(RESULT_BY_LENGTH[a.len()].contains(a));
+        }
+        let request = &REQUEST_BY_LENGTH;
+        assert!(is_variant(request, "TaskIds") && is_variant(request, "_META"));
+        assert!(!is_variant(request, "taskIds") && !is_variant(request, "jsonrpc"));
+        assert!(!is_variant(request, "a-name-longer-than-sixteen"));
+        assert!(is_variant(&RESULT_BY_LENGTH, "TTLMS") && !is_variant(&RESULT_BY_LENGTH, "_META"));
     }
 
     #[test]
@@ -519,6 +643,23 @@ mod tests {
             body.splice(at..end, insert);
             if let Some(fast) = request(&body) {
                 proptest::prop_assert_eq!(Ok(fast), parse_strict(&body));
+            }
+        }
+
+        /// The same for answers.
+        #[test]
+        fn never_disagrees_with_the_serde_reader_on_answers(
+            which in 0..TAKEN_ANSWERS.len(),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            cut in 0usize..4,
+            insert in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
+        ) {
+            let mut body = TAKEN_ANSWERS[which].as_bytes().to_vec();
+            let at = at.index(body.len() + 1);
+            let end = (at + cut).min(body.len());
+            body.splice(at..end, insert);
+            if let Some(fast) = answer(&body) {
+                proptest::prop_assert_eq!(Ok(fast), parse_answer_strict(&body));
             }
         }
     }
