@@ -65,7 +65,8 @@ pub(crate) fn task_binding<'a>(audience: Option<&'a str>, principal: Option<&'a 
 pub(crate) enum ArgumentsBinding {
     /// Not bound: the method takes no arguments, or the layer is configured not to bind them.
     Unbound,
-    /// Bound; the digest is computed only if the answer needs sealing (most do not).
+    /// Bound; the digest is computed only if the answer needs sealing (most do not), from the
+    /// arguments' text, which the request reader has checked.
     Raw(Option<Bytes>),
     /// Bound; computed already (on a retry, to open the envelope).
     Digest(ArgumentsDigest),
@@ -96,9 +97,10 @@ impl SealContext {
             ArgumentsBinding::Unbound => binding,
             ArgumentsBinding::Digest(digest) => binding.with_arguments(*digest),
             ArgumentsBinding::Raw(raw) => {
-                let text = raw.as_deref().map(std::str::from_utf8).transpose();
+                let text = raw.as_deref().map(simdutf8::basic::from_utf8).transpose();
                 let text = text.map_err(|_| crate::canonical::CanonicalError::Syntax)?;
-                binding.with_arguments(ArgumentsDigest::of(text)?)
+                // Checked JSON already: the request reader read it.
+                binding.with_arguments(ArgumentsDigest::exact_of_value(text)?)
             }
         })
     }
