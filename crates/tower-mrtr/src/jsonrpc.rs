@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 
 use crate::json::{self, Members, Name, Position, Raw};
 
-mod scan;
+pub(crate) mod scan;
 
 /// Methods whose results may be `input_required` (SEP-2322: the list is closed).
 pub(crate) const INPUT_REQUIRED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
