@@ -487,11 +487,17 @@ fn malformed_v3_plaintexts_are_refused() {
     let expiry = (EXPIRES_MS).to_be_bytes();
     let seal_raw = |plaintext: &[u8]| {
         sealer
-            .encrypt(VERSION, vector_nonce(), plaintext.to_vec(), |header| {
-                let mut aad = aad_start(Purpose::REQUEST_STATE, header);
-                binding.write_to(&mut aad);
-                Some(aad)
-            })
+            .encrypt(
+                VERSION,
+                vector_nonce(),
+                plaintext.len(),
+                |raw| raw.extend_from_slice(plaintext),
+                |header| {
+                    let mut aad = aad_start(Purpose::REQUEST_STATE, header);
+                    binding.write_to(&mut aad);
+                    Some(aad)
+                },
+            )
             .unwrap()
     };
     let plaintext = |tail: &[u8]| [&expiry[..], &[0, 1], tail].concat();
