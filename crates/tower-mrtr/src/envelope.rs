@@ -541,6 +541,8 @@ impl Sealer {
         binding: &Binding<'_>,
         sealed: &Sealed,
     ) -> Result<String, SealError> {
+        // The kernel's generator for every nonce, not a user-space one seeded from it: a fork or a
+        // cloned VM would copy that one's state and repeat nonces under the same key.
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| SealError::Rng)?;
         self.seal_with_nonce(purpose, binding, sealed, nonce)
