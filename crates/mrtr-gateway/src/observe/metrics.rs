@@ -20,9 +20,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderName, StatusCode};
 use metrics::{Counter, Histogram, SharedString};
-use tower_mrtr::mcp_headers::MCP_METHOD;
+
+/// `Mcp-Method` as a header name: a lookup by `&str` parses the name every time.
+const MCP_METHOD: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_METHOD);
 
 /// Counter: MCP requests answered, by `method`, `status` and `answered_by`.
 pub(crate) const REQUESTS_TOTAL: &str = "mrtr_gateway_requests_total";
@@ -114,7 +116,7 @@ impl MethodLabel {
 
     /// The label of a request's `Mcp-Method` header.
     pub(crate) fn of_headers(headers: &HeaderMap) -> Self {
-        Self::of(headers.get(MCP_METHOD).and_then(|v| v.to_str().ok()))
+        Self::of(headers.get(&MCP_METHOD).and_then(|v| v.to_str().ok()))
     }
 
     fn index(self) -> usize {
