@@ -31,17 +31,13 @@ use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
-use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http::{HeaderValue, Method, Request, Response};
 use tower_mrtr::Route;
-use tower_mrtr::mcp_headers;
+use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME};
 use tracing::{Level, Span};
 
 /// The tracing target of access lines.
 pub(crate) const TARGET: &str = "mrtr_gateway::access";
-
-/// `Mcp-Method` and `Mcp-Name` as header names: a lookup by `&str` parses the name every time.
-const MCP_METHOD: HeaderName = HeaderName::from_static(mcp_headers::MCP_METHOD);
-const MCP_NAME: HeaderName = HeaderName::from_static(mcp_headers::MCP_NAME);
 
 /// Where access lines go without a `tracing` event, once [`write_lines`] was called.
 static LINES: OnceLock<Lines> = OnceLock::new();

@@ -20,11 +20,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, StatusCode};
+use http::{HeaderMap, StatusCode};
 use metrics::{Counter, Histogram, SharedString};
 
-/// `Mcp-Method` as a header name: a lookup by `&str` parses the name every time.
-const MCP_METHOD: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_METHOD);
+use tower_mrtr::mcp_headers::MCP_METHOD;
 
 /// Counter: MCP requests answered, by `method`, `status` and `answered_by`.
 pub(crate) const REQUESTS_TOTAL: &str = "mrtr_gateway_requests_total";

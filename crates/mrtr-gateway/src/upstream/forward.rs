@@ -31,6 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::value::RawValue;
 use tower_mrtr::Route;
+use tower_mrtr::mcp_headers::MCP_METHOD;
 
 use super::body::{BackendBody, ProxyBody};
 use super::sse::{EventReader, ResponseMessage, is_response, is_sse};
@@ -38,8 +39,6 @@ use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-/// A lookup by `&str` parses the name every time.
-const MCP_METHOD: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_METHOD);
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
