@@ -67,8 +67,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 
-use sha2::{Digest, Sha256};
-
 use crate::canonical::{self, CanonicalError};
 use crate::keyring::Keyring;
 use crate::route::{Route, RouteIdentity};
@@ -462,8 +460,14 @@ impl ArgumentsDigest {
     }
 }
 
+/// ring's SHA-256 (BoringSSL's assembly): SHA-NI where the CPU has it, and AVX2 or SSSE3 code
+/// where it does not (Skylake and Cascade Lake Xeons, say), where the `sha2` crate falls back to
+/// portable code.
 fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }
 
 /// The digest of no arguments (`{}`, the same in both forms), computed once.
