@@ -229,8 +229,9 @@ impl<'a> Scanner<'a> {
         }
         self.pos += 1; // '{'
         // Each member's canonical value goes into `values`; members are then written sorted.
-        let mut members: Vec<Member<'a>> = Vec::new();
-        let mut values = Vec::new();
+        // Sized for the usual small object up front: growing each Vec cost more than the sort.
+        let mut members: Vec<Member<'a>> = Vec::with_capacity(8);
+        let mut values = Vec::with_capacity(self.text.len().saturating_sub(self.pos).min(256));
         self.skip_whitespace();
         if self.bytes().get(self.pos) == Some(&b'}') {
             self.pos += 1;
