@@ -5,7 +5,7 @@
 //!
 //! 0. hyper's HTTP/1.1 and HTTP/2 server, plain or TLS, one task per connection, with its
 //!    connection limits and graceful drain (`front/server.rs`);
-//! 1. tower-http's layers (`front::http_layers::HttpLayer`): credentials marked sensitive, a request id, a trace
+//! 1. the HTTP layer (`front::http_layers::HttpLayer`): credentials marked sensitive, a request id, a trace
 //!    span per request, the id copied onto the answer;
 //! 2. request decompression (`front::http_layers::DecompressRequestLayer`): gzip and deflate bodies decoded so
 //!    that the MRTR layer reads them;

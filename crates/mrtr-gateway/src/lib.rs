@@ -15,7 +15,7 @@
 //! | `app` | the composition root: the stack outermost first, the running gateway |
 //! | `config` | [`GatewayConfig`], what the composition root is given |
 //! | `ops` | the admin listener, readiness and the health probe, key and certificate reload |
-//! | `front` | the accept loop, tower-http layers, `Origin`/`Host` checks, shedding, deadlines, drain, request metrics |
+//! | `front` | the accept loop, the HTTP layers, `Origin`/`Host` checks, shedding, deadlines, drain, request metrics |
 //! | `legacy` | clients of the `initialize` era, bridged to the modern stack |
 //! | `route` | the [`Proxy`] the MRTR layer wraps: routing, fan-out, the catalog, mirrored-header checks |
 //! | `policy` | what a caller may call (`[[policy]]`) and how often (`[[rate-limit]]`) |

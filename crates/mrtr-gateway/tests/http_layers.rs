@@ -1,4 +1,4 @@
-//! The gateway's tower-http layers over real HTTP on 127.0.0.1 (see `src/middleware.rs`): gzip
+//! The gateway's HTTP layers over real HTTP on 127.0.0.1 (see `src/front/http_layers.rs`): gzip
 //! request bodies are inspected and relayed, a gzip bomb is stopped at the body limit, and a
 //! request id travels from the client to the backend and back.
 

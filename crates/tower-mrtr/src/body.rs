@@ -18,13 +18,16 @@ use crate::sse::SseBody;
 /// HTTP lists allow). Checking only the first header would let `identity` followed by `gzip`
 /// through.
 pub(crate) fn is_identity_encoded(headers: &HeaderMap) -> bool {
-    headers.get_all(header::CONTENT_ENCODING).iter().all(|value| {
-        value
-            .as_bytes()
-            .split(|&b| b == b',')
-            .map(<[u8]>::trim_ascii)
-            .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case(b"identity"))
-    })
+    headers.get_all(header::CONTENT_ENCODING).iter().all(is_identity)
+}
+
+/// Whether one `Content-Encoding` value lists no coding but `identity`.
+pub(crate) fn is_identity(value: &http::HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case(b"identity"))
 }
 
 pin_project! {
@@ -129,7 +132,9 @@ pin_project! {
     enum ResponseKind<B> {
         Passthrough { #[pin] body: B },
         Full { data: Option<Bytes> },
-        Sse { #[pin] body: SseBody<B> },
+        // Boxed: the stream's framer and rewriter are large, and every answer, JSON ones too, is
+        // moved through the layers above at the size of the largest variant.
+        Sse { body: Pin<Box<SseBody<B>>> },
     }
 }
 
@@ -178,7 +183,7 @@ impl<B> ResponseBody<B> {
 
     pub(crate) fn sse(body: SseBody<B>) -> Self {
         Self {
-            kind: ResponseKind::Sse { body },
+            kind: ResponseKind::Sse { body: Box::pin(body) },
         }
     }
 }
@@ -245,7 +250,7 @@ where
                 }))
             }
             ResponseKindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            ResponseKindProj::Sse { body } => body.poll_frame(cx),
+            ResponseKindProj::Sse { body } => body.as_mut().poll_frame(cx),
         }
     }
 

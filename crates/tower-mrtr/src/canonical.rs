@@ -125,22 +125,23 @@ pub fn canonicalize_doubles(json: &str) -> Result<Vec<u8>, CanonicalError> {
 
 /// Validated once by serde_json; the scanner then walks text known to be one JSON value, in a
 /// single pass (it still refuses, never panics, if that ever were not so).
-fn validated(json: &str) -> Result<&RawValue, CanonicalError> {
-    serde_json::from_str(json).map_err(|_| CanonicalError::Syntax)
+fn validated(json: &str) -> Result<&str, CanonicalError> {
+    serde_json::from_str::<&RawValue>(json)
+        .map(RawValue::get)
+        .map_err(|_| CanonicalError::Syntax)
 }
 
-/// [`canonicalize`] of a value serde_json has validated already.
-pub(crate) fn canonicalize_value(raw: &RawValue) -> Result<Vec<u8>, CanonicalError> {
-    scan(raw, Numbers::ExactDecimal)
+/// [`canonicalize`] of a value the layer has checked already (one JSON value).
+pub(crate) fn canonicalize_value(json: &str) -> Result<Vec<u8>, CanonicalError> {
+    scan(json, Numbers::ExactDecimal)
 }
 
-/// [`canonicalize_doubles`] of a value serde_json has validated already.
-pub(crate) fn canonicalize_value_doubles(raw: &RawValue) -> Result<Vec<u8>, CanonicalError> {
-    scan(raw, Numbers::Doubles)
+/// [`canonicalize_doubles`] of a value the layer has checked already (one JSON value).
+pub(crate) fn canonicalize_value_doubles(json: &str) -> Result<Vec<u8>, CanonicalError> {
+    scan(json, Numbers::Doubles)
 }
 
-fn scan(raw: &RawValue, numbers: Numbers) -> Result<Vec<u8>, CanonicalError> {
-    let json = raw.get();
+fn scan(json: &str, numbers: Numbers) -> Result<Vec<u8>, CanonicalError> {
     let mut out = Vec::with_capacity(json.len());
     let mut scanner = Scanner {
         text: json,
@@ -228,8 +229,9 @@ impl<'a> Scanner<'a> {
         }
         self.pos += 1; // '{'
         // Each member's canonical value goes into `values`; members are then written sorted.
-        let mut members: Vec<Member<'a>> = Vec::new();
-        let mut values = Vec::new();
+        // Sized for the usual small object up front: growing each Vec cost more than the sort.
+        let mut members: Vec<Member<'a>> = Vec::with_capacity(8);
+        let mut values = Vec::with_capacity(self.text.len().saturating_sub(self.pos).min(256));
         self.skip_whitespace();
         if self.bytes().get(self.pos) == Some(&b'}') {
             self.pos += 1;

@@ -65,17 +65,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chacha20poly1305::XNonce;
-use chacha20poly1305::aead::{Aead, Generate, Payload};
-
-use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
+use base64::Engine;
 
 use crate::canonical::{self, CanonicalError};
 use crate::keyring::Keyring;
 use crate::route::{Route, RouteIdentity};
+
+mod xchacha;
 
 /// Text every envelope sealed today (format v3) starts with. The `.` is outside the base64url
 /// alphabet, so the prefix can never be confused with encoded bytes.
@@ -418,8 +414,8 @@ impl ArgumentsDigest {
 
     /// The exact-decimal digest alone, of a value the layer has parsed (and so validated)
     /// already: what sealing, and opening a v3 envelope, need.
-    pub(crate) fn exact_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
-        match arguments.filter(|a| a.get() != "null") {
+    pub(crate) fn exact_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| *a != "null") {
             None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
             Some(raw) => Ok(Self::exact(sha256(&canonical::canonicalize_value(raw)?))),
         }
@@ -427,8 +423,8 @@ impl ArgumentsDigest {
 
     /// Both digests of a parsed value, both required: what opening a v2 envelope needs (and the
     /// round after it, sealed as v3).
-    pub(crate) fn both_of_value(arguments: Option<&RawValue>) -> Result<Self, CanonicalError> {
-        match arguments.filter(|a| a.get() != "null") {
+    pub(crate) fn both_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
+        match arguments.filter(|a| *a != "null") {
             None => Ok(Self {
                 exact: *EMPTY_ARGUMENTS,
                 doubles: Some(*EMPTY_ARGUMENTS),
@@ -464,8 +460,14 @@ impl ArgumentsDigest {
     }
 }
 
+/// ring's SHA-256 (BoringSSL's assembly): SHA-NI where the CPU has it, and AVX2 or SSSE3 code
+/// where it does not (Skylake and Cascade Lake Xeons, say), where the `sha2` crate falls back to
+/// portable code.
 fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }
 
 /// The digest of no arguments (`{}`, the same in both forms), computed once.
@@ -542,8 +544,11 @@ impl Sealer {
         binding: &Binding<'_>,
         sealed: &Sealed,
     ) -> Result<String, SealError> {
-        let nonce = XNonce::try_generate().map_err(|_| SealError::Rng)?;
-        self.seal_with_nonce(purpose, binding, sealed, nonce.into())
+        // The kernel's generator for every nonce, not a user-space one seeded from it: a fork or a
+        // cloned VM would copy that one's state and repeat nonces under the same key.
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|_| SealError::Rng)?;
+        self.seal_with_nonce(purpose, binding, sealed, nonce)
     }
 
     /// Seals with a caller-chosen nonce. Only for test vectors: reusing a nonce under one key
@@ -558,21 +563,27 @@ impl Sealer {
     ) -> Result<String, SealError> {
         let route = sealed.route.as_str().as_bytes();
         let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
-        let state_len = sealed.state.as_ref().map_or(0, String::len);
-        let mut plaintext = Vec::with_capacity(MIN_PLAINTEXT_LEN + route.len() + IDENTITY_LEN + state_len);
-        plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
-        plaintext.extend_from_slice(&sealed.round.to_be_bytes());
-        plaintext.extend_from_slice(&route_len.to_be_bytes());
-        plaintext.extend_from_slice(route);
-        match sealed.route.identity() {
-            None => plaintext.push(0),
-            Some(identity) => {
-                plaintext.push(1);
-                plaintext.extend_from_slice(identity.as_bytes());
+        let identity = sealed.route.identity();
+        let state = sealed.state.as_deref();
+        let plaintext_len = MIN_PLAINTEXT_LEN
+            + route.len()
+            + identity.map_or(0, |_| IDENTITY_LEN)
+            + state.map_or(0, str::len);
+        let write = |plaintext: &mut Vec<u8>| {
+            plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
+            plaintext.extend_from_slice(&sealed.round.to_be_bytes());
+            plaintext.extend_from_slice(&route_len.to_be_bytes());
+            plaintext.extend_from_slice(route);
+            match identity {
+                None => plaintext.push(0),
+                Some(identity) => {
+                    plaintext.push(1);
+                    plaintext.extend_from_slice(identity.as_bytes());
+                }
             }
-        }
-        push_state(&mut plaintext, sealed.state.as_deref());
-        self.encrypt(VERSION, nonce, plaintext, |header| {
+            push_state(plaintext, state);
+        };
+        self.encrypt(VERSION, nonce, plaintext_len, write, |header| {
             let mut aad = aad_start(purpose, header);
             binding.write_to(&mut aad);
             Some(aad)
@@ -593,52 +604,55 @@ impl Sealer {
     ) -> Result<String, SealError> {
         let route = sealed.route.as_str().as_bytes();
         let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
-        let mut plaintext = Vec::with_capacity(MIN_V2_PLAINTEXT_LEN + route.len());
-        plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
-        plaintext.extend_from_slice(&route_len.to_be_bytes());
-        plaintext.extend_from_slice(route);
-        push_state(&mut plaintext, sealed.state.as_deref());
-        self.encrypt(V2_VERSION, nonce, plaintext, |header| {
+        let state = sealed.state.as_deref();
+        let plaintext_len = MIN_V2_PLAINTEXT_LEN + route.len() + state.map_or(0, str::len);
+        let write = |plaintext: &mut Vec<u8>| {
+            plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
+            plaintext.extend_from_slice(&route_len.to_be_bytes());
+            plaintext.extend_from_slice(route);
+            push_state(plaintext, state);
+        };
+        self.encrypt(V2_VERSION, nonce, plaintext_len, write, |header| {
             let mut aad = aad_start(purpose, header);
             binding.write_v2_to(&mut aad)?;
             Some(aad)
         })
     }
 
-    /// Encrypts `plaintext` (then wiped) under the active key, with the header of `version` and
-    /// the associated data `aad` makes of that header; returns the wire form.
+    /// Seals under the active key: the header of `version`, then the `plaintext_len` bytes that
+    /// `plaintext` writes, encrypted in place, then the tag; returns the wire form. `aad` makes
+    /// the associated data of the header, or refuses the binding.
     fn encrypt(
         &self,
         version: u8,
         nonce: [u8; NONCE_LEN],
-        mut plaintext: Vec<u8>,
+        plaintext_len: usize,
+        plaintext: impl FnOnce(&mut Vec<u8>),
         aad: impl FnOnce(&[u8]) -> Option<Vec<u8>>,
     ) -> Result<String, SealError> {
-        let (kid, cipher) = self.keyring.active();
-        let mut header = Vec::with_capacity(2 + kid.as_str().len() + NONCE_LEN);
-        header.push(version);
+        let (kid, key) = self.keyring.active();
+        let header_len = 2 + kid.as_str().len() + NONCE_LEN;
+        // Sized once, so that no reallocation leaves a copy of the plaintext behind.
+        let mut raw = Vec::with_capacity(header_len + plaintext_len + TAG_LEN);
+        raw.push(version);
         // Key ids are at most 32 bytes (checked by `KeyId::new`).
-        header.push(kid.as_str().len() as u8);
-        header.extend_from_slice(kid.as_str().as_bytes());
-        header.extend_from_slice(&nonce);
-        let Some(aad) = aad(&header) else {
-            zero(&mut plaintext);
-            return Err(SealError::NotV2);
-        };
-        let ciphertext = cipher.encrypt(
-            &XNonce::from(nonce),
-            Payload {
-                msg: &plaintext,
-                aad: &aad,
-            },
+        raw.push(kid.as_str().len() as u8);
+        raw.extend_from_slice(kid.as_str().as_bytes());
+        raw.extend_from_slice(&nonce);
+        let aad = aad(&raw).ok_or(SealError::NotV2)?;
+        plaintext(&mut raw);
+        debug_assert_eq!(
+            raw.len(),
+            header_len + plaintext_len,
+            "the buffer was sized for it"
         );
-        zero(&mut plaintext);
-        header.extend_from_slice(&ciphertext.map_err(|_| SealError::Cipher)?);
+        let Some(tag) = xchacha::seal_in_place(key, &nonce, &aad, &mut raw[header_len..]) else {
+            zero(&mut raw);
+            return Err(SealError::Cipher);
+        };
+        raw.extend_from_slice(&tag);
         let prefix = if version == V2_VERSION { V2_PREFIX } else { PREFIX };
-        let mut wire = String::with_capacity(prefix.len() + header.len().div_ceil(3) * 4);
-        wire.push_str(prefix);
-        URL_SAFE_NO_PAD.encode_string(&header, &mut wire);
-        Ok(wire)
+        to_wire(prefix, &raw).ok_or(SealError::Cipher)
     }
 
     /// Opens an envelope: checks format, key id, authenticity under `purpose` and `binding`, and
@@ -660,7 +674,7 @@ impl Sealer {
                 envelope.strip_prefix(V2_PREFIX).ok_or(OpenError::NotAnEnvelope)?,
             ),
         };
-        let raw = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| OpenError::Encoding)?;
+        let mut raw = wire_base64().decode(encoded).map_err(|_| OpenError::Encoding)?;
         let (&found, rest) = raw.split_first().ok_or(OpenError::Truncated)?;
         // The version byte must be the prefix's: the prefix is not authenticated, the byte is.
         if found != version {
@@ -677,13 +691,14 @@ impl Sealer {
             return Err(OpenError::Truncated);
         }
         let (kid, rest) = rest.split_at(kid_len);
-        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = rest
+            .get(..NONCE_LEN)
+            .and_then(|nonce| nonce.try_into().ok())
+            .ok_or(OpenError::Truncated)?;
         let header_len = 2 + kid_len + NONCE_LEN;
-        let header = &raw[..header_len];
 
-        let cipher = self.keyring.find(kid).ok_or(OpenError::UnknownKey)?;
-        let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| OpenError::Truncated)?;
-        let mut aad = aad_start(purpose, header);
+        let key = self.keyring.find(kid).ok_or(OpenError::UnknownKey)?;
+        let mut aad = aad_start(purpose, &raw[..header_len]);
         if version == VERSION {
             binding.write_to(&mut aad);
         } else if binding.write_v2_to(&mut aad).is_none() {
@@ -691,27 +706,48 @@ impl Sealer {
             // cipher would refuse, refused without it.
             return Err(OpenError::Authentication);
         }
-        let mut plaintext = cipher
-            .decrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: ciphertext,
-                    aad: &aad,
-                },
-            )
-            .map_err(|_| OpenError::Authentication)?;
+        let plaintext = xchacha::open_in_place(key, &nonce, &aad, &mut raw[header_len..])
+            .ok_or(OpenError::Authentication)?;
         let parsed = if version == VERSION {
-            parse_plaintext(&plaintext)
+            parse_plaintext(plaintext)
         } else {
-            parse_v2_plaintext(&plaintext)
+            parse_v2_plaintext(plaintext)
         };
-        zero(&mut plaintext);
+        zero(plaintext);
         let sealed = parsed?;
         if now >= sealed.expires_at {
             return Err(OpenError::Expired);
         }
         Ok(sealed)
     }
+}
+
+/// The base64url of the wire form: unpadded, and canonical when decoding (no padding, no stray
+/// bits in the last symbol). The `base64` crate's SIMD engine where the CPU has AVX2 or NEON: the
+/// same bytes and the same refusals as its scalar `URL_SAFE_NO_PAD`, which it falls back to.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn wire_base64() -> &'static impl Engine {
+    static ENGINE: std::sync::LazyLock<base64::engine::Simd> =
+        std::sync::LazyLock::new(|| base64::engine::Simd::url_safe(base64::engine::general_purpose::NO_PAD));
+    &*ENGINE
+}
+
+/// The base64url of the wire form (see the SIMD variant above): the scalar engine.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn wire_base64() -> &'static impl Engine {
+    &base64::engine::general_purpose::URL_SAFE_NO_PAD
+}
+
+/// `prefix` followed by the base64url of `raw`, encoded straight into the string's own buffer.
+/// `None` only if the length overflowed, which bounded bodies never reach.
+fn to_wire(prefix: &str, raw: &[u8]) -> Option<String> {
+    let len = prefix.len() + base64::encoded_len(raw.len(), false)?;
+    let mut wire = Vec::with_capacity(len);
+    wire.extend_from_slice(prefix.as_bytes());
+    wire.resize(len, 0);
+    wire_base64().encode_slice(raw, &mut wire[prefix.len()..]).ok()?;
+    // The prefix and the base64 alphabet are ASCII: this checks, and never fails.
+    String::from_utf8(wire).ok()
 }
 
 /// The associated data up to the binding: the label, `0x00`, the header.

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::BoxError;
-use crate::body::{ReadBody, ReadBodyError, RequestBody, ResponseBody, is_identity_encoded};
+use crate::body::{self, ReadBody, ReadBodyError, RequestBody, ResponseBody};
 use crate::config::Config;
 use crate::envelope::Sealer;
 use crate::error::Rejection;
@@ -200,12 +200,13 @@ where
                     let (mut parts, body) = response.into_parts();
                     let rewriter =
                         Rewriter::new(this.config.clone(), sealer, plan, parts.extensions.get::<Route>());
-                    if let Err(reason) =
-                        check_readable(&parts).and(rewriter.route_mismatch().map_or(Ok(()), Err))
-                    {
-                        return Poll::Ready(Ok(fail_closed(reason, rewriter.id())));
-                    }
-                    if sse::is_event_stream(&parts.headers) {
+                    let readable = check_readable(&parts.headers);
+                    let event_stream =
+                        match readable.and_then(|sse| rewriter.route_mismatch().map_or(Ok(sse), Err)) {
+                            Ok(event_stream) => event_stream,
+                            Err(reason) => return Poll::Ready(Ok(fail_closed(reason, rewriter.id()))),
+                        };
+                    if event_stream {
                         // Rewritten event by event as it streams; its length may change.
                         parts.headers.remove(header::CONTENT_LENGTH);
                         let body = ResponseBody::sse(SseBody::new(body, rewriter));
@@ -265,13 +266,28 @@ where
 
 /// Refuses answers the layer cannot inspect: a compressed body could hide an unsealed state, and
 /// conflicting content types could make the layer and a client frame the body differently.
-fn check_readable(parts: &http::response::Parts) -> Result<(), Unrelayable> {
-    if !is_identity_encoded(&parts.headers) {
+/// Otherwise says whether the answer is an event stream. One pass over the headers: this runs
+/// for every answer the layer reads.
+fn check_readable(headers: &http::HeaderMap) -> Result<bool, Unrelayable> {
+    let mut encoded = false;
+    let mut conflict = false;
+    let mut content_type: Option<&HeaderValue> = None;
+    for (name, value) in headers {
+        if *name == header::CONTENT_ENCODING {
+            encoded |= !body::is_identity(value);
+        } else if *name == header::CONTENT_TYPE {
+            match content_type {
+                None => content_type = Some(value),
+                Some(first) => conflict |= !sse::same_media_type(first, value),
+            }
+        }
+    }
+    if encoded {
         Err(Unrelayable::ContentEncoding)
-    } else if !sse::has_one_media_type(&parts.headers) {
+    } else if conflict {
         Err(Unrelayable::ContentTypeConflict)
     } else {
-        Ok(())
+        Ok(content_type.is_some_and(sse::names_event_stream))
     }
 }
 

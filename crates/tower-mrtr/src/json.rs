@@ -84,6 +84,37 @@ impl<'de> Deserialize<'de> for Elements<'de> {
     }
 }
 
+/// The text of one JSON value, borrowed from a message the layer has read (and so checked).
+///
+/// `serde_json`'s `RawValue` says the same, but only serde_json can make one; the fast request
+/// reader (`jsonrpc/scan.rs`) checks the text itself and hands out these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// `text` must be one JSON value that has been checked (by serde_json or the fast reader).
+    pub(crate) fn checked(text: &'a str) -> Self {
+        Self(text)
+    }
+
+    /// The JSON text.
+    pub(crate) fn get(self) -> &'a str {
+        self.0
+    }
+}
+
+impl<'a> From<&'a RawValue> for Raw<'a> {
+    fn from(raw: &'a RawValue) -> Self {
+        Self(raw.get())
+    }
+}
+
+impl<'de> Deserialize<'de> for Raw<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&RawValue>::deserialize(deserializer).map(Raw::from)
+    }
+}
+
 /// The first byte that is not JSON whitespace.
 pub(crate) fn first_significant(bytes: &[u8]) -> Option<u8> {
     bytes
@@ -98,19 +129,19 @@ pub(crate) fn is_object(raw: &str) -> bool {
     first_significant(raw.as_bytes()) == Some(b'{')
 }
 
-/// Decodes a raw JSON string token; `None` if it is not a string.
-pub(crate) fn as_string(raw: &RawValue) -> Option<Cow<'_, str>> {
+/// Decodes a raw JSON string token (checked JSON text); `None` if it is not a string.
+pub(crate) fn as_string(raw: &str) -> Option<Cow<'_, str>> {
     let contents = string_contents(raw)?;
     // A string without escapes is its own contents (the value is valid JSON already).
     if memchr::memchr(b'\\', contents.as_bytes()).is_none() {
         return Some(Cow::Borrowed(contents));
     }
-    serde_json::from_str(raw.get()).ok()
+    serde_json::from_str(raw).ok()
 }
 
 /// The characters between the quotes of a raw JSON string token, escapes untouched.
-pub(crate) fn string_contents(raw: &RawValue) -> Option<&str> {
-    raw.get().strip_prefix('"')?.strip_suffix('"')
+pub(crate) fn string_contents(raw: &str) -> Option<&str> {
+    raw.strip_prefix('"')?.strip_suffix('"')
 }
 
 /// The value of a JSON string from its raw contents (between the quotes, escapes kept).

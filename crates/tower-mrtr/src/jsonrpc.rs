@@ -24,7 +24,9 @@ use memchr::memmem::Finder;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::json::{self, Members, Name, Position};
+use crate::json::{self, Members, Name, Position, Raw};
+
+pub(crate) mod scan;
 
 /// Methods whose results may be `input_required` (SEP-2322: the list is closed).
 pub(crate) const INPUT_REQUIRED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -163,7 +165,7 @@ impl<'a> Object<'a> {
     }
 
     /// Reads a raw value (already known to be JSON) that must be an object.
-    pub(crate) fn from_raw(raw: &'a RawValue, reads: &[&str]) -> Result<Self, ReadError> {
+    pub(crate) fn from_raw(raw: Raw<'a>, reads: &[&str]) -> Result<Self, ReadError> {
         if !json::is_object(raw.get()) {
             return Err(ReadError::NotAnObject);
         }
@@ -297,13 +299,15 @@ impl<'a> Names<'a> {
 
 /// A request message read in one pass, with only the members the layer reads (every other
 /// member is checked as JSON and skipped without being kept).
+#[derive(Debug, PartialEq)]
 pub(crate) struct Message<'a> {
-    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) id: Option<Raw<'a>>,
     pub(crate) method: Option<Cow<'a, str>>,
     pub(crate) params: ParamsField<'a>,
 }
 
 /// What `params` held.
+#[derive(Debug, PartialEq)]
 pub(crate) enum ParamsField<'a> {
     Absent,
     /// An object, read; `Err` if it is ambiguous or mistyped.
@@ -316,11 +320,29 @@ pub(crate) enum ParamsField<'a> {
     NotAnObject,
 }
 
-/// Reads a body (or a batch element) as one request message, in one pass over the text.
+/// Reads a body (or a batch element) as one request message, in one pass over the text: by the
+/// [fast reader](scan) when the request holds nothing unusual, else by serde_json, which decides
+/// every refusal.
 pub(crate) fn parse_request(body: &[u8]) -> Result<Message<'_>, ReadError> {
+    match scan::request(body) {
+        Some(message) => {
+            debug_assert_eq!(
+                Ok(&message),
+                parse_strict(body).as_ref(),
+                "the fast reader read {:?} otherwise than serde_json",
+                String::from_utf8_lossy(body)
+            );
+            Ok(message)
+        }
+        None => parse_strict(body),
+    }
+}
+
+/// [`parse_request`] by serde_json alone.
+pub(crate) fn parse_strict(body: &[u8]) -> Result<Message<'_>, ReadError> {
     // UTF-8 is checked once, up front, for the whole text: serde_json checks only the strings it
     // keeps, and a member it skips must not hide bytes a lenient backend would read.
-    let text = std::str::from_utf8(body).map_err(|_| ReadError::NotJson)?;
+    let text = simdutf8::basic::from_utf8(body).map_err(|_| ReadError::NotJson)?;
     if json::first_significant(body) != Some(b'{') {
         return match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => Err(ReadError::NotAnObject),
@@ -357,7 +379,7 @@ impl<'de> Deserialize<'de> for Read<Message<'de>> {
                     names.see(&name, REQUEST_MEMBERS);
                     match &*name {
                         "id" => message.id = Some(map.next_value()?),
-                        "method" => match json::as_string(map.next_value()?) {
+                        "method" => match json::as_string(map.next_value::<Raw<'_>>()?.get()) {
                             Some(method) => message.method = Some(method),
                             None => names.fail(ReadError::WrongType("method")),
                         },
@@ -401,7 +423,7 @@ impl<'de> Deserialize<'de> for ParamsSlot<'de> {
                     state_named |= folds_to(&name, "requestState");
                     let slot = match &*name {
                         "name" | "uri" => {
-                            let value = json::as_string(map.next_value()?);
+                            let value = json::as_string(map.next_value::<Raw<'_>>()?.get());
                             if value.is_none() {
                                 names.fail(ReadError::WrongType(if name == "name" { "name" } else { "uri" }));
                             }
@@ -458,26 +480,28 @@ impl<'de> Deserialize<'de> for ParamsSlot<'de> {
 }
 
 /// The request parameters the layer reads.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct Params<'a> {
     pub(crate) name: Option<Cow<'a, str>>,
     pub(crate) uri: Option<Cow<'a, str>>,
     /// Present-but-`null` is kept as `Some("null")`: only a string can be an envelope.
-    pub(crate) request_state: Option<&'a RawValue>,
-    pub(crate) task_id: Option<&'a RawValue>,
-    pub(crate) notifications: Option<&'a RawValue>,
-    pub(crate) meta: Option<&'a RawValue>,
-    pub(crate) arguments: Option<&'a RawValue>,
+    pub(crate) request_state: Option<Raw<'a>>,
+    pub(crate) task_id: Option<Raw<'a>>,
+    pub(crate) notifications: Option<Raw<'a>>,
+    pub(crate) meta: Option<Raw<'a>>,
+    pub(crate) arguments: Option<Raw<'a>>,
 }
 
 /// A backend's answer (or one element of it), read in one pass, with only the members the layer
 /// reads.
+#[derive(Debug, PartialEq)]
 pub(crate) struct Answer<'a> {
-    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) id: Option<Raw<'a>>,
     pub(crate) result: ResultField<'a>,
 }
 
 /// What `result` held.
+#[derive(Debug, PartialEq)]
 pub(crate) enum ResultField<'a> {
     Absent,
     /// An object, read; `Err` if it is ambiguous or mistyped.
@@ -487,19 +511,35 @@ pub(crate) enum ResultField<'a> {
 }
 
 /// The members of a result the layer reads.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct ResultHead<'a> {
     /// `resultType`, raw (a string, checked): where a missing `requestState` is added after.
-    pub(crate) result_type_raw: Option<&'a RawValue>,
+    pub(crate) result_type_raw: Option<Raw<'a>>,
     pub(crate) result_type: Option<Cow<'a, str>>,
-    pub(crate) request_state: Option<&'a RawValue>,
-    pub(crate) task_id: Option<&'a RawValue>,
-    pub(crate) ttl_ms: Option<&'a RawValue>,
+    pub(crate) request_state: Option<Raw<'a>>,
+    pub(crate) task_id: Option<Raw<'a>>,
+    pub(crate) ttl_ms: Option<Raw<'a>>,
 }
 
 /// Reads a backend's answer (or one element of it) as one response message, in one pass.
 pub(crate) fn parse_answer(body: &[u8]) -> Result<Answer<'_>, ReadError> {
-    let text = std::str::from_utf8(body).map_err(|_| ReadError::NotJson)?;
+    match scan::answer(body) {
+        Some(answer) => {
+            debug_assert_eq!(
+                Ok(&answer),
+                parse_answer_strict(body).as_ref(),
+                "the fast reader read {:?} otherwise than serde_json",
+                String::from_utf8_lossy(body)
+            );
+            Ok(answer)
+        }
+        None => parse_answer_strict(body),
+    }
+}
+
+/// [`parse_answer`] by serde_json alone.
+pub(crate) fn parse_answer_strict(body: &[u8]) -> Result<Answer<'_>, ReadError> {
+    let text = simdutf8::basic::from_utf8(body).map_err(|_| ReadError::NotJson)?;
     if json::first_significant(body) != Some(b'{') {
         return match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => Err(ReadError::NotAnObject),
@@ -569,8 +609,8 @@ impl<'de> Deserialize<'de> for ResultSlot<'de> {
                     names.see(&name, RESULT_MEMBERS);
                     let slot = match &*name {
                         "resultType" => {
-                            let raw: &RawValue = map.next_value()?;
-                            match json::as_string(raw) {
+                            let raw: Raw<'_> = map.next_value()?;
+                            match json::as_string(raw.get()) {
                                 Some(value) => head.result_type = Some(value),
                                 None => names.fail(ReadError::WrongType("resultType")),
                             }
@@ -620,8 +660,10 @@ impl<'de> Deserialize<'de> for ResultSlot<'de> {
 }
 
 /// Reads `params.notifications` of a `subscriptions/listen`: the task filter, if any.
-pub(crate) fn parse_listen_task_ids(raw: &RawValue) -> Result<Option<&RawValue>, ReadError> {
-    Ok(Object::from_raw(raw, REQUEST_MEMBERS)?.get("taskIds"))
+pub(crate) fn parse_listen_task_ids(raw: Raw<'_>) -> Result<Option<Raw<'_>>, ReadError> {
+    Ok(Object::from_raw(raw, REQUEST_MEMBERS)?
+        .get("taskIds")
+        .map(Raw::from))
 }
 
 /// Whether one response message holds something the layer would have to seal (an
@@ -646,7 +688,7 @@ pub(crate) fn needs_sealing(message: &[u8]) -> bool {
 
 /// Whether a request's `_meta` declares the Tasks extension (`io.modelcontextprotocol/tasks`) among
 /// the client's capabilities, as an object under `clientCapabilities.extensions`.
-pub(crate) fn declares_tasks_extension(meta: Option<&RawValue>) -> bool {
+pub(crate) fn declares_tasks_extension(meta: Option<Raw<'_>>) -> bool {
     let Some(meta) = meta.and_then(|m| serde_json::from_str::<serde_json::Value>(m.get()).ok()) else {
         return false;
     };
@@ -847,7 +889,7 @@ mod tests {
             r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#,
         )
         .unwrap();
-        assert!(declares_tasks_extension(Some(yes)));
+        assert!(declares_tasks_extension(Some(Raw::from(yes))));
         for no in [
             r#"{}"#,
             r#"{"io.modelcontextprotocol/clientCapabilities":{}}"#,
@@ -855,7 +897,7 @@ mod tests {
             r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}"#,
         ] {
             let raw: &RawValue = serde_json::from_str(no).unwrap();
-            assert!(!declares_tasks_extension(Some(raw)), "{no}");
+            assert!(!declares_tasks_extension(Some(Raw::from(raw))), "{no}");
         }
         assert!(!declares_tasks_extension(None));
     }

@@ -40,8 +40,6 @@ use arc_swap::ArcSwap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
-use chacha20poly1305::aead::KeyInit;
-use chacha20poly1305::{Key as CipherKey, XChaCha20Poly1305};
 use zeroize::Zeroizing;
 
 /// Length of every key, in bytes.
@@ -136,6 +134,11 @@ impl Key {
         Ok(key)
     }
 
+    /// The key bytes, borrowed where they live.
+    pub(crate) fn bytes(&self) -> &[u8; KEY_LEN] {
+        &self.0
+    }
+
     /// The key as unpadded base64url, for writing configuration. The returned string is zeroised
     /// on drop.
     pub fn to_base64url(&self) -> Zeroizing<String> {
@@ -152,12 +155,11 @@ impl fmt::Debug for Key {
     }
 }
 
-/// One key of a ring, with its cipher ready for use.
+/// One key of a ring.
 struct Entry {
     id: KeyId,
-    // With the `zeroize` feature of chacha20poly1305, the cipher wipes its key copy on drop.
-    cipher: XChaCha20Poly1305,
-    // Kept so that a ring can be rebuilt (`with_key`); zeroised on drop.
+    // Zeroised on drop. The cipher derives a subkey from it per envelope (XChaCha20), so there is
+    // no per-key cipher state to keep.
     key: Key,
 }
 
@@ -252,22 +254,20 @@ impl Keyring {
         out
     }
 
-    pub(crate) fn active(&self) -> (&KeyId, &XChaCha20Poly1305) {
+    pub(crate) fn active(&self) -> (&KeyId, &Key) {
         let e = &self.entries[0];
-        (&e.id, &e.cipher)
+        (&e.id, &e.key)
     }
 
-    pub(crate) fn find(&self, id: &[u8]) -> Option<&XChaCha20Poly1305> {
+    pub(crate) fn find(&self, id: &[u8]) -> Option<&Key> {
         self.entries
             .iter()
             .find(|e| e.id.as_str().as_bytes() == id)
-            .map(|e| &e.cipher)
+            .map(|e| &e.key)
     }
 
     fn entry(id: KeyId, key: Key) -> Entry {
-        // Borrowed, not copied: no stray copy of the key is left on the stack.
-        let cipher = XChaCha20Poly1305::new(<&CipherKey>::try_from(&key.0[..]).expect("KEY_LEN bytes"));
-        Entry { id, cipher, key }
+        Entry { id, key }
     }
 }
 

@@ -205,6 +205,9 @@ mod config;
 pub mod envelope;
 pub mod error;
 mod future;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 mod json;
 mod jsonrpc;
 pub mod keyring;

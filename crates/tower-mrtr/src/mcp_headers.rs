@@ -17,12 +17,13 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
-/// `Mcp-Method`: mirrors the JSON-RPC method.
-pub const MCP_METHOD: &str = "mcp-method";
+/// `Mcp-Method`: mirrors the JSON-RPC method. A `HeaderName`, not a `&str`: a lookup by a
+/// `&str` parses the name again every time.
+pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// `Mcp-Name`: mirrors `params.name`, `params.uri` or (Tasks extension) `params.taskId`.
-pub const MCP_NAME: &str = "mcp-name";
+pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// Decodes a mirrored header value: plain visible ASCII as is, or the `=?base64?…?=` form MCP
 /// uses for anything else.

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use crate::config::Config;
 use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer, V2_PREFIX};
 use crate::error::Rejection;
-use crate::json::{self, Elements};
+use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
 use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value};
 use crate::metrics;
@@ -65,7 +65,8 @@ pub(crate) fn task_binding<'a>(audience: Option<&'a str>, principal: Option<&'a 
 pub(crate) enum ArgumentsBinding {
     /// Not bound: the method takes no arguments, or the layer is configured not to bind them.
     Unbound,
-    /// Bound; the digest is computed only if the answer needs sealing (most do not).
+    /// Bound; the digest is computed only if the answer needs sealing (most do not), from the
+    /// arguments' text, which the request reader has checked.
     Raw(Option<Bytes>),
     /// Bound; computed already (on a retry, to open the envelope).
     Digest(ArgumentsDigest),
@@ -96,9 +97,10 @@ impl SealContext {
             ArgumentsBinding::Unbound => binding,
             ArgumentsBinding::Digest(digest) => binding.with_arguments(*digest),
             ArgumentsBinding::Raw(raw) => {
-                let text = raw.as_deref().map(std::str::from_utf8).transpose();
+                let text = raw.as_deref().map(simdutf8::basic::from_utf8).transpose();
                 let text = text.map_err(|_| crate::canonical::CanonicalError::Syntax)?;
-                binding.with_arguments(ArgumentsDigest::of(text)?)
+                // Checked JSON already: the request reader read it.
+                binding.with_arguments(ArgumentsDigest::exact_of_value(text)?)
             }
         })
     }
@@ -119,7 +121,7 @@ pub(crate) fn process(
         _ => return Err(not_a_request(&body)),
     }
     let message = jsonrpc::parse_request(&body).map_err(|e| unreadable(e, None))?;
-    let id = message.id.map(RawValue::get);
+    let id = message.id.map(Raw::get);
     let Some(method) = message.method.as_deref() else {
         // A response (a legacy client answering a server's request) or a malformed message: it
         // carries nothing to open, and its answer nothing to seal.
@@ -269,12 +271,12 @@ impl Request<'_> {
     }
 
     /// Opens the envelope held by a raw JSON member (which must be a string).
-    fn open(&self, purpose: Purpose, binding: &Binding<'_>, raw: &RawValue) -> Result<Sealed, OpenError> {
+    fn open(&self, purpose: Purpose, binding: &Binding<'_>, raw: Raw<'_>) -> Result<Sealed, OpenError> {
         // Checked on the raw token first so an oversized value is never decoded.
         if raw.get().len() > self.config.max_envelope_len.saturating_add(2) {
             return Err(OpenError::TooLong);
         }
-        let text = json::as_string(raw).ok_or(OpenError::NotAnEnvelope)?;
+        let text = json::as_string(raw.get()).ok_or(OpenError::NotAnEnvelope)?;
         if text.len() > self.config.max_envelope_len {
             return Err(OpenError::TooLong);
         }
@@ -344,11 +346,11 @@ impl Request<'_> {
         let mut arguments = ArgumentsBinding::Unbound;
         if bind_arguments {
             // A v2 envelope is bound to the digest of v2's form; the next round is sealed as v3.
-            let v2 = json::as_string(state).is_some_and(|text| text.starts_with(V2_PREFIX));
+            let v2 = json::as_string(state.get()).is_some_and(|text| text.starts_with(V2_PREFIX));
             let digest = if v2 {
-                ArgumentsDigest::both_of_value(raw_arguments)
+                ArgumentsDigest::both_of_value(raw_arguments.map(Raw::get))
             } else {
-                ArgumentsDigest::exact_of_value(raw_arguments)
+                ArgumentsDigest::exact_of_value(raw_arguments.map(Raw::get))
             };
             let digest = digest.map_err(|e| {
                 tracing::debug!(method, error = %e, "arguments have no canonical form");
@@ -426,7 +428,7 @@ impl Request<'_> {
             return Err(Rejection::StateNotAccepted { id: self.owned_id() });
         }
         let raw = params.task_id.ok_or_else(invalid)?;
-        let handle = json::as_string(raw).ok_or_else(invalid)?;
+        let handle = json::as_string(raw.get()).ok_or_else(invalid)?;
         // The layer rewrites Mcp-Name here, so it checks what the backend no longer can: the header
         // the client sent must be present and name the handle.
         verify_mirrored_headers(parts, method, Some(&handle), true, self.id)?;
@@ -484,11 +486,11 @@ impl Request<'_> {
                 other => unreadable(other, self.owned_id()),
             })?,
         };
-        let handles: Vec<&RawValue> = match task_ids {
+        let handles: Vec<Raw<'_>> = match task_ids {
             None => Vec::new(),
             Some(raw) => {
                 let Elements(elements) = serde_json::from_str(raw.get()).map_err(|_| invalid_params())?;
-                elements
+                elements.into_iter().map(Raw::from).collect()
             }
         };
         parts
@@ -574,8 +576,8 @@ impl Request<'_> {
 }
 
 /// The raw contents (between the quotes) of a JSON string token, or the whole token.
-fn string_contents_of(raw: &RawValue) -> String {
-    json::string_contents(raw).unwrap_or(raw.get()).to_owned()
+fn string_contents_of(raw: Raw<'_>) -> String {
+    json::string_contents(raw.get()).unwrap_or(raw.get()).to_owned()
 }
 
 /// Declares the length of a rewritten body: the old `Content-Length` (or chunked framing) no

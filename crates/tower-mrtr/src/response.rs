@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::clock::expiry;
 use crate::config::Config;
 use crate::envelope::{Purpose, Sealed, Sealer};
-use crate::json::{self, Elements};
+use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, ReadError, ResultField};
 use crate::metrics;
 use crate::request::{ResponsePlan, SealContext, TaskContext, task_binding};
@@ -158,7 +158,7 @@ impl Rewriter {
         let config = &self.config;
         let route = self.route.clone()?;
         let task_id = head.task_id.ok_or(Unrelayable::TaskIdNotAString)?;
-        let contents = json::string_contents(task_id).ok_or(Unrelayable::TaskIdNotAString)?;
+        let contents = json::string_contents(task_id.get()).ok_or(Unrelayable::TaskIdNotAString)?;
         let ttl = head
             .ttl_ms
             .and_then(|raw| raw.get().parse::<u64>().ok())
@@ -193,13 +193,13 @@ impl Rewriter {
         &self,
         ctx: &SealContext,
         route: Route,
-        state: Option<&RawValue>,
+        state: Option<Raw<'_>>,
     ) -> Result<String, Unrelayable> {
         let config = &self.config;
         let state = match state {
             None => None,
             Some(raw) => Some(
-                json::string_contents(raw)
+                json::string_contents(raw.get())
                     .ok_or(Unrelayable::StateNotAString)?
                     .to_owned(),
             ),

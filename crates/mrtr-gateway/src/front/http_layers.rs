@@ -1,22 +1,24 @@
-//! The tower-http layers of the gateway: request ids, tracing, sensitive headers, and request
+//! The HTTP layers of the gateway: request ids, tracing, sensitive headers, and request
 //! decompression in front of the MRTR layer.
 //!
 //! Two pieces, each a [`Layer`] with a nameable service type, so they wrap the gateway's
 //! services whatever serves them (the gateway's own front; an axum router would do as well):
 //!
-//! * [`HttpLayer`], outermost, around everything the gateway answers (refusals included):
-//!   1. `SetSensitiveRequestHeaders`: `Authorization`, `Proxy-Authorization` and `Cookie` are
-//!      marked sensitive before any layer can log them (`Debug` then prints `Sensitive`). The
-//!      forwarder never sends them to a backend either.
-//!   2. `SetRequestId`: a request without `x-request-id` gets one ([`RequestIds`]: 32 hex
-//!      digits, unique per process and replica, costing no system call). The forwarder passes
-//!      the header on to the backend, so one id ties the client's request, the gateway's log
-//!      lines (the span below carries it) and the backend's. A client's own id is kept.
-//!   3. `TraceLayer`: one debug-level span per request (`method`, `uri`, `request_id`), in
-//!      which every log line of the MRTR layer and the proxy is written; "started" and
-//!      "finished" events at debug level, server errors too (the proxy already warns about the
-//!      backend failures behind them). With debug logging off, a request pays a level check.
-//!   4. `PropagateRequestId`: the answer carries the same `x-request-id`.
+//! * [`HttpLayer`], outermost, around everything the gateway answers (refusals included), one
+//!   hand-written layer in tower-http's layer/service/future/body shape:
+//!   1. `Authorization`, `Proxy-Authorization` and `Cookie` are marked sensitive before any
+//!      layer can log them (`Debug` then prints `Sensitive`). The forwarder never sends them to
+//!      a backend either.
+//!   2. A request without `x-request-id` gets one ([`RequestIds`]: 32 hex digits, unique per
+//!      process and replica, costing no system call). The forwarder passes the header on to the
+//!      backend, so one id ties the client's request, the gateway's log lines (the span below
+//!      carries it) and the backend's. A client's own id is kept.
+//!   3. One debug-level span per request, `request` (`method`, `uri`, `request_id`), entered
+//!      while the inner service is called, while its future is polled and while the answer's
+//!      body is read, so every log line of the MRTR layer and the proxy is written in it; the
+//!      debug events "started processing request" and "finished processing request" (`latency`,
+//!      `status`). With debug logging off, a request pays a level check.
+//!   4. The answer carries the same `x-request-id`, unless it has one of its own.
 //! * [`DecompressRequestLayer`], inside [`HttpLayer`] and outside the gateway's front: a
 //!   request body with `Content-Encoding: gzip` or `deflate` is decoded on the fly, so the MRTR
 //!   layer reads and checks it instead of refusing it with 415. Decoded size is what counts
@@ -27,26 +29,25 @@
 //!   and refused by the MRTR layer (415, JSON-RPC `-32600`), as before. A request **without**
 //!   `Content-Encoding` goes straight to the inner service: no wrapper body, no boxed answer.
 
+use std::future::Future;
 use std::hash::BuildHasher as _;
+use std::pin::Pin;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
-use http::{HeaderName, HeaderValue, Request, Response, header};
-use http_body::Body;
+use http::header::Entry;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, header};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::Either;
+use pin_project_lite::pin_project;
 use tower::Layer;
 use tower_http::body::UnsyncBoxBody;
-use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::decompression::{DecompressionBody, RequestDecompression, RequestDecompressionLayer};
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestId, PropagateRequestIdLayer, RequestId, SetRequestId, SetRequestIdLayer,
-};
-use tower_http::sensitive_headers::{SetSensitiveRequestHeaders, SetSensitiveRequestHeadersLayer};
-use tower_http::trace::{DefaultOnFailure, MakeSpan, Trace, TraceLayer};
 use tower_mrtr::BoxError;
 use tower_service::Service;
 use tracing::{Level, Span};
@@ -54,32 +55,151 @@ use tracing::{Level, Span};
 /// The request-id header, set on requests without one and copied onto answers.
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Request headers marked sensitive.
-const SENSITIVE: [HeaderName; 3] = [header::AUTHORIZATION, header::PROXY_AUTHORIZATION, header::COOKIE];
+/// Marks the credentials in `headers` sensitive: `Authorization`, `Proxy-Authorization` and
+/// `Cookie`, every value of each.
+fn mark_sensitive(headers: &mut HeaderMap) {
+    // One pass comparing standard names is cheaper than hashing three names into the map.
+    for (name, value) in headers.iter_mut() {
+        if name == header::AUTHORIZATION || name == header::PROXY_AUTHORIZATION || name == header::COOKIE {
+            value.set_sensitive(true);
+        }
+    }
+}
 
-/// The outermost layers; see the [module docs](self).
+/// The outermost layer; see the [module docs](self).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct HttpLayer;
-
-/// The service of [`HttpLayer`] around `S`.
-pub(crate) type HttpService<S> = SetSensitiveRequestHeaders<
-    SetRequestId<
-        Trace<PropagateRequestId<S>, SharedClassifier<ServerErrorsAsFailures>, RequestSpan>,
-        RequestIds,
-    >,
->;
 
 impl<S> Layer<S> for HttpLayer {
     type Service = HttpService<S>;
 
     fn layer(&self, inner: S) -> HttpService<S> {
-        let trace = TraceLayer::new_for_http()
-            .make_span_with(RequestSpan)
-            .on_failure(DefaultOnFailure::new().level(Level::DEBUG));
-        let inner = PropagateRequestIdLayer::new(REQUEST_ID).layer(inner);
-        let inner = trace.layer(inner);
-        let inner = SetRequestIdLayer::new(REQUEST_ID, RequestIds).layer(inner);
-        SetSensitiveRequestHeadersLayer::new(SENSITIVE).layer(inner)
+        HttpService { inner }
+    }
+}
+
+/// The service of [`HttpLayer`] around `S`.
+#[derive(Clone, Debug)]
+pub struct HttpService<S> {
+    inner: S,
+}
+
+impl<S, B, ResBody> Service<Request<B>> for HttpService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+{
+    type Response = Response<HttpBody<ResBody>>;
+    type Error = S::Error;
+    type Future = HttpFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let headers = request.headers_mut();
+        mark_sensitive(headers);
+        let id = match headers.entry(REQUEST_ID) {
+            Entry::Occupied(client) => client.get().clone(),
+            Entry::Vacant(place) => place.insert(RequestIds::next()).clone(),
+        };
+        let span = request_span(&request, &id);
+        let started = tracing::enabled!(Level::DEBUG).then(Instant::now);
+        let inner = {
+            let _entered = span.enter();
+            tracing::debug!(parent: &span, "started processing request");
+            self.inner.call(request)
+        };
+        HttpFuture {
+            inner,
+            span,
+            id: Some(id),
+            started,
+        }
+    }
+}
+
+/// The `request` span of `request`: method, URI and request id (never headers or bodies).
+fn request_span<B>(request: &Request<B>, id: &HeaderValue) -> Span {
+    tracing::debug_span!(
+        "request",
+        method = %request.method(),
+        uri = %request.uri(),
+        request_id = id.to_str().unwrap_or_default()
+    )
+}
+
+pin_project! {
+    /// The future of [`HttpService`]: the inner service's, polled in the request's span; it
+    /// copies the request id onto the answer.
+    pub struct HttpFuture<F> {
+        #[pin]
+        inner: F,
+        span: Span,
+        id: Option<HeaderValue>,
+        // When the request arrived, for the "finished" event; `None` when debug logging is off.
+        started: Option<Instant>,
+    }
+}
+
+impl<F, ResBody, E> Future for HttpFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = Result<Response<HttpBody<ResBody>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let span: &mut Span = this.span;
+        let output = {
+            let _entered = span.enter();
+            ready!(this.inner.poll(cx))
+        };
+        let mut response = output?;
+        if let (Entry::Vacant(place), Some(id)) = (response.headers_mut().entry(REQUEST_ID), this.id.take()) {
+            place.insert(id);
+        }
+        if let Some(started) = *this.started {
+            tracing::debug!(
+                parent: &*span,
+                latency = %format_args!("{} ms", started.elapsed().as_millis()),
+                status = response.status().as_u16(),
+                "finished processing request"
+            );
+        }
+        let span = std::mem::replace(span, Span::none());
+        Poll::Ready(Ok(response.map(|inner| HttpBody { inner, span })))
+    }
+}
+
+pin_project! {
+    /// The answer body of [`HttpService`]: the inner service's, read in the request's span.
+    pub struct HttpBody<B> {
+        #[pin]
+        inner: B,
+        span: Span,
+    }
+}
+
+impl<B: Body> Body for HttpBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        this.inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -91,10 +211,11 @@ impl<S> Layer<S> for HttpLayer {
 /// Cheaper than tower-http's UUID v4, which asks the operating system for 16 random bytes per
 /// request (a system call): these cost an atomic add, a few multiplications and a small write.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RequestIds;
+pub(crate) struct RequestIds;
 
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
+impl RequestIds {
+    /// The next id of this process.
+    pub(crate) fn next() -> HeaderValue {
         static PROCESS: OnceLock<[u64; 2]> = OnceLock::new();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let [prefix, offset] = *PROCESS.get_or_init(|| {
@@ -110,7 +231,7 @@ impl MakeRequestId for RequestIds {
         let mut text = [0u8; 32];
         text[..16].copy_from_slice(&hex(prefix));
         text[16..].copy_from_slice(&hex(serial));
-        HeaderValue::from_bytes(&text).ok().map(RequestId::new)
+        HeaderValue::from_bytes(&text).expect("hex digits are a valid header value")
     }
 }
 
@@ -126,21 +247,6 @@ fn scramble(mut x: u64) -> u64 {
 fn hex(value: u64) -> [u8; 16] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     std::array::from_fn(|i| DIGITS[((value >> (60 - 4 * i)) & 0xf) as usize])
-}
-
-/// The span of one request: method, URI and request id (never headers or bodies).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RequestSpan;
-
-impl<B> MakeSpan<B> for RequestSpan {
-    fn make_span(&mut self, request: &Request<B>) -> Span {
-        let request_id = request
-            .headers()
-            .get(&REQUEST_ID)
-            .and_then(|id| id.to_str().ok())
-            .unwrap_or_default();
-        tracing::debug_span!("request", method = %request.method(), uri = %request.uri(), request_id)
-    }
 }
 
 /// Decodes compressed request bodies for the service it wraps; see the [module docs](self).
@@ -219,14 +325,12 @@ where
 mod tests {
     use std::convert::Infallible;
     use std::io::Write;
-    use std::pin::Pin;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use flate2::Compression;
     use flate2::write::GzEncoder;
     use http::StatusCode;
-    use http_body::Frame;
     use http_body_util::{BodyExt, Full};
     use tower::ServiceExt;
     use tower_mrtr::{Keyring, MrtrLayer};
@@ -385,32 +489,167 @@ mod tests {
         assert!(pulled <= 4 * 4096, "read {pulled} of {total} compressed bytes");
     }
 
-    #[tokio::test]
-    async fn a_request_gets_an_id_and_its_credentials_are_marked_sensitive() {
-        use tower::service_fn;
-        let backend = service_fn(|request: Request<String>| async move {
-            // What a backend would be sent: a request id, and credentials no logger can print.
-            assert!(request.headers().contains_key("x-request-id"));
-            assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
-            Ok::<_, std::convert::Infallible>(Response::new(String::new()))
-        });
-        let request = Request::post("/mcp")
+    /// A backend that checks what it would be sent (a request id; credentials no logger can
+    /// print) and answers with a body of the id it got.
+    async fn echo_id(request: Request<String>) -> Result<Response<String>, Infallible> {
+        let headers = request.headers();
+        for name in [header::AUTHORIZATION, header::PROXY_AUTHORIZATION, header::COOKIE] {
+            assert!(
+                headers.get_all(&name).iter().all(HeaderValue::is_sensitive),
+                "{name}"
+            );
+        }
+        assert!(!headers[header::CONTENT_TYPE].is_sensitive());
+        let id = headers[&REQUEST_ID].to_str().unwrap().to_owned();
+        Ok(Response::new(id))
+    }
+
+    fn credentialed(id: Option<&str>) -> Request<String> {
+        let mut request = Request::post("/mcp")
             .header(header::AUTHORIZATION, "Bearer t")
-            .body(String::new())
+            .header(header::PROXY_AUTHORIZATION, "Basic p")
+            .header(header::COOKIE, "a=1")
+            .header(header::COOKIE, "b=2")
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(id) = id {
+            request = request.header(&REQUEST_ID, id);
+        }
+        request.body(String::new()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_without_an_id_gets_one_at_the_backend_and_on_the_answer() {
+        let service = HttpLayer.layer(tower::service_fn(echo_id));
+        let answer = service.oneshot(credentialed(None)).await.unwrap();
+        let made = answer.headers()[&REQUEST_ID].to_str().unwrap().to_owned();
+        assert!(
+            made.len() == 32 && made.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{made}"
+        );
+        let seen = answer.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(seen, made.as_bytes(), "the backend got the id the answer carries");
+    }
+
+    #[tokio::test]
+    async fn a_clients_own_id_is_kept_and_an_answers_own_id_too() {
+        let service = HttpLayer.layer(tower::service_fn(echo_id));
+        let answer = service.oneshot(credentialed(Some("client-7"))).await.unwrap();
+        assert_eq!(answer.headers()[&REQUEST_ID], "client-7");
+        assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), "client-7");
+
+        let backend = tower::service_fn(|_: Request<String>| async {
+            let answer = Response::builder().header(&REQUEST_ID, "backend-9");
+            Ok::<_, Infallible>(answer.body(String::new()).unwrap())
+        });
+        let answer = HttpLayer
+            .layer(backend)
+            .oneshot(credentialed(Some("client-7")))
+            .await
             .unwrap();
-        let answer = HttpLayer.layer(backend).oneshot(request).await.unwrap();
-        assert!(answer.headers().contains_key("x-request-id"));
+        assert_eq!(
+            answer.headers().get_all(&REQUEST_ID).iter().collect::<Vec<_>>(),
+            ["backend-9"]
+        );
+    }
+
+    /// A body that logs when it is read.
+    struct Logging(Option<Bytes>);
+
+    impl Body for Logging {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            tracing::debug!("reading the body");
+            Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
+        }
+    }
+
+    #[tokio::test]
+    async fn inner_lines_are_written_in_the_request_span() {
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+
+        let backend = tower::service_fn(|_: Request<String>| {
+            tracing::debug!("calling the backend");
+            async {
+                tracing::debug!("awaiting the backend");
+                Ok::<_, Infallible>(Response::new(Logging(Some(Bytes::from_static(b"done")))))
+            }
+        });
+        let answer = HttpLayer
+            .layer(backend)
+            .oneshot(credentialed(Some("client-7")))
+            .await
+            .unwrap();
+        assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), "done");
+
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let span = r#"request{method=POST uri=/mcp request_id="client-7"}:"#;
+        for line in [
+            "started processing request",
+            "calling the backend",
+            "awaiting the backend",
+            "finished processing request",
+            "reading the body",
+        ] {
+            assert!(
+                text.lines().any(|l| l.contains(span) && l.contains(line)),
+                "{line:?} in the span:\n{text}"
+            );
+        }
+        assert!(text.contains("status=200"), "{text}");
+        assert!(!text.contains("Bearer"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn without_debug_logging_there_is_no_span_and_no_line() {
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(Level::INFO)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let backend = tower::service_fn(|_: Request<String>| async {
+            assert!(Span::current().is_none());
+            Ok::<_, Infallible>(Response::new(String::new()))
+        });
+        let answer = HttpLayer
+            .layer(backend)
+            .oneshot(credentialed(None))
+            .await
+            .unwrap();
+        assert!(answer.headers().contains_key(&REQUEST_ID));
+        assert!(out.lock().unwrap().is_empty());
+    }
+
+    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]
     fn request_ids_differ_within_a_process_and_share_its_prefix() {
-        let request = Request::new(());
-        let first = RequestIds.make_request_id(&request).unwrap();
-        let second = RequestIds.make_request_id(&request).unwrap();
-        let (first, second) = (
-            first.header_value().to_str().unwrap(),
-            second.header_value().to_str().unwrap(),
-        );
+        let (first, second) = (RequestIds::next(), RequestIds::next());
+        let (first, second) = (first.to_str().unwrap(), second.to_str().unwrap());
         assert_eq!(first.len(), 32);
         assert_ne!(first, second);
         assert_eq!(first[..16], second[..16]);

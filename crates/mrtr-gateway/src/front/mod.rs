@@ -1,5 +1,5 @@
 //! The client side: what every request meets before the MCP stack. The accept loop and the
-//! limits of a client connection ([`server`]), the tower-http layers ([`http_layers`]), the
+//! limits of a client connection ([`server`]), the HTTP layers ([`http_layers`]), the
 //! `Origin`, `Host` and media-type checks ([`origin`]), load shedding ([`shed`]), request-body
 //! deadlines ([`deadline`]), graceful drain ([`drain`]) and request metrics ([`metrics`]).
 //! Imports `auth`, `observe` and the ground floor; the MCP stack behind it is a type parameter, so the

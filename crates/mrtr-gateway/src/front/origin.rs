@@ -124,20 +124,7 @@ impl Guard {
                     "Content-Type must be application/json",
                 ));
             }
-            // One pass over the listed media ranges (parameters ignored).
-            let (mut json, mut sse) = (false, false);
-            for range in headers
-                .get_all(header::ACCEPT)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-            {
-                let media = range.split(';').next().unwrap_or("").trim();
-                let any = media == "*/*";
-                json |= any || media.eq_ignore_ascii_case("application/json");
-                sse |= any || media.eq_ignore_ascii_case("text/event-stream");
-            }
-            if !(json && sse) {
+            if !accepts_json_and_sse(headers) {
                 return Err(Refusal(
                     StatusCode::NOT_ACCEPTABLE,
                     "Accept must list application/json and text/event-stream",
@@ -150,6 +137,32 @@ impl Guard {
 
 /// Whether a `Content-Type` value names exactly the media type `expected` (parameters such as
 /// `charset` aside, case aside): `application/jsonx` is not `application/json`.
+/// Whether the `Accept` headers list both `application/json` and `text/event-stream` (or `*/*`).
+fn accepts_json_and_sse(headers: &http::HeaderMap) -> bool {
+    // What clients send: one header, exactly this, compared in place without splitting.
+    const USUAL: &[u8] = b"application/json, text/event-stream";
+    let accept = headers.get_all(header::ACCEPT);
+    let mut values = accept.iter();
+    if let (Some(only), None) = (values.next(), values.next())
+        && only.as_bytes().eq_ignore_ascii_case(USUAL)
+    {
+        return true;
+    }
+    // One pass over the listed media ranges (parameters ignored).
+    let (mut json, mut sse) = (false, false);
+    for range in accept
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        let media = range.split(';').next().unwrap_or("").trim();
+        let any = media == "*/*";
+        json |= any || media.eq_ignore_ascii_case("application/json");
+        sse |= any || media.eq_ignore_ascii_case("text/event-stream");
+    }
+    json && sse
+}
+
 fn is_media_type(value: &str, expected: &str) -> bool {
     // The usual value is exactly `expected`: compared in place, without splitting.
     if value.len() == expected.len() {
@@ -212,6 +225,26 @@ mod tests {
         assert!(policy.allows(Some("http://localhost:5173"))); // loopback page
         assert!(!policy.allows(Some("https://evil.example")));
         assert!(!policy.allows(Some("null")));
+    }
+
+    #[test]
+    fn accept_must_list_json_and_sse_in_any_form() {
+        let accepts = |values: &[&'static str]| {
+            let mut headers = http::HeaderMap::new();
+            for value in values {
+                headers.append(header::ACCEPT, HeaderValue::from_static(value));
+            }
+            accepts_json_and_sse(&headers)
+        };
+        assert!(accepts(&["application/json, text/event-stream"]));
+        assert!(accepts(&["Application/JSON, Text/Event-Stream"]));
+        assert!(accepts(&["text/event-stream;q=0.9,application/json"]));
+        assert!(accepts(&["application/json", "text/event-stream"]));
+        assert!(accepts(&["*/*"]));
+        assert!(!accepts(&["application/json"]));
+        assert!(!accepts(&["application/json, text/event-streams"]));
+        assert!(!accepts(&["application/json, text/html"]));
+        assert!(!accepts(&[]));
     }
 
     #[test]

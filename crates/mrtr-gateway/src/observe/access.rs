@@ -1,4 +1,4 @@
-//! The access log: one event per request at `info` level, target `mrtr_gateway::access`,
+//! The access log: one line per request at `info` level, target `mrtr_gateway::access`,
 //! written when the response head is ready.
 //!
 //! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`, `-` without
@@ -10,26 +10,55 @@
 //!
 //! It is on the hot path, so it costs nothing when the target is filtered out (one cached
 //! check, no clock read) and, when on, allocates nothing of its own: the two header values are
-//! kept by reference count. Its lines are written by [`AccessLineFormat`], which writes what
-//! tracing-subscriber's formatters would (text or JSON) at a fraction of their cost
-//! (`docs/benchmarks.md` has the counts), and reach stderr gathered, a write per tenth of a
-//! second instead of one per request ([`crate::observe::logging`]). Turn it off with `RUST_LOG=info,mrtr_gateway::access=off`.
+//! kept by reference count, and the line is written into a buffer kept per thread. Whether the
+//! target is on is decided by `RUST_LOG` as for every other line; the filter is read once, when
+//! the process starts.
+//!
+//! Once the process's logging is set up ([`crate::observe::logging`] calls [`write_lines`]), a
+//! line is written here, as tracing-subscriber's text or JSON format would write the event
+//! (`2026-07-28T09:00:00.123456Z  INFO mrtr_gateway::access: http="POST" ... duration_ms=0.412`,
+//! or the JSON object with `timestamp`, `level`, `fields` and `target`), except that
+//! `duration_ms` has three decimals (a microsecond) instead of a float's seventeen digits, and
+//! handed to the gatherer of stderr (a write per tenth of a second). No `tracing` event is made
+//! for it: dispatching one and formatting its fields through `Visit` cost more than the line
+//! (`docs/benchmarks.md`). Inside a span (debug logging), on a terminal (colors), or without
+//! that setup (a gateway embedded as a library, tests), the line is a `tracing` event as
+//! before, so the subscriber writes the span's context and colors and nothing is lost. Turn it
+//! off with `RUST_LOG=info,mrtr_gateway::access=off`.
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
+use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use http::{HeaderValue, Method, Request, Response};
 use tower_mrtr::Route;
 use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::registry::LookupSpan;
+use tracing::{Level, Span};
 
-/// The tracing target of access log events.
+/// The tracing target of access lines.
 pub(crate) const TARGET: &str = "mrtr_gateway::access";
+
+/// Where access lines go without a `tracing` event, once [`write_lines`] was called.
+static LINES: OnceLock<Lines> = OnceLock::new();
+
+/// A format and a writer of whole lines.
+struct Lines {
+    json: bool,
+    write: WriteLine,
+}
+
+/// What takes each finished line.
+type WriteLine = Box<dyn Fn(&[u8]) + Send + Sync>;
+
+/// Has access lines written as text (or `json`) lines and handed to `write`, without a
+/// `tracing` event (see the [module docs](self)). For the process: only the first call counts.
+pub(crate) fn write_lines(json: bool, write: impl Fn(&[u8]) + Send + Sync + 'static) {
+    let _ = LINES.set(Lines {
+        json,
+        write: Box::new(write),
+    });
+}
 
 /// What the access log line of one request needs from its request; `None` when the log is off.
 #[derive(Debug)]
@@ -58,134 +87,137 @@ impl Entry {
         Self(Some(Started {
             at: Instant::now(),
             http: request.method().clone(),
-            method: headers.get(MCP_METHOD).cloned(),
-            target: headers.get(MCP_NAME).cloned(),
+            method: headers.get(&MCP_METHOD).cloned(),
+            target: headers.get(&MCP_NAME).cloned(),
         }))
     }
 
     /// Writes the line for `response`; `trace_id` is its span's, when traces are exported.
     pub(crate) fn finish<B>(&mut self, response: &Response<B>, trace_id: Option<&str>) {
         let Some(started) = self.0.take() else { return };
-        let backend = response.extensions().get::<Route>().map_or("-", Route::as_str);
+        let line = Line {
+            http: started.http.as_str(),
+            method: text(&started.method),
+            target: text(&started.target),
+            backend: response.extensions().get::<Route>().map_or("-", Route::as_str),
+            status: response.status().as_u16(),
+            duration_ms: started.at.elapsed().as_secs_f64() * 1000.0,
+            trace_id,
+        };
+        match LINES.get() {
+            // In a span the subscriber writes the span's context first: it writes the line.
+            Some(lines) if Span::current().is_none() => line.write_to(lines),
+            _ => line.event(),
+        }
+    }
+}
+
+/// The fields of one access line.
+#[derive(Debug, Clone, Copy)]
+struct Line<'a> {
+    http: &'a str,
+    method: &'a str,
+    target: &'a str,
+    backend: &'a str,
+    status: u16,
+    duration_ms: f64,
+    trace_id: Option<&'a str>,
+}
+
+impl Line<'_> {
+    /// The line as a `tracing` event, for the subscriber to write.
+    fn event(&self) {
         tracing::info!(
             target: TARGET,
-            http = started.http.as_str(),
-            method = text(&started.method),
-            target = text(&started.target),
-            backend,
-            status = response.status().as_u16(),
-            duration_ms = started.at.elapsed().as_secs_f64() * 1000.0,
-            trace_id,
+            http = self.http,
+            method = self.method,
+            target = self.target,
+            backend = self.backend,
+            status = self.status,
+            duration_ms = self.duration_ms,
+            trace_id = self.trace_id,
         );
     }
-}
 
-/// An event formatter that writes access lines itself and hands every other event to `inner`
-/// (tracing-subscriber's text or JSON format).
-///
-/// An access line comes out as `inner` would write it (`2026-07-28T09:00:00.123456Z  INFO
-/// mrtr_gateway::access: http="POST" ... duration_ms=0.412`, or the JSON object with
-/// `timestamp`, `level`, `fields` and `target`), except that `duration_ms` has three decimals
-/// (a microsecond) instead of a float's seventeen digits. The generic formatters write every
-/// field through `Debug` and format the date anew for each line, the largest single cost of a
-/// plain call through the gateway when they wrote access lines (`docs/benchmarks.md`); this one
-/// writes the values as they are and the date once a second. An event inside a span, and every
-/// line on a terminal (colors), goes to `inner`, so nothing is lost when debugging.
-#[derive(Debug, Clone)]
-pub(crate) struct AccessLineFormat<F> {
-    inner: F,
-    json: bool,
-}
-
-impl<F> AccessLineFormat<F> {
-    /// Access lines as tracing-subscriber's text format writes them; others by `inner`.
-    pub(crate) fn text(inner: F) -> Self {
-        Self { inner, json: false }
-    }
-
-    /// Access lines as tracing-subscriber's JSON format writes them; others by `inner`.
-    pub(crate) fn json(inner: F) -> Self {
-        Self { inner, json: true }
-    }
-}
-
-impl<S, N, F> FormatEvent<S, N> for AccessLineFormat<F>
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-    F: FormatEvent<S, N>,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let metadata = event.metadata();
-        if metadata.target() != TARGET || writer.has_ansi_escapes() || ctx.lookup_current().is_some() {
-            return self.inner.format_event(ctx, writer, event);
+    /// Writes the line with `lines`, formatted in a buffer kept per thread.
+    fn write_to(&self, lines: &Lines) {
+        thread_local! {
+            static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
         }
-        let level = metadata.level().as_str();
-        if self.json {
-            writer.write_str("{\"timestamp\":\"")?;
-            write_timestamp(&mut writer)?;
-            writer.write_str("\",\"level\":\"")?;
-            writer.write_str(level)?;
-            writer.write_str("\",\"fields\":{")?;
+        BUFFER.with_borrow_mut(|buffer| {
+            buffer.clear();
+            if self.format(buffer, lines.json).is_ok() {
+                (lines.write)(buffer.as_bytes());
+            }
+        });
+    }
+
+    /// Writes the line (with its newline) as tracing-subscriber's text or JSON format would.
+    fn format(&self, out: &mut String, json: bool) -> fmt::Result {
+        if json {
+            out.push_str("{\"timestamp\":\"");
+            write_timestamp(out)?;
+            out.push_str("\",\"level\":\"INFO\",\"fields\":{");
         } else {
-            write_timestamp(&mut writer)?;
+            write_timestamp(out)?;
             // The level right-aligned in five columns, as tracing-subscriber writes it.
-            writer.write_str(&"      "[..6 - level.len().min(5)])?;
-            writer.write_str(level)?;
-            writer.write_char(' ')?;
-            writer.write_str(TARGET)?;
-            writer.write_char(':')?;
+            out.push_str("  INFO ");
+            out.push_str(TARGET);
+            out.push(':');
         }
-        let mut fields = FieldWriter {
-            writer: &mut writer,
-            json: self.json,
+        let mut fields = Fields {
+            out,
+            json,
             first: true,
-            result: Ok(()),
         };
-        event.record(&mut fields);
-        fields.result?;
-        if self.json {
-            writer.write_str("},\"target\":\"")?;
-            writer.write_str(TARGET)?;
-            writer.write_str("\"}")?;
+        fields.string("http", self.http)?;
+        fields.string("method", self.method)?;
+        fields.string("target", self.target)?;
+        fields.string("backend", self.backend)?;
+        fields.name("status");
+        fields.out.push_str(itoa::Buffer::new().format(self.status));
+        fields.name("duration_ms");
+        fields.thousandths(self.duration_ms)?;
+        if let Some(trace_id) = self.trace_id {
+            fields.string("trace_id", trace_id)?;
         }
-        writer.write_char('\n')
+        if json {
+            out.push_str("},\"target\":\"");
+            out.push_str(TARGET);
+            out.push_str("\"}");
+        }
+        out.push('\n');
+        Ok(())
     }
 }
 
-/// Writes an event's fields: ` name=value` (strings quoted as `Debug` quotes them) or
+/// Writes a line's fields: ` name=value` (strings quoted as `Debug` quotes them) or
 /// `"name":value` (JSON).
-struct FieldWriter<'a, 'w> {
-    writer: &'a mut Writer<'w>,
+struct Fields<'a> {
+    out: &'a mut String,
     json: bool,
     first: bool,
-    result: fmt::Result,
 }
 
-impl FieldWriter<'_, '_> {
-    fn name(&mut self, field: &Field) -> fmt::Result {
+impl Fields<'_> {
+    fn name(&mut self, name: &str) {
         let first = std::mem::replace(&mut self.first, false);
         if self.json {
             if !first {
-                self.writer.write_char(',')?;
+                self.out.push(',');
             }
-            self.writer.write_char('"')?;
-            self.writer.write_str(field.name())?;
-            self.writer.write_str("\":")
+            self.out.push('"');
+            self.out.push_str(name);
+            self.out.push_str("\":");
         } else {
-            self.writer.write_char(' ')?;
-            self.writer.write_str(field.name())?;
-            self.writer.write_char('=')
+            self.out.push(' ');
+            self.out.push_str(name);
+            self.out.push('=');
         }
     }
 
-    fn string(&mut self, field: &Field, value: &str) -> fmt::Result {
-        self.name(field)?;
+    fn string(&mut self, name: &str, value: &str) -> fmt::Result {
+        self.name(name);
         // Header values here are visible ASCII; quotes, backslashes and anything else take the
         // general path, which escapes as the generic formatters do.
         let plain = value
@@ -193,87 +225,45 @@ impl FieldWriter<'_, '_> {
             .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
         match (plain, self.json) {
             (true, _) => {
-                self.writer.write_char('"')?;
-                self.writer.write_str(value)?;
-                self.writer.write_char('"')
+                self.out.push('"');
+                self.out.push_str(value);
+                self.out.push('"');
+                Ok(())
             }
             (false, true) => match serde_json::to_string(value) {
-                Ok(quoted) => self.writer.write_str(&quoted),
+                Ok(quoted) => {
+                    self.out.push_str(&quoted);
+                    Ok(())
+                }
                 Err(_) => Err(fmt::Error),
             },
-            (false, false) => write!(self.writer, "{value:?}"),
+            (false, false) => write!(self.out, "{value:?}"),
         }
     }
 
-    fn record(&mut self, write: impl FnOnce(&mut Self) -> fmt::Result) {
-        if self.result.is_ok() {
-            self.result = write(self);
+    /// `value` with three decimals (the duration's microseconds), in integers: no float
+    /// formatting.
+    fn thousandths(&mut self, value: f64) -> fmt::Result {
+        if value.is_finite() && (0.0..1e12).contains(&value) {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let thousandths = (value * 1000.0).round() as u64;
+            self.out.push_str(itoa::Buffer::new().format(thousandths / 1000));
+            let fraction = thousandths % 1000;
+            self.out.push_str(&".00"[..4 - digits(fraction)]);
+            self.out.push_str(itoa::Buffer::new().format(fraction));
+            Ok(())
+        } else if self.json && !value.is_finite() {
+            self.out.push_str("null");
+            Ok(())
+        } else {
+            write!(self.out, "{value}")
         }
-    }
-}
-
-impl Visit for FieldWriter<'_, '_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record(|w| w.string(field, value));
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.record(|w| {
-            w.name(field)?;
-            w.writer.write_str(itoa::Buffer::new().format(value))
-        });
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record(|w| {
-            w.name(field)?;
-            w.writer.write_str(itoa::Buffer::new().format(value))
-        });
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.record(|w| {
-            w.name(field)?;
-            write!(w.writer, "{value}")
-        });
-    }
-
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.record(|w| {
-            w.name(field)?;
-            if value.is_finite() && (0.0..1e12).contains(&value) {
-                // Thousandths (the duration's microseconds), in integers: no float formatting.
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let thousandths = (value * 1000.0).round() as u64;
-                w.writer
-                    .write_str(itoa::Buffer::new().format(thousandths / 1000))?;
-                let fraction = thousandths % 1000;
-                w.writer.write_str(&".00"[..4 - digits(fraction)])?;
-                w.writer.write_str(itoa::Buffer::new().format(fraction))
-            } else if w.json && !value.is_finite() {
-                w.writer.write_str("null")
-            } else {
-                write!(w.writer, "{value}")
-            }
-        });
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.record(|w| {
-            if w.json {
-                let text = format!("{value:?}");
-                w.string(field, &text)
-            } else {
-                w.name(field)?;
-                write!(w.writer, "{value:?}")
-            }
-        });
     }
 }
 
 /// Writes the current time as RFC 3339 in UTC with microseconds, as tracing-subscriber's
 /// default timer does; the part up to the second is formatted once per second and thread.
-fn write_timestamp(writer: &mut Writer<'_>) -> fmt::Result {
+fn write_timestamp(out: &mut String) -> fmt::Result {
     thread_local! {
         static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
@@ -288,7 +278,7 @@ fn write_timestamp(writer: &mut Writer<'_>) -> fmt::Result {
                 .ok()
                 .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
                 .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-            let _ = write!(
+            write!(
                 text,
                 "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
                 time.year(),
@@ -297,14 +287,15 @@ fn write_timestamp(writer: &mut Writer<'_>) -> fmt::Result {
                 time.hour(),
                 time.minute(),
                 time.second()
-            );
+            )?;
             *cached = seconds;
         }
-        writer.write_str(text)?;
+        out.push_str(text);
         let micros = since_epoch.subsec_micros();
-        writer.write_str(&".00000"[..7 - digits(u64::from(micros))])?;
-        writer.write_str(itoa::Buffer::new().format(micros))?;
-        writer.write_char('Z')
+        out.push_str(&".00000"[..7 - digits(u64::from(micros))]);
+        out.push_str(itoa::Buffer::new().format(micros));
+        out.push('Z');
+        Ok(())
     })
 }
 
@@ -317,54 +308,45 @@ fn digits(n: u64) -> usize {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use tracing_subscriber::fmt::format::Format;
-
     use super::*;
 
-    /// What a subscriber with `format` writes for one access event, timestamp cut off.
-    fn line<F>(format: F, json: bool, duration_ms: f64) -> String
-    where
-        F: FormatEvent<tracing_subscriber::Registry, tracing_subscriber::fmt::format::DefaultFields>
-            + FormatEvent<tracing_subscriber::Registry, tracing_subscriber::fmt::format::JsonFields>
-            + Send
-            + Sync
-            + 'static,
-    {
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let sink = out.clone();
-        let writer = move || Sink(sink.clone());
-        let event = || {
-            tracing::info!(
-                target: TARGET,
-                http = "POST",
-                method = "tools/call",
-                target = r#"a"b\c"#,
-                backend = "alpha",
-                status = 200u16,
-                duration_ms,
-            );
-        };
-        if json {
-            let subscriber = tracing_subscriber::fmt()
-                .json()
-                .event_format(format)
-                .with_writer(writer)
-                .finish();
-            tracing::subscriber::with_default(subscriber, event);
-        } else {
-            let subscriber = tracing_subscriber::fmt()
-                .with_ansi(false)
-                .event_format(format)
-                .with_writer(writer)
-                .finish();
-            tracing::subscriber::with_default(subscriber, event);
-        }
-        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
-        // `2026-11-30T10:18:35.171593Z`: 27 characters, the same shape in both.
+    /// Cuts the timestamp (27 characters, the same shape in text and JSON) out of `text`.
+    fn without_timestamp(text: &str) -> String {
         let at = text.find("20").unwrap();
         let stamp = &text[at..at + 27];
         assert!(stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T', "{text}");
         format!("{}{}", &text[..at], &text[at + 27..])
+    }
+
+    /// What tracing-subscriber's text (or JSON) format writes for `line`'s event.
+    fn by_tracing_subscriber(line: &Line<'_>, json: bool) -> String {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let writer = move || Sink(sink.clone());
+        let event = || line.event();
+        if json {
+            let subscriber = tracing_subscriber::fmt().json().with_writer(writer).finish();
+            tracing::subscriber::with_default(subscriber, event);
+        } else {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(writer)
+                .finish();
+            tracing::subscriber::with_default(subscriber, event);
+        }
+        without_timestamp(&String::from_utf8(out.lock().unwrap().clone()).unwrap())
+    }
+
+    /// What [`Line::write_to`] hands its writer for `line`.
+    fn written(line: &Line<'_>, json: bool) -> String {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let lines = Lines {
+            json,
+            write: Box::new(move |bytes| sink.lock().unwrap().extend_from_slice(bytes)),
+        };
+        line.write_to(&lines);
+        without_timestamp(&String::from_utf8(out.lock().unwrap().clone()).unwrap())
     }
 
     struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -380,31 +362,64 @@ mod tests {
         }
     }
 
+    const LINE: Line<'static> = Line {
+        http: "POST",
+        method: "tools/call",
+        target: r#"a"b\c"#,
+        backend: "alpha",
+        status: 200,
+        duration_ms: 0.125,
+        trace_id: None,
+    };
+
     #[test]
-    fn access_lines_read_as_tracing_subscriber_writes_them() {
-        // A duration with three decimals reads the same in both.
+    fn lines_read_as_tracing_subscriber_writes_their_event() {
+        let traced = Line {
+            target: "echo",
+            trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+            duration_ms: 12.125,
+            ..LINE
+        };
+        let odd = Line {
+            http: "DELETE",
+            method: "-",
+            target: "caf\u{e9}\tnew\nline",
+            backend: "@gateway",
+            status: 503,
+            ..LINE
+        };
+        for line in [LINE, traced, odd] {
+            for json in [false, true] {
+                // A duration with three decimals reads the same in both.
+                assert_eq!(
+                    written(&line, json),
+                    by_tracing_subscriber(&line, json),
+                    "{line:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn durations_are_rounded_to_the_microsecond() {
+        let line = Line {
+            duration_ms: 0.013_845_999_999_999_999,
+            ..LINE
+        };
         assert_eq!(
-            line(AccessLineFormat::text(Format::default()), false, 0.125),
-            line(Format::default(), false, 0.125)
-        );
-        assert_eq!(
-            line(AccessLineFormat::json(Format::default().json()), true, 0.125),
-            line(Format::default().json(), true, 0.125)
-        );
-        // Others are rounded to the microsecond.
-        assert_eq!(
-            line(
-                AccessLineFormat::text(Format::default()),
-                false,
-                0.013_845_999_999_999_999
-            ),
+            written(&line, false),
             "  INFO mrtr_gateway::access: http=\"POST\" method=\"tools/call\" target=\"a\\\"b\\\\c\" \
              backend=\"alpha\" status=200 duration_ms=0.014\n"
         );
-        let json = line(AccessLineFormat::json(Format::default().json()), true, 1234.5678);
+        let line = Line {
+            duration_ms: 1234.5678,
+            ..LINE
+        };
+        let json = written(&line, true);
         let json: serde_json::Value = serde_json::from_str(json.replace("\"\"", "\"t\"").trim()).unwrap();
         assert_eq!(json["fields"]["duration_ms"], 1234.568);
         assert_eq!(json["fields"]["target"], r#"a"b\c"#);
+        assert_eq!(json["target"], TARGET);
     }
 
     #[test]

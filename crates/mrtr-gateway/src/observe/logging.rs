@@ -4,7 +4,9 @@
 //!
 //! Access lines are gathered and written together ([`Stderr`]): at most a tenth of a second
 //! late, in one `write` per batch instead of a system call per request (`docs/benchmarks.md`
-//! has its cost). Every other line is written at once, after the access lines
+//! has its cost). [`init`] has the access log write its lines into that batch itself, without a
+//! `tracing` event each (`observe/access.rs`), except on a terminal, where the subscriber
+//! writes them in color. Every other line is written at once, after the access lines
 //! gathered before it, so the order holds. [`init`]'s guard writes what is left when dropped.
 
 use std::io::{self, Write as _};
@@ -15,9 +17,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use tracing::Metadata;
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::fmt::format::Format;
 
-use crate::observe::access::{self, AccessLineFormat};
+use crate::observe::access;
 
 /// The filter used when `RUST_LOG` is unset or does not parse.
 pub(crate) const DEFAULT_FILTER: &str = "info,rmcp=warn";
@@ -69,26 +70,26 @@ pub(crate) fn init(format: LogFormat) -> LogGuard {
     let stderr = Stderr::new();
     stderr.start_flushing();
     let layer = tracing_subscriber::fmt::layer().with_writer(stderr.clone());
+    let gathered = stderr.clone();
+    let gather = move |line: &[u8]| gathered.gather(line);
     match format {
         LogFormat::Text => {
             let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            if !ansi {
+                access::write_lines(false, gather);
+            }
             tracing_subscriber::registry()
-                .with(
-                    layer
-                        .with_ansi(ansi)
-                        .event_format(AccessLineFormat::text(Format::default())),
-                )
+                .with(layer.with_ansi(ansi))
                 .with(filter)
                 .init();
         }
-        LogFormat::Json => tracing_subscriber::registry()
-            .with(
-                layer
-                    .json()
-                    .event_format(AccessLineFormat::json(Format::default().json())),
-            )
-            .with(filter)
-            .init(),
+        LogFormat::Json => {
+            access::write_lines(true, gather);
+            tracing_subscriber::registry()
+                .with(layer.json())
+                .with(filter)
+                .init();
+        }
     }
     LogGuard(stderr)
 }
@@ -159,6 +160,18 @@ impl Stderr {
     pub(crate) fn flush_gathered(&self) {
         write_out(&mut lock(&self.shared.lines));
     }
+
+    /// Gathers `bytes` (whole access lines) to be written with the next batch.
+    pub(crate) fn gather(&self, bytes: &[u8]) {
+        let mut lines = lock(&self.shared.lines);
+        let first = lines.is_empty();
+        lines.extend_from_slice(bytes);
+        if lines.len() >= GATHER_AT_MOST {
+            write_out(&mut lines);
+        } else if first {
+            self.shared.arrived.notify_one();
+        }
+    }
 }
 
 fn lock(lines: &Mutex<Vec<u8>>) -> MutexGuard<'_, Vec<u8>> {
@@ -184,21 +197,15 @@ pub(crate) struct StderrWriter<'a> {
 
 impl io::Write for StderrWriter<'_> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        let mut lines = lock(&self.stderr.shared.lines);
         if self.gather {
-            let first = lines.is_empty();
-            lines.extend_from_slice(bytes);
-            if lines.len() >= GATHER_AT_MOST {
-                write_out(&mut lines);
-            } else if first {
-                self.stderr.shared.arrived.notify_one();
-            }
-            Ok(bytes.len())
+            self.stderr.gather(bytes);
         } else {
+            // Under the lock, so that no access line is gathered between the two writes.
+            let mut lines = lock(&self.stderr.shared.lines);
             write_out(&mut lines);
             io::stderr().lock().write_all(bytes)?;
-            Ok(bytes.len())
         }
+        Ok(bytes.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 use metrics::{Counter, Histogram, SharedString};
+
 use tower_mrtr::mcp_headers::MCP_METHOD;
 
 /// Counter: MCP requests answered, by `method`, `status` and `answered_by`.
@@ -114,7 +115,7 @@ impl MethodLabel {
 
     /// The label of a request's `Mcp-Method` header.
     pub(crate) fn of_headers(headers: &HeaderMap) -> Self {
-        Self::of(headers.get(MCP_METHOD).and_then(|v| v.to_str().ok()))
+        Self::of(headers.get(&MCP_METHOD).and_then(|v| v.to_str().ok()))
     }
 
     fn index(self) -> usize {

@@ -8,7 +8,7 @@
 use http::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use tower_mrtr::McpRequestHead;
-use tower_mrtr::mcp_headers::decode_header_value;
+use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value};
 
 use crate::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_VERSION};
 
@@ -17,9 +17,6 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 
 /// The `MCP-Protocol-Version` header.
 pub(crate) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-// As `HeaderName`s, so that a lookup does not parse the name again on every request.
-const MCP_METHOD: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_METHOD);
-const MCP_NAME: HeaderName = HeaderName::from_static(tower_mrtr::mcp_headers::MCP_NAME);
 
 /// A header problem: the JSON-RPC error to send with HTTP 400.
 #[derive(Debug, Clone, PartialEq)]

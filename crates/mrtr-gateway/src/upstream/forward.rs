@@ -31,13 +31,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::value::RawValue;
 use tower_mrtr::Route;
+use tower_mrtr::mcp_headers::MCP_METHOD;
 
 use super::body::{BackendBody, ProxyBody};
 use super::sse::{EventReader, ResponseMessage, is_response, is_sse};
 use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
 
-const MCP_SESSION_ID: &str = "mcp-session-id";
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
@@ -64,9 +65,18 @@ fn request_drops(name: &str) -> bool {
 /// reading its body.
 pub(crate) fn mcp_method(headers: &HeaderMap) -> &str {
     headers
-        .get("mcp-method")
+        .get(&MCP_METHOD)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
+}
+
+/// The bytes of a request's one `Content-Length` value (empty without one, or with several).
+fn content_length(headers: &HeaderMap) -> &[u8] {
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    match (values.next(), values.next()) {
+        (Some(value), None) => value.as_bytes(),
+        _ => &[],
+    }
 }
 
 /// Headers never passed back to the client (besides `Proxy-*` and those `Connection` lists).
@@ -208,8 +218,12 @@ impl Forwarder {
         };
         drop_headers(&mut headers, request_drops);
         headers.insert(header::HOST, host.clone());
-        // The body may have been rewritten (an envelope opened, a name restored).
-        headers.insert(header::CONTENT_LENGTH, body.len().into());
+        // The body may have been rewritten (an envelope opened, a name restored); the client's
+        // length is kept when it is still right, which spares making a new value.
+        let length = itoa::Buffer::new().format(body.len()).as_bytes() == content_length(&headers);
+        if !length {
+            headers.insert(header::CONTENT_LENGTH, body.len().into());
+        }
         if let Some(session) = session {
             headers.insert(MCP_SESSION_ID, session.clone());
         }
@@ -257,7 +271,7 @@ impl Forwarder {
         pools.metrics.request(label, failure, started.elapsed());
         let (mut parts, body) = outcome?.into_parts();
         let session = read_session
-            .then(|| parts.headers.get(MCP_SESSION_ID).cloned())
+            .then(|| parts.headers.get(&MCP_SESSION_ID).cloned())
             .flatten();
         drop_headers(&mut parts.headers, response_drops);
         Ok((Response::from_parts(parts, body), session))

@@ -33,11 +33,11 @@ use crate::BoxError;
 use crate::error::Rejection;
 use crate::response::{Rewriter, Unrelayable};
 
-/// Whether a `Content-Type` is `text/event-stream` (parameters and case ignored).
-pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+/// Whether a `Content-Type` value is `text/event-stream` (parameters and case aside).
+pub(crate) fn names_event_stream(value: &http::HeaderValue) -> bool {
+    value
+        .to_str()
+        .ok()
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"))
 }
@@ -45,15 +45,21 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
 /// Whether every `Content-Type` header of an answer names the same media type (parameters and
 /// case aside). With two different ones the layer could read the answer as a stream and a client
 /// as JSON, or the reverse: such an answer cannot be read unambiguously.
+#[cfg(test)]
 pub(crate) fn has_one_media_type(headers: &HeaderMap) -> bool {
-    // Compared in place: this runs for every answer the layer reads.
+    let mut types = headers.get_all(http::header::CONTENT_TYPE).iter();
+    let Some(first) = types.next() else { return true };
+    types.all(|other| same_media_type(first, other))
+}
+
+/// Whether two `Content-Type` values name the same media type (parameters and case aside),
+/// compared in place: this runs for every answer the layer reads.
+pub(crate) fn same_media_type(a: &http::HeaderValue, b: &http::HeaderValue) -> bool {
     fn media_type(value: &http::HeaderValue) -> &[u8] {
         let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or_default();
         essence.trim_ascii()
     }
-    let mut types = headers.get_all(http::header::CONTENT_TYPE).iter().map(media_type);
-    let Some(first) = types.next() else { return true };
-    types.all(|other| other.eq_ignore_ascii_case(first))
+    media_type(a).eq_ignore_ascii_case(media_type(b))
 }
 
 /// The rewritten form of one event's data, `None` if it needs no change.
