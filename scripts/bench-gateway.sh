@@ -6,6 +6,8 @@
 #   bash scripts/bench-gateway.sh                  # 3 interleaved rounds of 5 s per cell (~7 min)
 #   bash scripts/bench-gateway.sh --callgrind      # instructions per request, bare vs gateway
 #   bash scripts/bench-gateway.sh --smoke          # CI: 1 s per cell, checks answers only
+#   bash scripts/bench-gateway.sh --peer 'agentgateway=scripts/peers/agentgateway.sh {port} {backend} {dir}'
+#                                                   # another gateway in the same rounds (issue 25)
 #   bash scripts/bench-gateway.sh --help           # every option (cells, rounds, seconds, ...)
 #
 # PROFILE=debug uses a debug build (what CI's smoke run does, reusing the test build).

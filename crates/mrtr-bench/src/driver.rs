@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::load::{self, Target};
-use crate::procs::{self, Cpu, Proc, Spawn};
+use crate::peer::{Peer, Values};
+use crate::procs::{self, Cpu, Launch, Proc, Spawn};
 use crate::workload::{Cell, Hop, Workload};
 
 /// What to run; see `gateway-bench --help`.
@@ -35,6 +36,8 @@ pub struct Plan {
     /// Extra arguments for every `mrtr-gateway` hop (`--admin-listen 127.0.0.1:0` to measure
     /// with the metrics recorder installed).
     pub gateway_args: Vec<String>,
+    /// Other gateways measured beside ours, each in front of the first backend (timings only).
+    pub peers: Vec<Peer>,
 }
 
 /// The processes of a run.
@@ -77,6 +80,8 @@ pub struct Sample {
 /// Everything a timing run measured.
 #[derive(Debug, Default)]
 pub struct Timings {
+    /// The peer gateways measured, in the order given.
+    pub peers: Vec<Hop>,
     /// Samples by cell and hop, in round order.
     pub samples: HashMap<(Cell, Hop), Vec<Sample>>,
     /// Peak RSS of each process at the end, KiB.
@@ -100,12 +105,13 @@ pub struct Count {
     pub dump: PathBuf,
 }
 
-/// The hops a cell is measured through.
-pub fn hops_for(cell: Cell) -> &'static [Hop] {
-    match cell {
+/// The hops a cell is measured through: ours, then the peers.
+pub fn hops_for(cell: Cell, peers: &[Hop]) -> Vec<Hop> {
+    let ours: &[Hop] = match cell {
         Cell::List => &[Hop::Direct, Hop::Bare, Hop::Gateway, Hop::Gateway2],
         _ => &[Hop::Direct, Hop::Bare, Hop::Gateway],
-    }
+    };
+    ours.iter().chain(peers).copied().collect()
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -159,7 +165,7 @@ fn start_backends(plan: &Plan) -> io::Result<Vec<Proc>> {
 
 fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bool) -> io::Result<Proc> {
     let name = match hop {
-        Hop::Direct => unreachable!("no process"),
+        Hop::Direct | Hop::Peer(_) => unreachable!("no process of ours"),
         Hop::Bare => "bare-proxy",
         Hop::Gateway => "gateway",
         Hop::Gateway2 => "gateway-2",
@@ -205,6 +211,27 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bo
     })
 }
 
+/// Starts a peer in front of `backend` on a free port; ready when the port accepts connections.
+async fn start_peer(plan: &Plan, peer: &Peer, backend: &Proc) -> io::Result<Proc> {
+    let values = Values {
+        port: procs::free_port()?,
+        backend: backend.url.clone(),
+        dir: plan.work_dir.display().to_string(),
+    };
+    let command = peer.command(&values).map_err(io::Error::other)?;
+    eprintln!("starting peer {}: {command}", peer.name);
+    Launch {
+        name: peer.name,
+        command: &command,
+        port: values.port,
+        path: &peer.path,
+        cpus: plan.hop_cpus.as_deref(),
+        log_dir: &plan.work_dir,
+    }
+    .start(START_TIMEOUT)
+    .await
+}
+
 /// Round 2 replays one retry: its state (an envelope through the gateway) comes from one round 1.
 async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload> {
     let Cell::Round2 { state } = cell else {
@@ -212,15 +239,16 @@ async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload>
     };
     let round1 = Workload::new(Cell::Round1 { state }, hop, None);
     let mut connection = load::Connection::open(target).await?;
-    let (_, answer) = connection
+    let reply = connection
         .send(&round1, Workload::retry_state_request(state, 1))
         .await
         .map_err(io::Error::other)?;
-    let retry_state = Workload::retry_state_from(&answer).ok_or_else(|| {
+    let retry_state = Workload::retry_state_from(reply.content_type(), &reply.body).ok_or_else(|| {
         io::Error::other(format!(
-            "no requestState in round 1 through {}: {}",
+            "no requestState in round 1 through {} (HTTP {}): {}",
             hop.name(),
-            String::from_utf8_lossy(&answer)
+            reply.status,
+            crate::messages::excerpt(&reply.body)
         ))
     })?;
     Ok(Workload::new(cell, hop, Some(retry_state)))
@@ -234,12 +262,19 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
     for hop in [Hop::Bare, Hop::Gateway, Hop::Gateway2] {
         hops.insert(hop, start_hop(plan, hop, &backends, &keys, false)?);
     }
+    // Whatever has started is killed (dropped) if a later process fails to start.
+    for peer in &plan.peers {
+        hops.insert(peer.hop(), start_peer(plan, peer, &backends[0]).await?);
+    }
     let fleet = Fleet { backends, hops };
-    let mut timings = Timings::default();
+    let mut timings = Timings {
+        peers: plan.peers.iter().map(Peer::hop).collect(),
+        ..Timings::default()
+    };
     for round in 0..plan.rounds {
         for (index, &cell) in plan.cells.iter().enumerate() {
             // Rotate the order of hops from segment to segment so drift hits each alike.
-            let mut order = hops_for(cell).to_vec();
+            let mut order = hops_for(cell, &timings.peers);
             let turn = (round + index) % order.len();
             order.rotate_left(turn);
             for hop in order {

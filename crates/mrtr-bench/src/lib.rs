@@ -11,7 +11,8 @@
 //! * `gateway-bench`: starts those and `mrtr-gateway` pinned with `taskset`, drives every cell
 //!   through every hop in interleaved rounds, checks every answer ([`workload`]) and prints
 //!   req/s, latency and hop CPU ratios, peak RSS ([`report`]); with `--callgrind`, instructions
-//!   per request instead;
+//!   per request instead; with `--peer`, another gateway beside ours in the same rounds
+//!   ([`peer`]), its answers compared as parsed messages ([`messages`]);
 //! * `overload-bench`: a slow backend behind the gateway, offered ten times the load it sustains,
 //!   to show that load shedding keeps memory bounded and that the gateway recovers
 //!   ([`overload`]).
@@ -25,7 +26,9 @@ pub mod bare;
 pub mod driver;
 pub mod load;
 pub mod mcp;
+pub mod messages;
 pub mod overload;
+pub mod peer;
 pub mod procs;
 pub mod report;
 pub mod workload;

@@ -92,7 +92,8 @@ impl Connection {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let verdict = self.send(work, work.body(id)).await;
-        let verdict = verdict.and_then(|(status, body)| work.check(id, status, &body));
+        let verdict =
+            verdict.and_then(|reply| work.check(id, reply.status, reply.content_type(), &reply.body));
         Exchange {
             id,
             sent,
@@ -101,12 +102,8 @@ impl Connection {
         }
     }
 
-    /// Sends `body` with `work`'s headers; the answer's status and body.
-    pub async fn send(
-        &mut self,
-        work: &Workload,
-        body: Vec<u8>,
-    ) -> Result<(http::StatusCode, Bytes), String> {
+    /// Sends `body` with `work`'s headers; the answer, read to its end.
+    pub async fn send(&mut self, work: &Workload, body: Vec<u8>) -> Result<Reply, String> {
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.target.path.parse().map_err(|e| format!("bad path: {e}"))?;
@@ -123,13 +120,36 @@ impl Connection {
             .await
             .map_err(|e| format!("request failed: {e}"))?;
         let status = response.status();
+        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
         let body = response
             .into_body()
             .collect()
             .await
             .map_err(|e| format!("answer body failed: {e}"))?
             .to_bytes();
-        Ok((status, body))
+        Ok(Reply {
+            status,
+            content_type,
+            body,
+        })
+    }
+}
+
+/// An answer, read to its end.
+#[derive(Debug)]
+pub struct Reply {
+    /// Its status.
+    pub status: http::StatusCode,
+    /// Its `Content-Type`, if any.
+    pub content_type: Option<HeaderValue>,
+    /// Its whole body.
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// The `Content-Type` as text, if it is.
+    pub fn content_type(&self) -> Option<&str> {
+        self.content_type.as_ref().and_then(|v| v.to_str().ok())
     }
 }
 

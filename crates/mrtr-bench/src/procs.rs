@@ -6,21 +6,28 @@
 //! ticks) for the kernel's share, and context switches (voluntary and not, per thread) from
 //! `/proc/PID/task/*/status`: each is a thread going to sleep or being woken, which is where
 //! cross-thread hand-offs show. Peak RSS is `VmHWM`.
+//!
+//! A peer gateway ([`Launch`]) runs in a process group of its own, as its launcher may fork:
+//! its figures are the sums over the group's processes, and the group is killed as a whole.
 
 use std::io::{self, BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A child process, killed on drop.
 #[derive(Debug)]
 pub struct Proc {
     /// Name in messages.
     pub name: String,
-    /// What it printed after "listening on ".
+    /// What it printed after "listening on " (a peer: its port and MCP path).
     pub url: String,
     child: Child,
+    /// Leads a process group of its own: measured and killed as a group.
+    group: bool,
 }
 
 /// How to start one process.
@@ -84,6 +91,7 @@ impl Spawn<'_> {
             name: self.name.to_owned(),
             url: String::new(),
             child,
+            group: false,
         };
         proc.url = rx.recv_timeout(timeout).map_err(|_| {
             io::Error::other(format!(
@@ -97,28 +105,167 @@ impl Spawn<'_> {
     }
 }
 
+/// How to start a peer gateway: a shell command line, ready when its port accepts connections.
+#[derive(Debug)]
+pub struct Launch<'a> {
+    /// Name in messages and log file names.
+    pub name: &'a str,
+    /// The command line, run as `sh -c 'exec COMMAND'`.
+    pub command: &'a str,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    /// Path of its MCP endpoint.
+    pub path: &'a str,
+    /// `taskset -c` list, or `None` not to pin.
+    pub cpus: Option<&'a str>,
+    /// Where its stdout and stderr go.
+    pub log_dir: &'a Path,
+}
+
+impl Launch<'_> {
+    /// Starts the command in a new process group and waits (at most `timeout`) until its port
+    /// accepts a connection. On failure the group is killed. The wait yields to the runtime, so
+    /// that a signal handled beside it can end the run meanwhile.
+    pub async fn start(self, timeout: Duration) -> io::Result<Proc> {
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(cpus) = self.cpus {
+            argv.extend(["taskset".to_owned(), "-c".to_owned(), cpus.to_owned()]);
+        }
+        argv.extend(["sh".to_owned(), "-c".to_owned(), format!("exec {}", self.command)]);
+        let log_path = self.log_dir.join(format!("{}.log", self.name));
+        let log = std::fs::File::create(&log_path)?;
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            // Its own group: killed as one at the end, whatever the launcher forks.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot run {}: {e}", argv[0])))?;
+        // Built before waiting, so that a failed start still kills the group (on drop).
+        let mut proc = Proc {
+            name: self.name.to_owned(),
+            url: format!("http://127.0.0.1:{}{}", self.port, self.path),
+            child,
+            group: true,
+        };
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let deadline = Instant::now() + timeout;
+        let failed = |why: String| {
+            io::Error::other(format!(
+                "{} ({}) {why} (see {})",
+                self.name,
+                self.command,
+                log_path.display()
+            ))
+        };
+        loop {
+            if let Some(status) = proc.child.try_wait()? {
+                return Err(failed(format!("exited with {status} before listening on {addr}")));
+            }
+            let attempt = tokio::net::TcpStream::connect(addr);
+            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), attempt).await {
+                return Ok(proc);
+            }
+            if Instant::now() >= deadline {
+                return Err(failed(format!("did not listen on {addr} within {timeout:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A free port on 127.0.0.1 for a peer (free when asked; the peer binds it moments later).
+pub fn free_port() -> io::Result<u16> {
+    Ok(std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
 impl Proc {
     /// Its process id (that of the program itself: `taskset` and `valgrind` exec it).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// CPU time of all its threads so far.
-    pub fn cpu(&self) -> io::Result<Cpu> {
-        cpu(self.pid())
+    /// The processes it is measured as: itself, or those of its process group alive now.
+    pub fn members(&self) -> Vec<u32> {
+        if self.group {
+            group_members(self.pid())
+        } else {
+            vec![self.pid()]
+        }
     }
 
-    /// Peak resident set size so far, in KiB.
+    /// CPU time of all its threads so far (a group's: of all its processes alive now).
+    pub fn cpu(&self) -> io::Result<Cpu> {
+        if !self.group {
+            return cpu(self.pid());
+        }
+        let members = self.members();
+        if members.is_empty() {
+            return Err(io::Error::other(format!("{}: no process left", self.name)));
+        }
+        Ok(members
+            .into_iter()
+            .filter_map(|pid| cpu(pid).ok())
+            .fold(Cpu::default(), Cpu::plus))
+    }
+
+    /// Peak resident set size so far, in KiB (a group's: the sum of its processes' peaks).
     pub fn peak_rss_kib(&self) -> io::Result<u64> {
-        status_kib(self.pid(), "VmHWM:")
+        if !self.group {
+            return status_kib(self.pid(), "VmHWM:");
+        }
+        let peaks: Vec<u64> = self
+            .members()
+            .into_iter()
+            .filter_map(|pid| status_kib(pid, "VmHWM:").ok())
+            .collect();
+        if peaks.is_empty() {
+            return Err(io::Error::other(format!("{}: no process left", self.name)));
+        }
+        Ok(peaks.into_iter().sum())
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if self.group {
+            // The whole group, so that what a launcher started without `exec` dies too.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.pid())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The processes (not zombies) of process group `pgid`, from `/proc/*/stat`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the parenthesised command name: state, ppid, pgrp.
+            let mut fields = stat
+                .rsplit_once(')')
+                .map_or("", |(_, rest)| rest)
+                .split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
+            state != Some("Z") && pgrp == Some(pgid)
+        })
+        .collect()
 }
 
 /// CPU time consumed by a process.

@@ -1,5 +1,6 @@
 //! The printed report: Markdown tables of what each hop did, the gateway/bare ratios against the
-//! targets of issue 9, peak RSS, and the instruction counts.
+//! targets of issue 9, the gateway against each peer gateway (issue 25), peak RSS, and the
+//! instruction counts.
 
 use std::fmt::Write;
 
@@ -63,7 +64,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
         "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &cell in cells {
-        for &hop in hops_for(cell) {
+        for hop in hops_for(cell, &timings.peers) {
             let Some(samples) = timings.samples.get(&(cell, hop)) else {
                 continue;
             };
@@ -160,6 +161,10 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
         );
     }
 
+    for &peer in &timings.peers {
+        peer_table(&mut out, cells, timings, peer);
+    }
+
     let _ = writeln!(
         out,
         "\n### Peak RSS (VmHWM, whole run)\n\n| process | peak RSS |\n|---|---:|"
@@ -182,7 +187,68 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             if ratio <= RSS_TARGET { "met" } else { "not met" }
         );
     }
+    for peer in &timings.peers {
+        if let (Some(gateway), Some(other)) = (rss("gateway"), rss(peer.name())) {
+            let _ = writeln!(out, "gateway / {} peak RSS: {:.2}", peer.name(), gateway / other);
+        }
+    }
     out
+}
+
+/// The gateway with one backend against one peer gateway, cell by cell, beside the bare proxy:
+/// medians over rounds and per-round ratios (gateway / peer, so above 1 the gateway serves more).
+fn peer_table(out: &mut String, cells: &[Cell], timings: &Timings, peer: Hop) {
+    let name = peer.name();
+    let _ = writeln!(
+        out,
+        "\n### Gateway (one backend) / {name}, same rounds: medians, and per-round ratios median [min..max]\n\n\
+         | cell | bare proxy req/s | gateway req/s | {name} req/s | gateway / {name} req/s | hop CPU µs/req, gateway / {name} | gateway / {name} hop CPU | p50 µs, gateway / {name} | p99 µs, gateway / {name} | hop kernel share, gateway / {name} |\n\
+         |---|---:|---:|---:|---|---:|---|---:|---:|---:|"
+    );
+    for &cell in cells {
+        let (Some(gateway), Some(other)) = (
+            timings.samples.get(&(cell, Hop::Gateway)),
+            timings.samples.get(&(cell, peer)),
+        ) else {
+            continue;
+        };
+        let of = |samples: &[Sample], metric: fn(&Sample) -> Option<f64>| {
+            median(samples.iter().filter_map(metric).collect())
+        };
+        let bare = timings
+            .samples
+            .get(&(cell, Hop::Bare))
+            .map_or(f64::NAN, |s| of(s, |s| Some(s.rate)));
+        let rate = ratios(gateway, other, |s| Some(s.rate));
+        let cpu = ratios(gateway, other, |s| s.hop_cpu_us);
+        let percent = |v: f64| {
+            if v.is_nan() {
+                "-".to_owned()
+            } else {
+                format!("{:.0} %", v * 100.0)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {:.0} | {:.2}{} | {:.1} / {:.1} | {:.2}{} | {:.0} / {:.0} | {:.0} / {:.0} | {} / {} |",
+            cell.describe(),
+            bare,
+            of(gateway, |s| Some(s.rate)),
+            of(other, |s| Some(s.rate)),
+            median(rate.clone()),
+            spread(&rate),
+            of(gateway, |s| s.hop_cpu_us),
+            of(other, |s| s.hop_cpu_us),
+            median(cpu.clone()),
+            spread(&cpu),
+            of(gateway, |s| Some(s.p50_us)),
+            of(other, |s| Some(s.p50_us)),
+            of(gateway, |s| Some(s.p99_us)),
+            of(other, |s| Some(s.p99_us)),
+            percent(of(gateway, |s| s.hop_system_share)),
+            percent(of(other, |s| s.hop_system_share)),
+        );
+    }
 }
 
 /// The instruction-count report.

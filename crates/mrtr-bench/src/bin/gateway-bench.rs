@@ -8,15 +8,34 @@ use std::time::{Duration, Instant};
 
 use clap::{Arg, ArgAction, Command, value_parser};
 use mrtr_bench::driver::{self, Plan};
+use mrtr_bench::peer::Peer;
 use mrtr_bench::report;
 use mrtr_bench::workload::Cell;
+
+const PEER_HELP: &str = "Another gateway measured beside ours, in the same rounds and cells, in front of one \
+mock backend (repeat for more peers). COMMAND_TEMPLATE is a shell command line run as `sh -c 'exec COMMAND'` \
+in a process group of its own, pinned like the hops, with these placeholders filled in: {port} the port it \
+must listen on (127.0.0.1), {listen} 127.0.0.1:{port}, {backend} the mock backend's MCP URL \
+(http://127.0.0.1:PORT/mcp), {backend_addr} its 127.0.0.1:PORT, {dir} the run's log directory; {{ and }} \
+are braces. It is ready when {port} accepts a connection; requests go to http://127.0.0.1:{port} plus its \
+--peer-path (default /mcp). Its CPU and peak RSS are summed over its process group, its output is in \
+{dir}/NAME.log, and the group is killed at the end (also when the run fails, or on SIGINT or SIGTERM). \
+Its answers may be re-framed (SSE) and re-serialised: they are compared as parsed JSON-RPC messages, in \
+order, with round 1's requestState verbatim (see mrtr_bench::workload::as_relayed for what a 2026-07-28 \
+gateway may add); a wrong answer fails the run. Not with --callgrind.";
+
+const PEER_AFTER_HELP: &str = "Example, agentgateway built outside the project (see docs/benchmarks.md):
+
+  AGENTGATEWAY_BIN=/path/to/agentgateway bash scripts/bench-gateway.sh \\
+      --peer 'agentgateway=scripts/peers/agentgateway.sh {port} {backend} {dir}'";
 
 fn command() -> Command {
     Command::new("gateway-bench")
         .about(
-            "Runs mrtr-gateway, a bare hyper proxy and the backend itself side by side against a mock MCP \
-             backend, and prints req/s, latency, hop CPU and peak RSS ratios (or, with --callgrind, \
-             instructions per request). Every answer is checked; any wrong answer fails the run.",
+            "Runs mrtr-gateway, a bare hyper proxy, the backend itself and any peer gateway (--peer) side by \
+             side against a mock MCP backend, and prints req/s, latency, hop CPU and peak RSS ratios (or, \
+             with --callgrind, instructions per request). Every answer is checked; any wrong answer fails \
+             the run.",
         )
         .arg(Arg::new("rounds").long("rounds").default_value("3").value_parser(value_parser!(usize)).help("Interleaved rounds"))
         .arg(Arg::new("secs").long("secs").default_value("5").value_parser(value_parser!(f64)).help("Measured seconds per segment"))
@@ -32,6 +51,24 @@ fn command() -> Command {
                 .allow_hyphen_values(true)
                 .help("An extra argument for every mrtr-gateway hop (repeat); e.g. --gateway-arg=--admin-listen --gateway-arg=127.0.0.1:0 to count with metrics on"),
         )
+        .arg(
+            Arg::new("peer")
+                .long("peer")
+                .value_name("NAME=COMMAND_TEMPLATE")
+                .action(ArgAction::Append)
+                .allow_hyphen_values(true)
+                .help("Another gateway measured beside ours (repeat for more); see below")
+                .long_help(PEER_HELP),
+        )
+        .arg(
+            Arg::new("peer-path")
+                .long("peer-path")
+                .value_name("NAME=PATH")
+                .action(ArgAction::Append)
+                .help("The MCP path of peer NAME (default /mcp)"),
+        )
+        .after_help("Peers: --peer NAME=COMMAND_TEMPLATE starts another gateway in front of one mock backend; --help says how.")
+        .after_long_help(PEER_AFTER_HELP)
         .arg(Arg::new("smoke").long("smoke").action(ArgAction::SetTrue).help("One round of 1 s segments: checks answers, times nothing"))
         .arg(
             Arg::new("callgrind")
@@ -88,6 +125,17 @@ async fn main() -> ExitCode {
         }
         found
     });
+    let peers = match peers(&matches) {
+        Ok(peers) => peers,
+        Err(error) => {
+            eprintln!("gateway-bench: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if !peers.is_empty() && matches.get_one::<u64>("callgrind").is_some() {
+        eprintln!("gateway-bench: --callgrind counts our hops only; --peer is for timings");
+        return ExitCode::from(2);
+    }
     let plan = Plan {
         bin_dir,
         work_dir: work_dir.clone(),
@@ -114,6 +162,7 @@ async fn main() -> ExitCode {
             .get_many::<String>("gateway-arg")
             .map(|args| args.cloned().collect())
             .unwrap_or_default(),
+        peers,
     };
     println!(
         "gateway-bench: {} connections, hops pinned to CPUs {}, this driver on CPUs {}; logs in {}",
@@ -123,45 +172,20 @@ async fn main() -> ExitCode {
         work_dir.display()
     );
 
-    let code = if plan.callgrind_requests.is_some() {
-        match driver::run_counts(&plan).await {
-            Ok(counts) => {
-                print!("{}", report::counts(&plan.cells, &counts));
-                println!(
-                    "\ncallgrind dumps (callgrind_annotate FILE): {}",
-                    work_dir.display()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("gateway-bench: {error}");
-                ExitCode::FAILURE
-            }
+    // A signal ends the run here, so that the processes are dropped and killed: a peer runs in a
+    // process group of its own and would not get the terminal's Ctrl-C.
+    let run = async {
+        if plan.callgrind_requests.is_some() {
+            counted(driver::run_counts(&plan).await, &plan, &work_dir)
+        } else {
+            timed(driver::run_timings(&plan).await, &plan, smoke)
         }
-    } else {
-        match driver::run_timings(&plan).await {
-            Ok(timings) => {
-                if !smoke {
-                    print!("{}", report::timings(&plan.cells, &timings));
-                }
-                if timings.failure_count == 0 {
-                    println!("\nevery answer was correct");
-                    ExitCode::SUCCESS
-                } else {
-                    println!(
-                        "\n{} wrong answers or failed exchanges, for example:",
-                        timings.failure_count
-                    );
-                    for failure in &timings.failures {
-                        println!("  {failure}");
-                    }
-                    ExitCode::FAILURE
-                }
-            }
-            Err(error) => {
-                eprintln!("gateway-bench: {error}");
-                ExitCode::FAILURE
-            }
+    };
+    let code = tokio::select! {
+        code = run => code,
+        signal = interrupted() => {
+            eprintln!("gateway-bench: {signal}; every process it started is stopped");
+            return ExitCode::from(130);
         }
     };
     println!(
@@ -169,6 +193,88 @@ async fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     code
+}
+
+/// Prints the instruction counts.
+fn counted(counts: std::io::Result<Vec<driver::Count>>, plan: &Plan, work_dir: &std::path::Path) -> ExitCode {
+    match counts {
+        Ok(counts) => {
+            print!("{}", report::counts(&plan.cells, &counts));
+            println!(
+                "\ncallgrind dumps (callgrind_annotate FILE): {}",
+                work_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("gateway-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints the timings (not in a smoke run) and the verdict on the answers.
+fn timed(timings: std::io::Result<driver::Timings>, plan: &Plan, smoke: bool) -> ExitCode {
+    match timings {
+        Ok(timings) => {
+            if !smoke {
+                print!("{}", report::timings(&plan.cells, &timings));
+            }
+            if timings.failure_count == 0 {
+                println!("\nevery answer was correct");
+                ExitCode::SUCCESS
+            } else {
+                println!(
+                    "\n{} wrong answers or failed exchanges, for example:",
+                    timings.failure_count
+                );
+                for failure in &timings.failures {
+                    println!("  {failure}");
+                }
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("gateway-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves when SIGINT or SIGTERM arrives (never, if they cannot be watched).
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "interrupted",
+        _ = term.recv() => "terminated",
+    }
+}
+
+/// The `--peer` gateways, with their `--peer-path`s.
+fn peers(matches: &clap::ArgMatches) -> Result<Vec<Peer>, String> {
+    let mut peers = Vec::new();
+    for spec in matches.get_many::<String>("peer").into_iter().flatten() {
+        let peer = Peer::parse(spec)?;
+        if peers.iter().any(|p: &Peer| p.name == peer.name) {
+            return Err(format!("--peer {}: named twice", peer.name));
+        }
+        peers.push(peer);
+    }
+    for spec in matches.get_many::<String>("peer-path").into_iter().flatten() {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--peer-path {spec:?}: expected NAME=PATH"))?;
+        let peer = peers
+            .iter_mut()
+            .find(|p| p.name == name)
+            .ok_or_else(|| format!("--peer-path {spec:?}: no --peer named {name:?}"))?;
+        peer.set_path(path)?;
+    }
+    Ok(peers)
 }
 
 /// The CPUs this process may run on (`Cpus_allowed_list`), to show the driver's pinning.
