@@ -74,7 +74,10 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .find_map(|m| m.version_of(&text).map(|version| (m, version)));
     let should_open = minted.filter(|(m, version)| {
-        m.kid != "k0" && m.purpose == purpose && binds_alike(binding, &m.binding(), *version) && at < m.expires_at
+        m.kid != "k0"
+            && m.purpose == purpose
+            && binds_alike(binding, &m.binding(), *version)
+            && at < m.expires_at
     });
     match (opened, should_open) {
         (Ok(sealed), Some((mint, version))) => {
@@ -109,7 +112,12 @@ fn binds_alike(binding: &Binding<'_>, minted: &Binding<'_>, version: u8) -> bool
     if version != 2 {
         return binding == minted;
     }
-    let without_arguments = |b: &Binding<'_>| Binding { arguments: None, ..*b };
+    fn without_arguments<'a>(binding: &Binding<'a>) -> Binding<'a> {
+        Binding {
+            arguments: None,
+            ..*binding
+        }
+    }
     let v2_digest = |b: &Binding<'_>| b.arguments.map(|d| d.v2_bytes().copied());
     without_arguments(binding) == without_arguments(minted) && v2_digest(binding) == v2_digest(minted)
 }
