@@ -28,6 +28,7 @@ pub mod mcp;
 pub mod overload;
 pub mod procs;
 pub mod report;
+pub mod scale;
 pub mod workload;
 
 /// Prints `NAME listening on http://ADDR/mcp`, the line the driver waits for.

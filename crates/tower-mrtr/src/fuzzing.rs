@@ -7,9 +7,17 @@ use crate::jsonrpc::{parse_answer_strict, parse_strict, scan};
 /// serde reader must read the same. Panics (a finding) if they disagree.
 pub fn compare_readers(body: &[u8]) {
     if let Some(fast) = scan::request(body) {
-        assert_eq!(Ok(fast), parse_strict(body), "the fast reader read a request otherwise");
+        assert_eq!(
+            Ok(fast),
+            parse_strict(body),
+            "the fast reader read a request otherwise"
+        );
     }
     if let Some(fast) = scan::answer(body) {
-        assert_eq!(Ok(fast), parse_answer_strict(body), "the fast reader read an answer otherwise");
+        assert_eq!(
+            Ok(fast),
+            parse_answer_strict(body),
+            "the fast reader read an answer otherwise"
+        );
     }
 }
