@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -38,49 +37,94 @@ pub(crate) enum Protocol {
 
 /// Reads the start of `io` until it is HTTP/2's preface or cannot be: the protocol and the bytes
 /// read. `None` when the connection ends before its first byte.
-pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Bytes)>> {
-    let mut read = [0u8; H2_PREFACE.len()];
-    let mut len = 0;
-    while len < read.len() {
-        let n = io.read(&mut read[len..]).await?;
+pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Prefix)>> {
+    let mut prefix = Prefix {
+        bytes: [0; H2_PREFACE.len()],
+        start: 0,
+        end: 0,
+    };
+    while prefix.end < H2_PREFACE.len() {
+        let n = io.read(&mut prefix.bytes[prefix.end..]).await?;
         if n == 0 {
             // Ended inside what could have been the preface: hyper's HTTP/1 server answers or
             // closes what little came.
-            return Ok((len > 0).then(|| (Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+            return Ok((prefix.end > 0).then_some((Protocol::Http1, prefix)));
         }
-        len += n;
-        if read[..len] != H2_PREFACE[..len] {
-            return Ok(Some((Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+        prefix.end += n;
+        if prefix.rest() != &H2_PREFACE[..prefix.end] {
+            return Ok(Some((Protocol::Http1, prefix)));
         }
     }
-    Ok(Some((Protocol::Http2, Bytes::copy_from_slice(&read))))
+    Ok(Some((Protocol::Http2, prefix)))
+}
+
+/// The bytes [`detect`] read, kept in place: at most the length of HTTP/2's preface, so no
+/// allocation per connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Prefix {
+    bytes: [u8; H2_PREFACE.len()],
+    /// What is left to read back is `bytes[start..end]`; `end` is 0 once all is read back.
+    start: usize,
+    end: usize,
+}
+
+impl Prefix {
+    /// What is left to read back.
+    pub(crate) fn rest(&self) -> &[u8] {
+        &self.bytes[self.start..self.end]
+    }
 }
 
 pin_project! {
-    /// `io` with `prefix` read back first: the bytes [`detect`] took.
+    /// `io` with a [`Prefix`] read back first: the bytes [`detect`] took.
     #[derive(Debug)]
     pub(crate) struct Prefixed<I> {
-        prefix: Bytes,
+        prefix: Prefix,
+        // An error of `io` met while the prefix was read back, kept for the next read.
+        error: Option<io::Error>,
         #[pin]
         io: I,
     }
 }
 
 impl<I> Prefixed<I> {
-    pub(crate) fn new(prefix: Bytes, io: I) -> Self {
-        Self { prefix, io }
+    pub(crate) fn new(prefix: Prefix, io: I) -> Self {
+        Self {
+            prefix,
+            error: None,
+            io,
+        }
     }
 }
 
 impl<I: AsyncRead> AsyncRead for Prefixed<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
-        if this.prefix.is_empty() {
+        // Every read after the first: one comparison (hyper reads at every wake-up).
+        if this.prefix.end == 0 {
             return this.io.poll_read(cx, buf);
         }
-        let n = this.prefix.len().min(buf.remaining());
-        buf.put_slice(&this.prefix[..n]);
-        this.prefix.advance(n);
+        if let Some(error) = this.error.take() {
+            this.prefix.end = 0;
+            return Poll::Ready(Err(error));
+        }
+        let rest = this.prefix.rest();
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        this.prefix.start += n;
+        if this.prefix.start < this.prefix.end {
+            return Poll::Ready(Ok(()));
+        }
+        // What has already arrived behind the prefix goes in the same read: hyper sizes its read
+        // buffer by its reads, and a request head read in two parts doubles it to 16 KiB.
+        if buf.remaining() > 0
+            && let Poll::Ready(Err(error)) = this.io.poll_read(cx, buf)
+        {
+            // The prefix is read: the error is the next read's.
+            *this.error = Some(error);
+            return Poll::Ready(Ok(()));
+        }
+        this.prefix.end = 0;
         Poll::Ready(Ok(()))
     }
 }
@@ -306,41 +350,65 @@ where
 mod tests {
     use super::*;
 
-    async fn detected(chunks: &[&[u8]]) -> Option<(Protocol, Bytes)> {
+    async fn detected(chunks: &[&[u8]]) -> Option<(Protocol, Vec<u8>)> {
         let mut builder = tokio_test::io::Builder::new();
         for chunk in chunks {
             builder.read(chunk);
         }
-        detect(&mut builder.build()).await.unwrap()
+        detect(&mut builder.build())
+            .await
+            .unwrap()
+            .map(|(protocol, prefix)| (protocol, prefix.rest().to_vec()))
     }
 
     #[tokio::test]
     async fn the_preface_is_read_to_its_end_or_its_first_difference() {
         assert_eq!(
             detected(&[b"PRI * HTTP/2.0\r\n", b"\r\nSM\r\n\r\n"]).await,
-            Some((Protocol::Http2, Bytes::from_static(H2_PREFACE)))
+            Some((Protocol::Http2, H2_PREFACE.to_vec()))
         );
         assert_eq!(
             detected(&[b"POST /mcp HTTP/1.1\r\n"]).await,
-            Some((Protocol::Http1, Bytes::from_static(b"POST /mcp HTTP/1.1\r\n")))
+            Some((Protocol::Http1, b"POST /mcp HTTP/1.1\r\n".to_vec()))
         );
         assert_eq!(
             detected(&[b"P", b"R", b"X"]).await.map(|(p, b)| (p, b.len())),
             Some((Protocol::Http1, 3))
         );
-        assert_eq!(
-            detected(&[b"PR"]).await,
-            Some((Protocol::Http1, Bytes::from_static(b"PR")))
-        );
+        assert_eq!(detected(&[b"PR"]).await, Some((Protocol::Http1, b"PR".to_vec())));
         assert_eq!(detected(&[]).await, None);
     }
 
     #[tokio::test]
-    async fn the_prefix_is_read_back_first() {
-        let mut io = Prefixed::new(Bytes::from_static(b"GET "), &b"/ HTTP/1.1\r\n"[..]);
-        let mut all = String::new();
-        io.read_to_string(&mut all).await.unwrap();
-        assert_eq!(all, "GET / HTTP/1.1\r\n");
+    async fn the_prefix_is_read_back_first_with_what_follows_it() {
+        let mut client = tokio_test::io::Builder::new()
+            .read(b"GET ")
+            .read(b"/ HTTP/1.1\r\n")
+            .read(b"host: x\r\n")
+            .build();
+        let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
+        let mut io = Prefixed::new(prefix, client);
+        // The first read gives the prefix and what had arrived after it, in one.
+        let mut first = [0u8; 64];
+        let n = io.read(&mut first).await.unwrap();
+        assert_eq!(&first[..n], b"GET / HTTP/1.1\r\n");
+        let mut rest = String::new();
+        io.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "host: x\r\n");
+    }
+
+    #[tokio::test]
+    async fn an_error_behind_the_prefix_comes_with_the_next_read() {
+        let mut client = tokio_test::io::Builder::new()
+            .read(b"GET ")
+            .read_error(io::Error::new(io::ErrorKind::ConnectionReset, "reset"))
+            .build();
+        let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
+        let mut io = Prefixed::new(prefix, client);
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 4);
+        let error = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::ConnectionReset);
     }
 
     #[tokio::test(start_paused = true)]
