@@ -281,13 +281,37 @@ impl<B: Body> Body for TrackedBody<B> {
     }
 }
 
+/// Drives an HTTP/1.1 `connection` to its end, shut down gracefully with `shutdown` when
+/// `close` turns true: [`serve_until_closed`] without its idle timer, which HTTP/1.1 does not
+/// need (hyper's header read timeout closes idle connections), and which would take room in
+/// every connection's task.
+pub(crate) async fn serve_until_told<C, E>(
+    mut connection: Pin<&mut C>,
+    shutdown: impl FnOnce(Pin<&mut C>),
+    close: Option<watch::Receiver<bool>>,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    if let Some(mut close) = close {
+        tokio::select! {
+            // The connection first, and without `select!`'s random start: it is what is ready
+            // almost every time this task wakes.
+            biased;
+            served = connection.as_mut() => return served,
+            _ = close.wait_for(|closing| *closing) => shutdown(connection.as_mut()),
+        }
+    }
+    connection.await
+}
+
 /// Drives `connection` to its end. When `close` turns true (a drain or a stop), or once
 /// `idle` says the connection has had no open request for its timeout, it is shut down
 /// gracefully with `shutdown` (the answers in flight finish; nothing new is accepted). An idle
 /// connection's client then gets one more timeout to go: HTTP/2's graceful shutdown waits for
 /// the client to acknowledge a ping, which a client that only holds a socket never does.
 pub(crate) async fn serve_until_closed<C, E>(
-    connection: C,
+    mut connection: Pin<&mut C>,
     shutdown: impl Fn(Pin<&mut C>),
     mut close: Option<watch::Receiver<bool>>,
     idle: Option<(Arc<Activity>, Duration)>,
@@ -295,7 +319,6 @@ pub(crate) async fn serve_until_closed<C, E>(
 where
     C: Future<Output = Result<(), E>>,
 {
-    let mut connection = std::pin::pin!(connection);
     let mut shut = false;
     let mut gone_by: Option<Instant> = None;
     loop {
@@ -428,15 +451,18 @@ mod tests {
             }
         }
         let open = activity.start();
-        let served = tokio::spawn(serve_until_closed(
-            Connection(shut.clone()),
-            {
-                let shut = shut.clone();
-                move |_| shut.store(true, Ordering::SeqCst)
-            },
-            None,
-            Some((activity.clone(), Duration::from_secs(30))),
-        ));
+        let served = tokio::spawn({
+            let (shut, activity) = (shut.clone(), activity.clone());
+            async move {
+                serve_until_closed(
+                    std::pin::pin!(Connection(shut.clone())),
+                    move |_| shut.store(true, Ordering::SeqCst),
+                    None,
+                    Some((activity, Duration::from_secs(30))),
+                )
+                .await
+            }
+        });
         tokio::time::sleep(Duration::from_secs(90)).await;
         assert!(!shut.load(Ordering::SeqCst), "a request is open");
         drop(open);

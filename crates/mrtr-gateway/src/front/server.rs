@@ -7,18 +7,19 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::header::{CONNECTION, HeaderValue};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -29,7 +30,7 @@ use tokio_util::task::TaskTracker;
 use tower_mrtr::BoxError;
 use tower_service::Service;
 
-use super::connection::{self, Activity, Prefixed, Protocol, Tracked, serve_until_closed};
+use super::connection::{self, Activity, Prefixed, Protocol, Tracked, serve_until_closed, serve_until_told};
 use crate::front::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
 
@@ -101,8 +102,10 @@ where
             accepting,
             limits,
         } = self;
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        let mut http1 = builder.http1();
+        // hyper's own servers, not hyper-util's `auto` one: the protocol is read before hyper sees
+        // the connection (`front/connection.rs`), and `auto`'s connection holds room for both
+        // protocols' state in every connection's task.
+        let mut http1 = http1::Builder::new();
         http1
             .timer(TokioTimer::new())
             .header_read_timeout(limits.idle_timeout)
@@ -114,18 +117,14 @@ where
         if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
             http1.max_headers(limits.max_headers);
         }
-        builder
-            .http2()
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             // Pings find a peer that went away while a stream was open.
             .keep_alive_interval(Some(limits.idle_timeout))
             .keep_alive_timeout(H2_PING_TIMEOUT);
-        // The protocol is read before hyper sees the connection (`front/connection.rs`).
-        let builders = Arc::new(Builders {
-            http1: builder.clone().http1_only(),
-            http2: builder.http2_only(),
-        });
+        let builders = Arc::new(Builders { http1, http2 });
         // The connections being served, and the signal that tells them to close.
         let connections = TaskTracker::new();
         let (close, closing) = watch::channel(false);
@@ -173,21 +172,7 @@ where
                 close,
                 idle: limits.idle_timeout,
             };
-            let tls = tls.clone();
-            async move {
-                let _place = place;
-                match tls {
-                    None => connection.serve(stream).await,
-                    Some(tls) => {
-                        let acceptor = tls.acceptor();
-                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(stream)) => connection.serve(stream).await,
-                            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-                            Err(_) => tracing::debug!("TLS handshake timed out"),
-                        }
-                    }
-                }
-            }
+            connection.run(stream, tls.clone(), place)
         };
         let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         let deadline = loop {
@@ -309,8 +294,8 @@ async fn accept_failed(error: io::Error) {
 
 /// hyper's servers for a connection whose protocol is known.
 struct Builders {
-    http1: auto::Builder<TokioExecutor>,
-    http2: auto::Builder<TokioExecutor>,
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
 }
 
 /// One accepted connection.
@@ -333,7 +318,29 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    async fn serve<I>(self, mut io: I)
+    /// The future of the connection's task; `place` is held until it ends. A plain connection
+    /// is served in the task itself; a TLS one in a box: its handshake and stream would make
+    /// every connection's task as large as theirs.
+    fn run(
+        self,
+        stream: TcpStream,
+        tls: Option<Arc<ListenerTls>>,
+        place: Option<OwnedSemaphorePermit>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        match tls {
+            None => Either::Left(self.serve(stream, place)),
+            Some(tls) => Either::Right(Box::pin(async move {
+                let acceptor = tls.acceptor();
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => self.serve(stream, place).await,
+                    Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                }
+            })),
+        }
+    }
+
+    async fn serve<I>(self, mut io: I, _place: Option<OwnedSemaphorePermit>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -361,14 +368,17 @@ where
         if counted {
             crate::observe::metrics::connection(1.0);
         }
-        let served = match protocol {
+        let served: Result<(), BoxError> = match protocol {
             Protocol::Http1 => {
                 let connection = builders
                     .http1
                     .serve_connection(io, TowerToHyperService::new(service));
-                serve_until_closed(connection, auto::Connection::graceful_shutdown, close, None).await
+                serve_until_told(pin!(connection), http1::Connection::graceful_shutdown, close)
+                    .await
+                    .map_err(Into::into)
             }
-            Protocol::Http2 => {
+            // In a box, as TLS: HTTP/2's state would make every connection's task as large.
+            Protocol::Http2 => Box::pin(async move {
                 let activity = Activity::new();
                 let service = Tracked {
                     inner: service,
@@ -378,13 +388,15 @@ where
                     .http2
                     .serve_connection(io, TowerToHyperService::new(service));
                 serve_until_closed(
-                    connection,
-                    auto::Connection::graceful_shutdown,
+                    pin!(connection),
+                    http2::Connection::graceful_shutdown,
                     close,
                     Some((activity, idle)),
                 )
                 .await
-            }
+            })
+            .await
+            .map_err(Into::into),
         };
         if let Err(error) = served {
             tracing::debug!(%error, "connection ended with an error");
