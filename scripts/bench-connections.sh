@@ -4,7 +4,7 @@
 # CPU 0), client connections held by loader processes on CPU 1; every answer is checked.
 #
 #   bash scripts/bench-connections.sh                      # 20,000 connections asked for (~2 min)
-#   bash scripts/bench-connections.sh --smoke              # CI: 500 connections, 3 s of load
+#   bash scripts/bench-connections.sh --smoke              # CI: 500 connections, 5 s of load
 #   bash scripts/bench-connections.sh --connections 5000   # any size; --help for every option
 #
 # Each connection is a descriptor in the gateway, which holds a few of its own and its backend
