@@ -7,8 +7,10 @@
 //!    descriptors before and after. Connections the gateway cannot take (its descriptor limit)
 //!    stay in the kernel's backlog or time out, and the count of those it did take says where it
 //!    stopped.
-//! 2. **one request each**: N connections that each send one `tools/call` (answer checked) and
-//!    then stay open, idle; RSS per connection as in 1.
+//! 2. **one request each**: N connections that each send one `tools/call` (answer checked), at
+//!    the closed loop's rate (`--rate`), and then stay open, idle; RSS per connection as in 1,
+//!    just after the last answer and again [`IDLE_WAIT`] later (the gateway parks HTTP/1.1
+//!    connections idle for a second).
 //! 3. **closed loop**, on the gateway of 2: every connection sends `tools/call` after a think
 //!    time (random around its mean, so that the total rate is about `--rate`), each answer
 //!    checked, for a while: requests per second, p50/p99 latency, errors, the gateway's peak RSS
@@ -72,8 +74,12 @@ pub struct Plan {
 pub enum Command {
     /// Open the connections (nothing sent).
     Open,
-    /// Send one request on every connection and read its answer.
-    One,
+    /// Send one request on every connection, one after another at most `per_second` a second,
+    /// and read its answer.
+    One {
+        /// This loader's share of the total rate.
+        per_second: f64,
+    },
     /// Closed loop for `secs`, each connection waiting about `think_ms` between requests.
     Load {
         /// Length of the loop.
@@ -134,6 +140,10 @@ impl Reply {
 /// connections opened for a request that an idle one then served first.
 pub const FD_MARGIN: usize = 16;
 
+/// How long phase 2 waits after the answers before it looks again: past the gateway's parking
+/// delay (1 s).
+pub const IDLE_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a loader waits for one connection to be established.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -165,10 +175,10 @@ pub async fn loader(target: Target, connections: usize, ramp: usize, index: usiz
                 held.extend(opened);
                 reply.not_opened = failed;
             }
-            Command::One => {
+            Command::One { per_second } => {
                 // One at a time: requests in flight at once would grow the gateway's backend
                 // pool, whose connections would then count as the clients'.
-                let (kept, part) = one_each(std::mem::take(&mut held), &work, &mut next_id).await;
+                let (kept, part) = one_each(std::mem::take(&mut held), &work, per_second, &mut next_id).await;
                 held = kept;
                 reply.merge(part);
             }
@@ -218,16 +228,21 @@ async fn open_all(target: &Target, count: usize, ramp: usize) -> (Vec<load::Conn
     (opened, failed)
 }
 
-/// One request on every connection, one connection after another; the connections that still
-/// work.
+/// One request on every connection, one connection after another and at most `per_second` a
+/// second; the connections that still work.
 async fn one_each(
     held: Vec<load::Connection>,
     work: &Workload,
+    per_second: f64,
     next_id: &mut u64,
 ) -> (Vec<load::Connection>, Reply) {
+    let interval = Duration::from_secs_f64(1.0 / per_second.max(1e-3));
+    let mut next = tokio::time::Instant::now();
     let mut reply = Reply::default();
     let mut kept = Vec::with_capacity(held.len());
     for mut connection in held {
+        tokio::time::sleep_until(next).await;
+        next += interval;
         let id = *next_id;
         *next_id += 1;
         match exchange(&mut connection, work, id).await {
@@ -450,6 +465,17 @@ fn snapshot(pid: u32) -> io::Result<Snapshot> {
     })
 }
 
+/// Minor page faults of a process so far (`/proc/PID/stat`, field 10).
+fn minor_faults(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name start at field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    rest.split_whitespace()
+        .nth(10 - 3)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no minflt in /proc/{pid}/stat")))
+}
+
 /// The soft `Max open files` of a process.
 fn fd_limit(pid: u32) -> io::Result<usize> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))?;
@@ -511,6 +537,11 @@ pub struct Loaded {
     pub end: Snapshot,
     /// The gateway's CPU time per request, µs.
     pub cpu_us_per_request: f64,
+    /// The gateway's kernel share of that CPU time.
+    pub system_share: f64,
+    /// The gateway's minor page faults per request (memory given back to the kernel and
+    /// touched again).
+    pub faults_per_request: f64,
 }
 
 impl Loaded {
@@ -535,8 +566,10 @@ pub struct Outcome {
     pub sized: usize,
     /// Phase 1.
     pub connect_only: Option<Idle>,
-    /// Phase 2.
+    /// Phase 2, just after the answers.
     pub one_request: Idle,
+    /// Phase 2, [`IDLE_WAIT`] later.
+    pub one_request_idle: Snapshot,
     /// Phase 3.
     pub loaded: Loaded,
 }
@@ -723,8 +756,16 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
     }
     let mut loaders = Loaders::start(plan, &gateway.url, outcome.sized)?;
     let opened = loaders.all(&Command::Open)?;
-    let answers = loaders.all(&Command::One)?;
+    // At the closed loop's rate: a gateway's clients do not all call in the same second, and
+    // the gateway holds hyper's buffers only for connections that called in the last second.
+    let answers = loaders.all(&Command::One {
+        per_second: plan.rate / loaders.0.len() as f64,
+    })?;
     let after = settle(pid, before.fds + outcome.sized)?;
+    // The gateway parks an HTTP/1.1 connection idle for a second (drops hyper's buffers): what
+    // a connection holds then, as most of a gateway's connections are between calls.
+    std::thread::sleep(IDLE_WAIT);
+    outcome.one_request_idle = snapshot(pid)?;
     outcome.one_request = Idle {
         asked: outcome.sized,
         // Answered and still open (the descriptors may include a backend connection or two).
@@ -736,13 +777,15 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
     };
     let idle = &outcome.one_request;
     eprintln!(
-        "one request each: {} connections, {} correct answers, {} failures; RSS {} → {} KiB, {:.2} KiB per connection",
+        "one request each: {} connections, {} correct answers, {} failures; RSS {} → {} KiB, {:.2} KiB per connection; {} KiB {} s later",
         idle.accepted,
         idle.answers.correct,
         idle.answers.failures,
         idle.before.rss_kib,
         idle.after.rss_kib,
-        idle.rss_per_connection()
+        idle.rss_per_connection(),
+        outcome.one_request_idle.rss_kib,
+        IDLE_WAIT.as_secs()
     );
 
     // Phase 3 on the same gateway, sampled every 200 ms.
@@ -764,11 +807,13 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
         })
     };
     let cpu_before = gateway.cpu()?;
+    let faults_before = minor_faults(pid)?;
     let reply = loaders.all(&Command::Load {
         secs: plan.load_secs.as_secs_f64(),
         think_ms,
     })?;
     let cpu = gateway.cpu()?.since(cpu_before);
+    let faults = minor_faults(pid)?.saturating_sub(faults_before);
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().map_err(|_| io::Error::other("sampler panicked"))?;
     let mut reply = reply;
@@ -778,6 +823,8 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
         think_ms,
         rate: reply.completed as f64 / plan.load_secs.as_secs_f64(),
         cpu_us_per_request: cpu.on_cpu_ns as f64 / 1000.0 / reply.correct.max(1) as f64,
+        system_share: cpu.system_share(),
+        faults_per_request: faults as f64 / reply.correct.max(1) as f64,
         reply,
         peak,
         end: snapshot(pid)?,
@@ -832,19 +879,35 @@ pub fn report(plan: &Plan, outcome: &Outcome) -> String {
     if let Some(idle) = &outcome.connect_only {
         row(&mut out, "connected, nothing sent", idle);
     }
-    row(&mut out, "one `tools/call` each, then idle", &outcome.one_request);
+    row(
+        &mut out,
+        &format!(
+            "one `tools/call` each ({:.0} req/s), just after the last",
+            plan.rate
+        ),
+        &outcome.one_request,
+    );
+    let later = Idle {
+        after: outcome.one_request_idle,
+        ..outcome.one_request.clone()
+    };
+    row(
+        &mut out,
+        &format!("one `tools/call` each, then {} s idle", IDLE_WAIT.as_secs()),
+        &later,
+    );
     let loaded = &outcome.loaded;
     let _ = writeln!(
         out,
-        "\n| closed loop | connections | think (mean) | seconds | requests | req/s | p50 ms | p99 ms | max ms | errors | broken connections | gateway CPU µs/req | peak RSS KiB (per connection) | peak descriptors (backend) |"
+        "\n| closed loop | connections | think (mean) | seconds | requests | req/s | p50 ms | p99 ms | max ms | errors | broken connections | gateway CPU µs/req (kernel) | page faults/req | peak RSS KiB (per connection) | peak descriptors (backend) |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|"
     );
     let _ = writeln!(
         out,
-        "| `tools/call` 256 B | {} | {:.0} ms | {:.0} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {:.1} | {} ({:.2}) | {} ({}) |",
+        "| `tools/call` 256 B | {} | {:.0} ms | {:.0} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {:.1} ({:.0} %) | {:.2} | {} ({:.2}) | {} ({}) |",
         loaded.connections,
         loaded.think_ms,
         plan.load_secs.as_secs_f64(),
@@ -856,6 +919,8 @@ pub fn report(plan: &Plan, outcome: &Outcome) -> String {
         loaded.reply.failures,
         loaded.reply.broken,
         loaded.cpu_us_per_request,
+        loaded.system_share * 100.0,
+        loaded.faults_per_request,
         loaded.peak.rss_kib,
         per(
             loaded.peak.rss_kib,
@@ -910,7 +975,7 @@ mod tests {
     fn commands_and_replies_round_trip_as_json_lines() {
         for command in [
             Command::Open,
-            Command::One,
+            Command::One { per_second: 100.0 },
             Command::Load {
                 secs: 2.0,
                 think_ms: 500.0,
