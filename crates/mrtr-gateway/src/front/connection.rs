@@ -17,10 +17,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use bytes::{Buf, Bytes};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tower_service::Service;
@@ -38,62 +40,112 @@ pub(crate) enum Protocol {
 /// Reads the start of `io` until it is HTTP/2's preface or cannot be: the protocol and the bytes
 /// read. `None` when the connection ends before its first byte.
 pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Prefix)>> {
-    let mut prefix = Prefix {
-        bytes: [0; H2_PREFACE.len()],
-        start: 0,
-        end: 0,
-    };
-    while prefix.end < H2_PREFACE.len() {
-        let n = io.read(&mut prefix.bytes[prefix.end..]).await?;
+    let mut bytes = [0; PREFIX_LEN];
+    let mut end = 0;
+    while end < H2_PREFACE.len() {
+        let n = io.read(&mut bytes[end..]).await?;
         if n == 0 {
             // Ended inside what could have been the preface: hyper's HTTP/1 server answers or
             // closes what little came.
-            return Ok((prefix.end > 0).then_some((Protocol::Http1, prefix)));
+            return Ok((end > 0).then(|| (Protocol::Http1, Prefix::inline(bytes, end))));
         }
-        prefix.end += n;
-        if prefix.rest() != &H2_PREFACE[..prefix.end] {
-            return Ok(Some((Protocol::Http1, prefix)));
+        end += n;
+        if bytes[..end] != H2_PREFACE[..end] {
+            return Ok(Some((Protocol::Http1, Prefix::inline(bytes, end))));
         }
     }
-    Ok(Some((Protocol::Http2, prefix)))
+    Ok(Some((Protocol::Http2, Prefix::inline(bytes, end))))
 }
 
-/// The bytes [`detect`] read, kept in place: at most the length of HTTP/2's preface, so no
-/// allocation per connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Prefix {
-    bytes: [u8; H2_PREFACE.len()],
-    /// What is left to read back is `bytes[start..end]`; `end` is 0 once all is read back.
-    start: usize,
-    end: usize,
+/// A client connection whose next bytes can be waited for without reading them: a parked
+/// HTTP/1.1 connection (one whose hyper connection was dropped while it was idle) is handed to a
+/// new hyper connection only when its next request arrives, and hyper reads all of it at once.
+pub(crate) trait ReadReady {
+    /// Ready when a read would not block (data, the end, or an error).
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl ReadReady for TcpStream {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+}
+
+impl<I: ReadReady> ReadReady for tokio_rustls::server::TlsStream<I> {
+    // A connection is parked once hyper's read found nothing: the TLS layer had no plaintext
+    // left, so the next bytes come from the socket.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_ref().0.poll_read_ready(cx)
+    }
+}
+
+/// Most bytes read in place before hyper takes a connection on: HTTP/2's preface.
+const PREFIX_LEN: usize = H2_PREFACE.len();
+
+/// Bytes read from a connection that hyper must read first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Prefix {
+    /// Read by [`detect`]: kept in place, no allocation.
+    Inline {
+        /// What is left is `bytes[start..end]`.
+        bytes: [u8; PREFIX_LEN],
+        start: u8,
+        end: u8,
+    },
+    /// The part of a request head a hyper connection had read when it was dropped.
+    Carried(Bytes),
 }
 
 impl Prefix {
+    fn inline(bytes: [u8; PREFIX_LEN], end: usize) -> Self {
+        let end = u8::try_from(end).expect("at most PREFIX_LEN");
+        Self::Inline { bytes, start: 0, end }
+    }
+
     /// What is left to read back.
     pub(crate) fn rest(&self) -> &[u8] {
-        &self.bytes[self.start..self.end]
+        match self {
+            Self::Inline { bytes, start, end } => &bytes[usize::from(*start)..usize::from(*end)],
+            Self::Carried(bytes) => bytes,
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            Self::Inline { start, .. } => *start += u8::try_from(n).expect("at most PREFIX_LEN"),
+            Self::Carried(bytes) => bytes.advance(n),
+        }
     }
 }
 
 pin_project! {
-    /// `io` with a [`Prefix`] read back first: the bytes [`detect`] took.
+    /// `io` with a [`Prefix`] read back first.
     #[derive(Debug)]
     pub(crate) struct Prefixed<I> {
-        prefix: Prefix,
+        // `None` once read back.
+        prefix: Option<Prefix>,
         // An error of `io` met while the prefix was read back, kept for the next read.
         error: Option<io::Error>,
+        // Whether anything was written: an answer went out.
+        wrote: bool,
         #[pin]
         io: I,
     }
 }
 
 impl<I> Prefixed<I> {
-    pub(crate) fn new(prefix: Prefix, io: I) -> Self {
+    pub(crate) fn new(prefix: Option<Prefix>, io: I) -> Self {
         Self {
             prefix,
             error: None,
+            wrote: false,
             io,
         }
+    }
+
+    /// `io`, and whether anything was written to it through this wrapper.
+    pub(crate) fn into_inner(self) -> (I, bool) {
+        (self.io, self.wrote)
     }
 }
 
@@ -101,18 +153,21 @@ impl<I: AsyncRead> AsyncRead for Prefixed<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
         // Every read after the first: one comparison (hyper reads at every wake-up).
-        if this.prefix.end == 0 {
+        if this.prefix.is_none() {
             return this.io.poll_read(cx, buf);
         }
         if let Some(error) = this.error.take() {
-            this.prefix.end = 0;
+            *this.prefix = None;
             return Poll::Ready(Err(error));
         }
-        let rest = this.prefix.rest();
+        let Some(prefix) = this.prefix.as_mut() else {
+            unreachable!("checked above")
+        };
+        let rest = prefix.rest();
         let n = rest.len().min(buf.remaining());
         buf.put_slice(&rest[..n]);
-        this.prefix.start += n;
-        if this.prefix.start < this.prefix.end {
+        prefix.advance(n);
+        if !prefix.rest().is_empty() {
             return Poll::Ready(Ok(()));
         }
         // What has already arrived behind the prefix goes in the same read: hyper sizes its read
@@ -124,14 +179,16 @@ impl<I: AsyncRead> AsyncRead for Prefixed<I> {
             *this.error = Some(error);
             return Poll::Ready(Ok(()));
         }
-        this.prefix.end = 0;
+        *this.prefix = None;
         Poll::Ready(Ok(()))
     }
 }
 
 impl<I: AsyncWrite> AsyncWrite for Prefixed<I> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
+        let this = self.project();
+        *this.wrote = true;
+        this.io.poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -139,7 +196,9 @@ impl<I: AsyncWrite> AsyncWrite for Prefixed<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
+        let this = self.project();
+        *this.wrote = true;
+        this.io.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -288,12 +347,12 @@ impl<B: Body> Body for TrackedBody<B> {
 pub(crate) async fn serve_until_told<C, E>(
     mut connection: Pin<&mut C>,
     shutdown: impl FnOnce(Pin<&mut C>),
-    close: Option<watch::Receiver<bool>>,
+    close: Option<&mut watch::Receiver<bool>>,
 ) -> Result<(), E>
 where
     C: Future<Output = Result<(), E>>,
 {
-    if let Some(mut close) = close {
+    if let Some(close) = close {
         tokio::select! {
             // The connection first, and without `select!`'s random start: it is what is ready
             // almost every time this task wakes.
@@ -410,7 +469,7 @@ mod tests {
             .read(b"host: x\r\n")
             .build();
         let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
-        let mut io = Prefixed::new(prefix, client);
+        let mut io = Prefixed::new(Some(prefix), client);
         // The first read gives the prefix and what had arrived after it, in one.
         let mut first = [0u8; 64];
         let n = io.read(&mut first).await.unwrap();
@@ -427,7 +486,7 @@ mod tests {
             .read_error(io::Error::new(io::ErrorKind::ConnectionReset, "reset"))
             .build();
         let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
-        let mut io = Prefixed::new(prefix, client);
+        let mut io = Prefixed::new(Some(prefix), client);
         let mut buf = [0u8; 64];
         assert_eq!(io.read(&mut buf).await.unwrap(), 4);
         let error = io.read(&mut buf).await.unwrap_err();
