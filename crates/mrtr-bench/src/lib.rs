@@ -31,6 +31,7 @@ pub mod overload;
 pub mod peer;
 pub mod procs;
 pub mod report;
+pub mod scale;
 pub mod workload;
 
 /// Prints `NAME listening on http://ADDR/mcp`, the line the driver waits for.

@@ -300,6 +300,7 @@ impl Settings {
             max_header_bytes: self.max_header_bytes,
             max_headers: self.max_headers,
             max_connections: self.max_connections.get(),
+            park_after: crate::front::server::PARK_AFTER,
         }
     }
 

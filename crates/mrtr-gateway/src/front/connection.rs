@@ -22,6 +22,7 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tower_service::Service;
@@ -38,56 +39,156 @@ pub(crate) enum Protocol {
 
 /// Reads the start of `io` until it is HTTP/2's preface or cannot be: the protocol and the bytes
 /// read. `None` when the connection ends before its first byte.
-pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Bytes)>> {
-    let mut read = [0u8; H2_PREFACE.len()];
-    let mut len = 0;
-    while len < read.len() {
-        let n = io.read(&mut read[len..]).await?;
+pub(crate) async fn detect<I: AsyncRead + Unpin>(io: &mut I) -> io::Result<Option<(Protocol, Prefix)>> {
+    let mut bytes = [0; PREFIX_LEN];
+    let mut end = 0;
+    while end < H2_PREFACE.len() {
+        let n = io.read(&mut bytes[end..]).await?;
         if n == 0 {
             // Ended inside what could have been the preface: hyper's HTTP/1 server answers or
             // closes what little came.
-            return Ok((len > 0).then(|| (Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+            return Ok((end > 0).then(|| (Protocol::Http1, Prefix::inline(bytes, end))));
         }
-        len += n;
-        if read[..len] != H2_PREFACE[..len] {
-            return Ok(Some((Protocol::Http1, Bytes::copy_from_slice(&read[..len]))));
+        end += n;
+        if bytes[..end] != H2_PREFACE[..end] {
+            return Ok(Some((Protocol::Http1, Prefix::inline(bytes, end))));
         }
     }
-    Ok(Some((Protocol::Http2, Bytes::copy_from_slice(&read))))
+    Ok(Some((Protocol::Http2, Prefix::inline(bytes, end))))
+}
+
+/// A client connection whose next bytes can be waited for without reading them: a parked
+/// HTTP/1.1 connection (one whose hyper connection was dropped while it was idle) is handed to a
+/// new hyper connection only when its next request arrives, and hyper reads all of it at once.
+pub(crate) trait ReadReady {
+    /// Ready when a read would not block (data, the end, or an error).
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl ReadReady for TcpStream {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+}
+
+impl<I: ReadReady> ReadReady for tokio_rustls::server::TlsStream<I> {
+    // A connection is parked once hyper's read found nothing: the TLS layer had no plaintext
+    // left, so the next bytes come from the socket.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_ref().0.poll_read_ready(cx)
+    }
+}
+
+/// Most bytes read in place before hyper takes a connection on: HTTP/2's preface.
+const PREFIX_LEN: usize = H2_PREFACE.len();
+
+/// Bytes read from a connection that hyper must read first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Prefix {
+    /// Read by [`detect`]: kept in place, no allocation.
+    Inline {
+        /// What is left is `bytes[start..end]`.
+        bytes: [u8; PREFIX_LEN],
+        start: u8,
+        end: u8,
+    },
+    /// The part of a request head a hyper connection had read when it was dropped.
+    Carried(Bytes),
+}
+
+impl Prefix {
+    fn inline(bytes: [u8; PREFIX_LEN], end: usize) -> Self {
+        let end = u8::try_from(end).expect("at most PREFIX_LEN");
+        Self::Inline { bytes, start: 0, end }
+    }
+
+    /// What is left to read back.
+    pub(crate) fn rest(&self) -> &[u8] {
+        match self {
+            Self::Inline { bytes, start, end } => &bytes[usize::from(*start)..usize::from(*end)],
+            Self::Carried(bytes) => bytes,
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            Self::Inline { start, .. } => *start += u8::try_from(n).expect("at most PREFIX_LEN"),
+            Self::Carried(bytes) => bytes.advance(n),
+        }
+    }
 }
 
 pin_project! {
-    /// `io` with `prefix` read back first: the bytes [`detect`] took.
+    /// `io` with a [`Prefix`] read back first.
     #[derive(Debug)]
     pub(crate) struct Prefixed<I> {
-        prefix: Bytes,
+        // `None` once read back.
+        prefix: Option<Prefix>,
+        // An error of `io` met while the prefix was read back, kept for the next read.
+        error: Option<io::Error>,
+        // Whether anything was written: an answer went out.
+        wrote: bool,
         #[pin]
         io: I,
     }
 }
 
 impl<I> Prefixed<I> {
-    pub(crate) fn new(prefix: Bytes, io: I) -> Self {
-        Self { prefix, io }
+    pub(crate) fn new(prefix: Option<Prefix>, io: I) -> Self {
+        Self {
+            prefix,
+            error: None,
+            wrote: false,
+            io,
+        }
+    }
+
+    /// `io`, and whether anything was written to it through this wrapper.
+    pub(crate) fn into_inner(self) -> (I, bool) {
+        (self.io, self.wrote)
     }
 }
 
 impl<I: AsyncRead> AsyncRead for Prefixed<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
-        if this.prefix.is_empty() {
+        // Every read after the first: one comparison (hyper reads at every wake-up).
+        if this.prefix.is_none() {
             return this.io.poll_read(cx, buf);
         }
-        let n = this.prefix.len().min(buf.remaining());
-        buf.put_slice(&this.prefix[..n]);
-        this.prefix.advance(n);
+        if let Some(error) = this.error.take() {
+            *this.prefix = None;
+            return Poll::Ready(Err(error));
+        }
+        let Some(prefix) = this.prefix.as_mut() else {
+            unreachable!("checked above")
+        };
+        let rest = prefix.rest();
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        prefix.advance(n);
+        if !prefix.rest().is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        // What has already arrived behind the prefix goes in the same read: hyper sizes its read
+        // buffer by its reads, and a request head read in two parts doubles it to 16 KiB.
+        if buf.remaining() > 0
+            && let Poll::Ready(Err(error)) = this.io.poll_read(cx, buf)
+        {
+            // The prefix is read: the error is the next read's.
+            *this.error = Some(error);
+            return Poll::Ready(Ok(()));
+        }
+        *this.prefix = None;
         Poll::Ready(Ok(()))
     }
 }
 
 impl<I: AsyncWrite> AsyncWrite for Prefixed<I> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
+        let this = self.project();
+        *this.wrote = true;
+        this.io.poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -95,7 +196,9 @@ impl<I: AsyncWrite> AsyncWrite for Prefixed<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
+        let this = self.project();
+        *this.wrote = true;
+        this.io.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -237,13 +340,37 @@ impl<B: Body> Body for TrackedBody<B> {
     }
 }
 
+/// Drives an HTTP/1.1 `connection` to its end, shut down gracefully with `shutdown` when
+/// `close` turns true: [`serve_until_closed`] without its idle timer, which HTTP/1.1 does not
+/// need (hyper's header read timeout closes idle connections), and which would take room in
+/// every connection's task.
+pub(crate) async fn serve_until_told<C, E>(
+    mut connection: Pin<&mut C>,
+    shutdown: impl FnOnce(Pin<&mut C>),
+    close: Option<&mut watch::Receiver<bool>>,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    if let Some(close) = close {
+        tokio::select! {
+            // The connection first, and without `select!`'s random start: it is what is ready
+            // almost every time this task wakes.
+            biased;
+            served = connection.as_mut() => return served,
+            _ = close.wait_for(|closing| *closing) => shutdown(connection.as_mut()),
+        }
+    }
+    connection.await
+}
+
 /// Drives `connection` to its end. When `close` turns true (a drain or a stop), or once
 /// `idle` says the connection has had no open request for its timeout, it is shut down
 /// gracefully with `shutdown` (the answers in flight finish; nothing new is accepted). An idle
 /// connection's client then gets one more timeout to go: HTTP/2's graceful shutdown waits for
 /// the client to acknowledge a ping, which a client that only holds a socket never does.
 pub(crate) async fn serve_until_closed<C, E>(
-    connection: C,
+    mut connection: Pin<&mut C>,
     shutdown: impl Fn(Pin<&mut C>),
     mut close: Option<watch::Receiver<bool>>,
     idle: Option<(Arc<Activity>, Duration)>,
@@ -251,7 +378,6 @@ pub(crate) async fn serve_until_closed<C, E>(
 where
     C: Future<Output = Result<(), E>>,
 {
-    let mut connection = std::pin::pin!(connection);
     let mut shut = false;
     let mut gone_by: Option<Instant> = None;
     loop {
@@ -306,41 +432,65 @@ where
 mod tests {
     use super::*;
 
-    async fn detected(chunks: &[&[u8]]) -> Option<(Protocol, Bytes)> {
+    async fn detected(chunks: &[&[u8]]) -> Option<(Protocol, Vec<u8>)> {
         let mut builder = tokio_test::io::Builder::new();
         for chunk in chunks {
             builder.read(chunk);
         }
-        detect(&mut builder.build()).await.unwrap()
+        detect(&mut builder.build())
+            .await
+            .unwrap()
+            .map(|(protocol, prefix)| (protocol, prefix.rest().to_vec()))
     }
 
     #[tokio::test]
     async fn the_preface_is_read_to_its_end_or_its_first_difference() {
         assert_eq!(
             detected(&[b"PRI * HTTP/2.0\r\n", b"\r\nSM\r\n\r\n"]).await,
-            Some((Protocol::Http2, Bytes::from_static(H2_PREFACE)))
+            Some((Protocol::Http2, H2_PREFACE.to_vec()))
         );
         assert_eq!(
             detected(&[b"POST /mcp HTTP/1.1\r\n"]).await,
-            Some((Protocol::Http1, Bytes::from_static(b"POST /mcp HTTP/1.1\r\n")))
+            Some((Protocol::Http1, b"POST /mcp HTTP/1.1\r\n".to_vec()))
         );
         assert_eq!(
             detected(&[b"P", b"R", b"X"]).await.map(|(p, b)| (p, b.len())),
             Some((Protocol::Http1, 3))
         );
-        assert_eq!(
-            detected(&[b"PR"]).await,
-            Some((Protocol::Http1, Bytes::from_static(b"PR")))
-        );
+        assert_eq!(detected(&[b"PR"]).await, Some((Protocol::Http1, b"PR".to_vec())));
         assert_eq!(detected(&[]).await, None);
     }
 
     #[tokio::test]
-    async fn the_prefix_is_read_back_first() {
-        let mut io = Prefixed::new(Bytes::from_static(b"GET "), &b"/ HTTP/1.1\r\n"[..]);
-        let mut all = String::new();
-        io.read_to_string(&mut all).await.unwrap();
-        assert_eq!(all, "GET / HTTP/1.1\r\n");
+    async fn the_prefix_is_read_back_first_with_what_follows_it() {
+        let mut client = tokio_test::io::Builder::new()
+            .read(b"GET ")
+            .read(b"/ HTTP/1.1\r\n")
+            .read(b"host: x\r\n")
+            .build();
+        let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
+        let mut io = Prefixed::new(Some(prefix), client);
+        // The first read gives the prefix and what had arrived after it, in one.
+        let mut first = [0u8; 64];
+        let n = io.read(&mut first).await.unwrap();
+        assert_eq!(&first[..n], b"GET / HTTP/1.1\r\n");
+        let mut rest = String::new();
+        io.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "host: x\r\n");
+    }
+
+    #[tokio::test]
+    async fn an_error_behind_the_prefix_comes_with_the_next_read() {
+        let mut client = tokio_test::io::Builder::new()
+            .read(b"GET ")
+            .read_error(io::Error::new(io::ErrorKind::ConnectionReset, "reset"))
+            .build();
+        let (_, prefix) = detect(&mut client).await.unwrap().unwrap();
+        let mut io = Prefixed::new(Some(prefix), client);
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 4);
+        let error = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::ConnectionReset);
     }
 
     #[tokio::test(start_paused = true)]
@@ -360,15 +510,18 @@ mod tests {
             }
         }
         let open = activity.start();
-        let served = tokio::spawn(serve_until_closed(
-            Connection(shut.clone()),
-            {
-                let shut = shut.clone();
-                move |_| shut.store(true, Ordering::SeqCst)
-            },
-            None,
-            Some((activity.clone(), Duration::from_secs(30))),
-        ));
+        let served = tokio::spawn({
+            let (shut, activity) = (shut.clone(), activity.clone());
+            async move {
+                serve_until_closed(
+                    std::pin::pin!(Connection(shut.clone())),
+                    move |_| shut.store(true, Ordering::SeqCst),
+                    None,
+                    Some((activity, Duration::from_secs(30))),
+                )
+                .await
+            }
+        });
         tokio::time::sleep(Duration::from_secs(90)).await;
         assert!(!shut.load(Ordering::SeqCst), "a request is open");
         drop(open);

@@ -5,20 +5,23 @@
 //! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
 //! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
 
+use std::error::Error as _;
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::header::{CONNECTION, HeaderValue};
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
+use hyper::rt::Timer as _;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -29,7 +32,9 @@ use tokio_util::task::TaskTracker;
 use tower_mrtr::BoxError;
 use tower_service::Service;
 
-use super::connection::{self, Activity, Prefixed, Protocol, Tracked, serve_until_closed};
+use super::connection::{
+    self, Activity, Prefix, Prefixed, Protocol, ReadReady, Tracked, serve_until_closed, serve_until_told,
+};
 use crate::front::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
 
@@ -64,7 +69,17 @@ pub struct ClientLimits {
     /// (buffers, a task) stays bounded however many clients come, which the in-flight limit
     /// alone does not ensure when the gateway falls behind.
     pub max_connections: usize,
+    /// An HTTP/1.1 connection idle this long is parked: hyper's connection and its buffers
+    /// (about 19 KiB) are dropped, and the next request's first bytes are read before a new
+    /// one takes it on. Not configurable ([`PARK_AFTER`]); tests shorten it.
+    pub(crate) park_after: Duration,
 }
+
+/// How long an HTTP/1.1 connection is idle before it is parked ([`ClientLimits`]): long enough
+/// that a client sending request after request never is (re-creating hyper's connection costs
+/// a few microseconds), short enough that clients that keep a connection open between calls
+/// far apart hold about 2 KiB each instead of 17.
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// What the accept loop serves and how it stops.
 pub(crate) struct Server<S> {
@@ -83,7 +98,7 @@ pub(crate) struct Server<S> {
 
 impl<S, B> Server<S>
 where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Unpin + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -101,11 +116,16 @@ where
             accepting,
             limits,
         } = self;
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        let mut http1 = builder.http1();
+        // hyper's own servers, not hyper-util's `auto` one: the protocol is read before hyper sees
+        // the connection (`front/connection.rs`), and `auto`'s connection holds room for both
+        // protocols' state in every connection's task.
+        let mut http1 = http1::Builder::new();
+        // hyper's header read timer is also what tells that a connection has been idle long
+        // enough to be parked (`serve_http1`).
+        let header_timer = limits.park_after.min(limits.idle_timeout);
         http1
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.idle_timeout)
+            .timer(CoarseTimer::new())
+            .header_read_timeout(header_timer)
             // hyper's floor for its read buffer is 8 KiB.
             .max_buf_size(limits.max_header_bytes.max(8192));
         // hyper enforces its default of 100 with arrays on the stack, left uninitialised; a limit
@@ -114,17 +134,18 @@ where
         if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
             http1.max_headers(limits.max_headers);
         }
-        builder
-            .http2()
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             // Pings find a peer that went away while a stream was open.
             .keep_alive_interval(Some(limits.idle_timeout))
             .keep_alive_timeout(H2_PING_TIMEOUT);
-        // The protocol is read before hyper sees the connection (`front/connection.rs`).
         let builders = Arc::new(Builders {
-            http1: builder.clone().http1_only(),
-            http2: builder.http2_only(),
+            http1,
+            http2,
+            header_timer,
+            idle: limits.idle_timeout,
         });
         // The connections being served, and the signal that tells them to close.
         let connections = TaskTracker::new();
@@ -173,21 +194,7 @@ where
                 close,
                 idle: limits.idle_timeout,
             };
-            let tls = tls.clone();
-            async move {
-                let _place = place;
-                match tls {
-                    None => connection.serve(stream).await,
-                    Some(tls) => {
-                        let acceptor = tls.acceptor();
-                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(stream)) => connection.serve(stream).await,
-                            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-                            Err(_) => tracing::debug!("TLS handshake timed out"),
-                        }
-                    }
-                }
-            }
+            connection.run(stream, tls.clone(), place)
         };
         let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         let deadline = loop {
@@ -307,10 +314,61 @@ async fn accept_failed(error: io::Error) {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
+/// The grain of HTTP/1.1 connections' timers ([`CoarseTimer`]).
+const TIMER_GRAIN: Duration = Duration::from_millis(100);
+
+/// tokio's timer for hyper's HTTP/1.1 connections, with every deadline rounded up to a multiple
+/// of [`TIMER_GRAIN`]: the header read timers that park idle connections (`serve_http1`) then
+/// fire together, a hundred to a wake-up at 1,000 requests a second, instead of one wake-up
+/// each (which cost more than the parking itself). The idle timeout may run over by the grain.
+#[derive(Clone, Copy, Debug)]
+struct CoarseTimer {
+    base: std::time::Instant,
+}
+
+impl CoarseTimer {
+    fn new() -> Self {
+        Self {
+            base: TokioTimer::new().now(),
+        }
+    }
+
+    fn round(&self, deadline: std::time::Instant) -> std::time::Instant {
+        // Microseconds: u64 arithmetic (u128's division is a call), 584,000 years of range.
+        let grain = TIMER_GRAIN.as_micros() as u64;
+        let since =
+            u64::try_from(deadline.saturating_duration_since(self.base).as_micros()).unwrap_or(u64::MAX);
+        self.base + Duration::from_micros(since.div_ceil(grain).saturating_mul(grain))
+    }
+}
+
+impl hyper::rt::Timer for CoarseTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(self.now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        TokioTimer::new().sleep_until(self.round(deadline))
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
+        TokioTimer::new().reset(sleep, self.round(new_deadline));
+    }
+
+    fn now(&self) -> std::time::Instant {
+        TokioTimer::new().now()
+    }
+}
+
 /// hyper's servers for a connection whose protocol is known.
 struct Builders {
-    http1: auto::Builder<TokioExecutor>,
-    http2: auto::Builder<TokioExecutor>,
+    /// Its header read timeout is `header_timer`.
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+    /// [`ClientLimits::park_after`], or the idle timeout if shorter.
+    header_timer: Duration,
+    /// [`ClientLimits::idle_timeout`].
+    idle: Duration,
 }
 
 /// One accepted connection.
@@ -327,15 +385,37 @@ struct Connection<S> {
 
 impl<S, B> Connection<S>
 where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Unpin + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    async fn serve<I>(self, mut io: I)
+    /// The future of the connection's task; `place` is held until it ends. A plain connection
+    /// is served in the task itself; a TLS one in a box: its handshake and stream would make
+    /// every connection's task as large as theirs.
+    fn run(
+        self,
+        stream: TcpStream,
+        tls: Option<Arc<ListenerTls>>,
+        place: Option<OwnedSemaphorePermit>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        match tls {
+            None => Either::Left(self.serve(stream, place)),
+            Some(tls) => Either::Right(Box::pin(async move {
+                let acceptor = tls.acceptor();
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => self.serve(stream, place).await,
+                    Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                }
+            })),
+        }
+    }
+
+    async fn serve<I>(self, mut io: I, _place: Option<OwnedSemaphorePermit>)
     where
-        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        I: AsyncRead + AsyncWrite + ReadReady + Unpin + Send + 'static,
     {
         let Self {
             builders,
@@ -352,7 +432,6 @@ where
             }
             Err(_) => return tracing::debug!("a client connection sent no request head in time; closed"),
         };
-        let io = TokioIo::new(Prefixed::new(prefix, io));
         let counted = lifecycle.is_some();
         let service = CloseWhenDraining {
             inner: service,
@@ -361,36 +440,135 @@ where
         if counted {
             crate::observe::metrics::connection(1.0);
         }
-        let served = match protocol {
+        let served: Result<(), BoxError> = match protocol {
             Protocol::Http1 => {
-                let connection = builders
-                    .http1
-                    .serve_connection(io, TowerToHyperService::new(service));
-                serve_until_closed(connection, auto::Connection::graceful_shutdown, close, None).await
+                serve_http1(
+                    &builders,
+                    TowerToHyperService::new(service),
+                    io,
+                    Some(prefix),
+                    close,
+                )
+                .await
             }
-            Protocol::Http2 => {
+            // In a box, as TLS: HTTP/2's state would make every connection's task as large.
+            Protocol::Http2 => Box::pin(async move {
                 let activity = Activity::new();
                 let service = Tracked {
                     inner: service,
                     activity: activity.clone(),
                 };
-                let connection = builders
-                    .http2
-                    .serve_connection(io, TowerToHyperService::new(service));
+                let connection = builders.http2.serve_connection(
+                    TokioIo::new(Prefixed::new(Some(prefix), io)),
+                    TowerToHyperService::new(service),
+                );
                 serve_until_closed(
-                    connection,
-                    auto::Connection::graceful_shutdown,
+                    pin!(connection),
+                    http2::Connection::graceful_shutdown,
                     close,
                     Some((activity, idle)),
                 )
                 .await
-            }
+            })
+            .await
+            .map_err(Into::into),
         };
         if let Err(error) = served {
             tracing::debug!(%error, "connection ended with an error");
         }
         if counted {
             crate::observe::metrics::connection(-1.0);
+        }
+    }
+}
+
+/// Serves an HTTP/1.1 connection whose first bytes are `prefix`, parking it whenever it has been
+/// idle for [`ClientLimits::park_after`]: hyper's connection (its 8 KiB read and write buffers,
+/// the boxes it keeps for a request's future and answer body, the last answer's header map) is
+/// dropped, and the next request's first bytes are read here, in place, before a new one takes
+/// the connection on with them.
+///
+/// hyper's header read timer tells when: it runs from the end of an answer (or the start of a
+/// hyper connection) until a request head is complete, and is set to the parking delay. When it
+/// fires, the head's real deadline (the idle timeout after the last answer, or after the
+/// connection's start) decides: past it, the connection closes as hyper would have closed it;
+/// before it, the connection is parked, or, with part of a head already read, that part is
+/// handed to a new hyper connection whose timer ends at the deadline.
+async fn serve_http1<I, S, B>(
+    builders: &Builders,
+    mut service: TowerToHyperService<CloseWhenDraining<S>>,
+    mut io: I,
+    mut prefix: Option<Prefix>,
+    mut close: Option<watch::Receiver<bool>>,
+) -> Result<(), BoxError>
+where
+    I: AsyncRead + AsyncWrite + ReadReady + Unpin + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Unpin + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    // When the request head hyper waits for must be complete.
+    let mut due = Instant::now() + builders.idle;
+    loop {
+        let timer = builders
+            .header_timer
+            .min(due.saturating_duration_since(Instant::now()));
+        let io_in = TokioIo::new(Prefixed::new(prefix, io));
+        let mut connection = if timer == builders.header_timer {
+            builders.http1.serve_connection(io_in, service)
+        } else {
+            let mut http1 = builders.http1.clone();
+            http1.header_read_timeout(timer);
+            http1.serve_connection(io_in, service)
+        };
+        let timed_out = match serve_until_told(
+            Pin::new(&mut connection),
+            http1::Connection::graceful_shutdown,
+            close.as_mut(),
+        )
+        .await
+        {
+            // hyper's header read timeout is its only timeout without a cause.
+            Err(error) if error.is_timeout() && error.source().is_none() => error,
+            served => return served.map_err(Into::into),
+        };
+        let fired = Instant::now();
+        let parts = connection.into_parts();
+        let answered;
+        (io, answered) = parts.io.into_inner().into_inner();
+        service = parts.service;
+        if answered {
+            // The timer ran from the end of the last answer (up to a grain before it fired).
+            due = fired - timer + builders.idle;
+        }
+        if fired >= due {
+            return Err(timed_out.into());
+        }
+        if !parts.read_buf.is_empty() {
+            // Part of a head: a new hyper connection reads it first, with the time left.
+            prefix = Some(Prefix::Carried(parts.read_buf));
+            continue;
+        }
+        // Parked: hyper's connection is gone (its read buffer too: `read_buf` kept it).
+        drop(parts.read_buf);
+        prefix = None;
+        #[cfg(test)]
+        tests::PARKED.fetch_add(1, Ordering::Relaxed);
+        let next = tokio::time::timeout_at(due, std::future::poll_fn(|cx| io.poll_read_ready(cx)));
+        let next = match close.as_mut() {
+            Some(close) => tokio::select! {
+                biased;
+                next = next => next,
+                _ = close.wait_for(|closing| *closing) => return Ok(()),
+            },
+            None => next.await,
+        };
+        match next {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(error.into()),
+            Err(_) => return Err(timed_out.into()),
         }
     }
 }
@@ -455,5 +633,217 @@ where
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
         Poll::Ready(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+    use std::sync::atomic::AtomicUsize;
+
+    use http_body_util::{BodyExt, Full};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// HTTP/1.1 connections parked so far, by every test of this module.
+    pub(super) static PARKED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Tests that count parkings run one at a time.
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    const PARK_AFTER: Duration = Duration::from_millis(30);
+
+    /// A server that echoes request bodies, parking connections idle for [`PARK_AFTER`].
+    async fn echo_server(
+        idle: Duration,
+    ) -> (
+        SocketAddr,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = tower::service_fn(|request: Request<Incoming>| async move {
+            let body = request
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            Ok::<_, Infallible>(Response::new(Full::new(body)))
+        });
+        let (stop, stopped) = watch::channel(false);
+        let server = Server {
+            listener,
+            service,
+            tls: None,
+            drain: None,
+            stop: stopped,
+            accepting: Arc::new(AtomicBool::new(true)),
+            limits: ClientLimits {
+                idle_timeout: idle,
+                max_header_bytes: 8192,
+                max_headers: HYPER_DEFAULT_MAX_HEADERS,
+                max_connections: 16,
+                park_after: PARK_AFTER,
+            },
+        };
+        (addr, stop, tokio::spawn(server.run()))
+    }
+
+    fn request(body: &str) -> String {
+        format!(
+            "POST / HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// A client connection, with what it has read beyond the last answer.
+    struct Client {
+        stream: TcpStream,
+        seen: Vec<u8>,
+    }
+
+    impl Client {
+        async fn connect(addr: SocketAddr) -> Self {
+            Self {
+                stream: TcpStream::connect(addr).await.unwrap(),
+                seen: Vec::new(),
+            }
+        }
+
+        async fn send(&mut self, bytes: &[u8]) {
+            self.stream.write_all(bytes).await.unwrap();
+        }
+
+        /// The next answer's body (answers have a `content-length`).
+        async fn answer(&mut self) -> String {
+            loop {
+                if let Some(end) = self.seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&self.seen[..end]).to_string();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .expect("a content-length")
+                        .parse()
+                        .unwrap();
+                    if self.seen.len() >= end + 4 + length {
+                        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                        let body = String::from_utf8_lossy(&self.seen[end + 4..end + 4 + length]).to_string();
+                        self.seen.drain(..end + 4 + length);
+                        return body;
+                    }
+                }
+                let mut chunk = [0u8; 1024];
+                let n = tokio::time::timeout(Duration::from_secs(10), self.stream.read(&mut chunk))
+                    .await
+                    .expect("an answer in time")
+                    .unwrap();
+                assert!(
+                    n > 0,
+                    "closed before the answer: {:?}",
+                    String::from_utf8_lossy(&self.seen)
+                );
+                self.seen.extend_from_slice(&chunk[..n]);
+            }
+        }
+
+        /// Reads until the server closes the connection: what came after the last answer.
+        async fn closed(mut self) -> Vec<u8> {
+            tokio::time::timeout(Duration::from_secs(10), self.stream.read_to_end(&mut self.seen))
+                .await
+                .expect("closed in time")
+                .unwrap();
+            self.seen
+        }
+    }
+
+    async fn parked_after(before: usize) -> usize {
+        // Parking is due after PARK_AFTER; give it ample time.
+        for _ in 0..100 {
+            tokio::time::sleep(PARK_AFTER).await;
+            let now = PARKED.load(Ordering::Relaxed);
+            if now > before {
+                return now;
+            }
+        }
+        panic!("the connection was not parked");
+    }
+
+    #[tokio::test]
+    async fn a_parked_connection_serves_what_comes_next_whole_split_or_pipelined() {
+        let _serial = SERIAL.lock().await;
+        let (addr, stop, server) = echo_server(Duration::from_secs(30)).await;
+        let mut client = Client::connect(addr).await;
+        let parked = PARKED.load(Ordering::Relaxed);
+        client.send(request("one").as_bytes()).await;
+        assert_eq!(client.answer().await, "one");
+        let parked = parked_after(parked).await;
+
+        client.send(request("two").as_bytes()).await;
+        assert_eq!(client.answer().await, "two");
+        let parked = parked_after(parked).await;
+
+        // A head that stops half-way across the parking delay, then the rest.
+        let three = request("three");
+        client.send(&three.as_bytes()[..20]).await;
+        tokio::time::sleep(PARK_AFTER * 4).await;
+        client.send(&three.as_bytes()[20..]).await;
+        assert_eq!(client.answer().await, "three");
+        parked_after(parked).await;
+
+        // Two requests in one write.
+        client
+            .send(format!("{}{}", request("four"), request("five")).as_bytes())
+            .await;
+        assert_eq!(client.answer().await, "four");
+        assert_eq!(client.answer().await, "five");
+
+        stop.send(true).unwrap();
+        assert!(client.closed().await.is_empty());
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_parked_connection_closes_at_its_idle_timeout_or_when_the_server_stops() {
+        let _serial = SERIAL.lock().await;
+        let (addr, stop, server) = echo_server(Duration::from_millis(400)).await;
+        let before = PARKED.load(Ordering::Relaxed);
+        // Parked after its answer, then closed once idle for the timeout: parking does not
+        // restart it.
+        let mut idle = Client::connect(addr).await;
+        idle.send(request("one").as_bytes()).await;
+        assert_eq!(idle.answer().await, "one");
+        assert!(idle.closed().await.is_empty());
+        assert!(PARKED.load(Ordering::Relaxed) > before);
+
+        // A head that never completes, a byte every 20 ms: each time hyper's timer hands what
+        // came to a new hyper connection, the head's deadline stays: closed, unanswered.
+        let mut slow = Client::connect(addr).await;
+        let trickle = async {
+            for byte in b"POST / HTTP/1.1\r\nhost: x\r\nx-padding: ".iter().cycle() {
+                if slow.stream.write_all(&[*byte]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(PARK_AFTER * 2 / 3).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), trickle)
+            .await
+            .expect("the slow head is cut off");
+        let answered = slow.closed().await;
+        assert!(answered.is_empty(), "{:?}", String::from_utf8_lossy(&answered));
+
+        // Parked, then the server stops: closed at once.
+        let mut parked = Client::connect(addr).await;
+        let before = PARKED.load(Ordering::Relaxed);
+        parked.send(request("two").as_bytes()).await;
+        assert_eq!(parked.answer().await, "two");
+        parked_after(before).await;
+        stop.send(true).unwrap();
+        assert!(parked.closed().await.is_empty());
+        server.await.unwrap().unwrap();
     }
 }

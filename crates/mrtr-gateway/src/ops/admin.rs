@@ -67,6 +67,7 @@ const ADMIN_LIMITS: ClientLimits = ClientLimits {
     max_header_bytes: 16 * 1024,
     max_headers: 100,
     max_connections: 64,
+    park_after: crate::front::server::PARK_AFTER,
 };
 
 /// What the admin endpoints read.
