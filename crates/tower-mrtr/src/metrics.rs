@@ -35,13 +35,30 @@ fn kind(purpose: Purpose) -> &'static str {
     }
 }
 
+/// Runs `$record!` with the `kind` label of `$purpose` as a string literal: the `metrics` macros
+/// make a static key of literal labels, where any other label value allocates a key per call.
+#[cfg(feature = "metrics")]
+macro_rules! with_kind {
+    ($purpose:expr, $record:ident) => {
+        match kind($purpose) {
+            "request_state" => $record!("request_state"),
+            "task_handle" => $record!("task_handle"),
+            _ => $record!("custom"),
+        }
+    };
+}
+
 /// An envelope of `purpose`, `len` characters long, was handed to a client.
 pub(crate) fn sealed(purpose: Purpose, len: usize) {
     #[cfg(feature = "metrics")]
     {
-        let kind = kind(purpose);
-        metrics::counter!("mrtr_envelopes_sealed_total", "kind" => kind).increment(1);
-        metrics::histogram!("mrtr_envelope_size_bytes", "kind" => kind).record(len as f64);
+        macro_rules! record {
+            ($kind:literal) => {{
+                metrics::counter!("mrtr_envelopes_sealed_total", "kind" => $kind).increment(1);
+                metrics::histogram!("mrtr_envelope_size_bytes", "kind" => $kind).record(len as f64);
+            }};
+        }
+        with_kind!(purpose, record);
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (kind(purpose), len);
@@ -50,7 +67,14 @@ pub(crate) fn sealed(purpose: Purpose, len: usize) {
 /// An envelope of `purpose` opened.
 pub(crate) fn opened(purpose: Purpose) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("mrtr_envelopes_opened_total", "kind" => kind(purpose)).increment(1);
+    {
+        macro_rules! record {
+            ($kind:literal) => {
+                metrics::counter!("mrtr_envelopes_opened_total", "kind" => $kind).increment(1)
+            };
+        }
+        with_kind!(purpose, record);
+    }
     #[cfg(not(feature = "metrics"))]
     let _ = kind(purpose);
 }
