@@ -446,6 +446,15 @@ fn write_string(value: &str, out: &mut Vec<u8>) {
 /// and fraction digits together, leading and trailing zeros removed) and `E` is omitted when 0.
 /// Linear in the literal's length: `D` is a part of its digits, and `e-E` at most 21 bytes.
 fn write_exact_number(text: &str, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+    // The usual argument, an integer that neither starts nor ends with a zero, is its own
+    // canonical form (`D` is its digits, `E` is 0): copied without the general path's work.
+    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    if let (Some(b'1'..=b'9'), Some(b'1'..=b'9')) = (digits.first(), digits.last())
+        && digits.iter().all(u8::is_ascii_digit)
+    {
+        out.extend_from_slice(text.as_bytes());
+        return Ok(());
+    }
     let Literal {
         negative,
         int,
@@ -683,6 +692,30 @@ mod tests {
                 doubles(b),
                 "v2 merged {a} and {b}, which is why v3 exists"
             );
+        }
+    }
+
+    /// Integers take a shortcut when they neither start nor end with a zero; every integer,
+    /// either way, is its digits with trailing zeros moved into the exponent.
+    #[test]
+    fn integers_with_and_without_the_shortcut_agree() {
+        let expected = |n: i128| {
+            let digits = n.unsigned_abs().to_string();
+            let kept = digits.trim_end_matches('0');
+            let sign = if n < 0 { "-" } else { "" };
+            match digits.len() - kept.len() {
+                0 => format!("{sign}{digits}"),
+                zeros => format!("{sign}{kept}e{zeros}"),
+            }
+        };
+        let big = [
+            9_007_199_254_740_993,
+            18_446_744_073_709_551_617,
+            10_000_000_000_000_000_000_001,
+            170_141_183_460_469_231_731_687_303_715_884_105_727,
+        ];
+        for n in (1..=2100).chain(big).flat_map(|n: i128| [n, -n]) {
+            assert_eq!(canon(&n.to_string()), expected(n), "{n}");
         }
     }
 
