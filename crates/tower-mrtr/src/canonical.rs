@@ -69,6 +69,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 /// Deepest nesting of objects and arrays the canonicaliser accepts.
 pub const MAX_DEPTH: usize = 128;
@@ -142,7 +143,8 @@ pub(crate) fn canonicalize_value_doubles(json: &str) -> Result<Vec<u8>, Canonica
 }
 
 fn scan(json: &str, numbers: Numbers) -> Result<Vec<u8>, CanonicalError> {
-    let mut out = Vec::with_capacity(json.len());
+    // Room for an object's values and its sorted members side by side (`Scanner::object`).
+    let mut out = Vec::with_capacity(2 * json.len());
     let mut scanner = Scanner {
         text: json,
         pos: 0,
@@ -228,10 +230,12 @@ impl<'a> Scanner<'a> {
             return Err(CanonicalError::TooDeep);
         }
         self.pos += 1; // '{'
-        // Each member's canonical value goes into `values`; members are then written sorted.
-        // Sized for the usual small object up front: growing each Vec cost more than the sort.
-        let mut members: Vec<Member<'a>> = Vec::with_capacity(8);
-        let mut values = Vec::with_capacity(self.text.len().saturating_sub(self.pos).min(256));
+        // Each member's canonical value is written at the end of `out` as it is read; the members
+        // are then written sorted after those values and moved down over them. `out` is the one
+        // buffer of the whole scan (nested objects do the same above this one's values), and
+        // the usual object's members stay on the stack.
+        let mut members: SmallVec<[Member<'a>; 8]> = SmallVec::new();
+        let start = out.len();
         self.skip_whitespace();
         if self.bytes().get(self.pos) == Some(&b'}') {
             self.pos += 1;
@@ -242,9 +246,9 @@ impl<'a> Scanner<'a> {
                 if self.next()? != b':' {
                     return Err(CanonicalError::Syntax);
                 }
-                let start = values.len();
-                self.value(depth, &mut values)?;
-                members.push(Member::new(name, start..values.len()));
+                let from = out.len();
+                self.value(depth, out)?;
+                members.push(Member::new(name, from..out.len()));
                 match self.next()? {
                     b',' => continue,
                     b'}' => break,
@@ -257,6 +261,7 @@ impl<'a> Scanner<'a> {
         if let Some(pair) = members.windows(2).find(|pair| pair[0].name == pair[1].name) {
             return Err(CanonicalError::DuplicateMember(pair[0].name.to_string()));
         }
+        let values_end = out.len();
         out.push(b'{');
         for (i, member) in members.iter().enumerate() {
             if i > 0 {
@@ -264,9 +269,11 @@ impl<'a> Scanner<'a> {
             }
             write_string(&member.name, out);
             out.push(b':');
-            out.extend_from_slice(&values[member.value.clone()]);
+            out.extend_from_within(member.value.clone());
         }
         out.push(b'}');
+        out.copy_within(values_end.., start);
+        out.truncate(out.len() - (values_end - start));
         Ok(())
     }
 
