@@ -18,8 +18,19 @@ pub struct Seconds(pub Duration);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PositiveSeconds(pub Duration);
 
-/// `value` seconds as a duration: above zero if `positive`, else at least zero.
+/// The longest duration a setting takes: 100 years. Every duration becomes a deadline (now plus
+/// the duration) somewhere, in the gateway, hyper or tokio, and a longer one than the clock can
+/// hold would panic there on every connection; 100 years is "never" for any timeout.
+const MAX_SECONDS: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
+
+/// `value` seconds as a duration: above zero if `positive`, else at least zero; at most
+/// [`MAX_SECONDS`].
 fn duration(value: f64, positive: bool) -> Result<Duration, String> {
+    if value > MAX_SECONDS {
+        return Err(format!(
+            "expected at most {MAX_SECONDS} seconds (100 years), got {value}"
+        ));
+    }
     let allowed = if positive { value > 0.0 } else { value >= 0.0 };
     allowed
         .then(|| Duration::try_from_secs_f64(value).ok())
@@ -160,9 +171,17 @@ mod tests {
             " 4 ".parse::<PositiveSeconds>().unwrap().0,
             Duration::from_secs(4)
         );
-        for refused in ["0", "-1", "x", "inf", "NaN", "1e300"] {
+        for refused in ["0", "-1", "x", "inf", "NaN", "1e300", "1e19", "3153600001"] {
             assert!(refused.parse::<PositiveSeconds>().is_err(), "{refused}");
         }
+        assert_eq!(
+            "1e19".parse::<Seconds>().unwrap_err(),
+            "expected at most 3153600000 seconds (100 years), got 10000000000000000000"
+        );
+        assert_eq!(
+            "3153600000".parse::<Seconds>().unwrap().0,
+            Duration::from_secs(100 * 365 * 24 * 3600)
+        );
         assert!("-0.5".parse::<Seconds>().is_err());
         let error = toml::from_str::<File>("any = 1\npositive = 0\n").err().unwrap();
         assert!(
