@@ -510,7 +510,7 @@ where
     B::Error: Into<BoxError>,
 {
     // When the request head hyper waits for must be complete.
-    let mut due = Instant::now() + builders.idle;
+    let mut due = deadline(Instant::now(), builders.idle);
     loop {
         let timer = builders
             .header_timer
@@ -541,7 +541,7 @@ where
         service = parts.service;
         if answered {
             // The timer ran from the end of the last answer (up to a grain before it fired).
-            due = fired - timer + builders.idle;
+            due = deadline(fired.checked_sub(timer).unwrap_or(fired), builders.idle);
         }
         if fired >= due {
             return Err(timed_out.into());
@@ -571,6 +571,13 @@ where
             Err(_) => return Err(timed_out.into()),
         }
     }
+}
+
+/// `from` plus `duration`, or 100 years from `from` if the clock cannot hold that: the config
+/// refuses longer durations, but settings built in code can hold any `Duration`.
+fn deadline(from: Instant, duration: Duration) -> Instant {
+    from.checked_add(duration)
+        .unwrap_or_else(|| from + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// While the gateway drains, adds `Connection: close` to every HTTP/1.1 answer: the client
@@ -801,6 +808,24 @@ mod tests {
         assert_eq!(client.answer().await, "four");
         assert_eq!(client.answer().await, "five");
 
+        stop.send(true).unwrap();
+        assert!(client.closed().await.is_empty());
+        server.await.unwrap().unwrap();
+    }
+
+    /// An idle timeout longer than the clock can add to now (settings built in code can hold
+    /// any `Duration`) is a deadline far away, not a panic in every connection's task.
+    #[tokio::test]
+    async fn an_idle_timeout_beyond_the_clock_still_serves_and_parks() {
+        let _serial = SERIAL.lock().await;
+        let (addr, stop, server) = echo_server(Duration::MAX).await;
+        let mut client = Client::connect(addr).await;
+        let parked = PARKED.load(Ordering::Relaxed);
+        client.send(request("one").as_bytes()).await;
+        assert_eq!(client.answer().await, "one");
+        parked_after(parked).await;
+        client.send(request("two").as_bytes()).await;
+        assert_eq!(client.answer().await, "two");
         stop.send(true).unwrap();
         assert!(client.closed().await.is_empty());
         server.await.unwrap().unwrap();
