@@ -24,28 +24,29 @@
 
 use crate::envelope::Purpose;
 
-/// The `kind` label of `purpose`: one of three fixed values.
-fn kind(purpose: Purpose) -> &'static str {
-    if purpose == Purpose::REQUEST_STATE {
-        "request_state"
-    } else if purpose == Purpose::TASK_HANDLE {
-        "task_handle"
-    } else {
-        "custom"
-    }
-}
-
-/// Runs `$record!` with the `kind` label of `$purpose` as a string literal: the `metrics` macros
-/// make a static key of literal labels, where any other label value allocates a key per call.
-#[cfg(feature = "metrics")]
+/// Runs `$record!` with the `kind` label of `$purpose`, one of three fixed values, as a string
+/// literal: the one place that maps purposes to labels. The `metrics` macros make a static key of
+/// literal labels, where any other label value allocates a key per call.
 macro_rules! with_kind {
     ($purpose:expr, $record:ident) => {
-        match kind($purpose) {
-            "request_state" => $record!("request_state"),
-            "task_handle" => $record!("task_handle"),
-            _ => $record!("custom"),
+        if $purpose == Purpose::REQUEST_STATE {
+            $record!("request_state")
+        } else if $purpose == Purpose::TASK_HANDLE {
+            $record!("task_handle")
+        } else {
+            $record!("custom")
         }
     };
+}
+
+/// The `kind` label of `purpose`.
+fn kind(purpose: Purpose) -> &'static str {
+    macro_rules! label {
+        ($kind:literal) => {
+            $kind
+        };
+    }
+    with_kind!(purpose, label)
 }
 
 /// An envelope of `purpose`, `len` characters long, was handed to a client.
