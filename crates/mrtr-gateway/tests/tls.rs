@@ -5,9 +5,9 @@
 //!   system's roots;
 //! * an MRTR round to a backend that requires a client certificate (mTLS), and refused without
 //!   one;
-//! * the gateway's own listener over TLS, with its certificate replaced while it runs;
-//! * a keep-alive TLS connection idle long enough to be parked (hyper's connection dropped, the
-//!   TLS session kept) serves its next request.
+//! * the gateway's own listener over TLS, with its certificate replaced while it runs.
+//!
+//! A parked TLS connection is tested where the parking counter is, in `front/server.rs`.
 
 use std::sync::Arc;
 
@@ -226,61 +226,6 @@ async fn the_listener_serves_tls_and_takes_a_new_certificate_without_a_restart()
         "the first CA no longer verifies the listener"
     );
 
-    gateway.shutdown().await.unwrap();
-    backend.shutdown().await.unwrap();
-}
-
-/// One TLS connection, a request, then idle past the parking delay (1 s): the gateway drops its
-/// hyper connection and keeps the TLS session; the next request on the same connection is
-/// served.
-#[tokio::test]
-async fn a_parked_tls_connection_serves_its_next_request() {
-    let dir = TempDir::new("parked");
-    let ca = Ca::new(&dir.0, "parked");
-    let (cert, key) = ca.leaf("listener", &["127.0.0.1"]);
-    let backend = mrtr_backends::serve(DemoBackend::alpha("alpha").unwrap(), ResponseMode::Json)
-        .await
-        .unwrap();
-    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &backend.url()).unwrap()]);
-    config.listener_tls = Some(Arc::new(ListenerTls::load(&cert, &key).unwrap()));
-    let gateway = gateway(config, keyring()).await.unwrap();
-
-    let mut tls = Arc::unwrap_or_clone(
-        BackendTls {
-            ca_file: Some(ca.cert_file()),
-            ..BackendTls::default()
-        }
-        .client_config()
-        .unwrap(),
-    );
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(gateway.addr()).await.unwrap();
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
-        .connect("127.0.0.1".try_into().unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    let connection = tokio::spawn(connection);
-    for id in 1..=2 {
-        let request = mcp_request(
-            &gateway.url(),
-            "tools/call",
-            Some("whoami"),
-            body(id, "tools/call", serde_json::json!({"name": "whoami"})),
-        );
-        let answer = tokio::time::timeout(TIMEOUT, sender.send_request(request))
-            .await
-            .unwrap()
-            .unwrap();
-        let answer = message(&response_text(answer).await).unwrap();
-        assert_eq!(answer["id"], id, "{answer}");
-        // Past the parking delay.
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    }
-    assert!(!connection.is_finished(), "one connection served both");
     gateway.shutdown().await.unwrap();
     backend.shutdown().await.unwrap();
 }

@@ -665,6 +665,7 @@ mod tests {
     /// A server that echoes request bodies, parking connections idle for [`PARK_AFTER`].
     async fn echo_server(
         idle: Duration,
+        tls: Option<Arc<ListenerTls>>,
     ) -> (
         SocketAddr,
         watch::Sender<bool>,
@@ -685,7 +686,7 @@ mod tests {
         let server = Server {
             listener,
             service,
-            tls: None,
+            tls,
             drain: None,
             stop: stopped,
             accepting: Arc::new(AtomicBool::new(true)),
@@ -782,7 +783,7 @@ mod tests {
     #[tokio::test]
     async fn a_parked_connection_serves_what_comes_next_whole_split_or_pipelined() {
         let _serial = SERIAL.lock().await;
-        let (addr, stop, server) = echo_server(Duration::from_secs(30)).await;
+        let (addr, stop, server) = echo_server(Duration::from_secs(30), None).await;
         let mut client = Client::connect(addr).await;
         let parked = PARKED.load(Ordering::Relaxed);
         client.send(request("one").as_bytes()).await;
@@ -818,7 +819,7 @@ mod tests {
     #[tokio::test]
     async fn an_idle_timeout_beyond_the_clock_still_serves_and_parks() {
         let _serial = SERIAL.lock().await;
-        let (addr, stop, server) = echo_server(Duration::MAX).await;
+        let (addr, stop, server) = echo_server(Duration::MAX, None).await;
         let mut client = Client::connect(addr).await;
         let parked = PARKED.load(Ordering::Relaxed);
         client.send(request("one").as_bytes()).await;
@@ -831,10 +832,56 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    /// A TLS connection parks as a plain one does (its socket waited on under the TLS session:
+    /// `ReadReady` for `TlsStream`) and serves its next request on the same session.
+    #[tokio::test]
+    async fn a_parked_tls_connection_serves_its_next_request() {
+        let _serial = SERIAL.lock().await;
+        let dir = mrtr_test_support::tls::TempDir::new("parked-tls");
+        let ca = mrtr_test_support::tls::Ca::new(&dir.0, "parked");
+        let (cert, key) = ca.leaf("listener", &["127.0.0.1"]);
+        let tls = Arc::new(ListenerTls::load(&cert, &key).unwrap());
+        let (addr, stop, server) = echo_server(Duration::from_secs(30), Some(tls)).await;
+
+        let backend_tls = crate::tls::BackendTls {
+            ca_file: Some(ca.cert_file()),
+            ..crate::tls::BackendTls::default()
+        };
+        let mut client_tls = Arc::unwrap_or_clone(backend_tls.client_config().unwrap());
+        client_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let stream = tokio_rustls::TlsConnector::from(Arc::new(client_tls))
+            .connect(
+                "127.0.0.1".try_into().unwrap(),
+                TcpStream::connect(addr).await.unwrap(),
+            )
+            .await
+            .unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        let connection = tokio::spawn(connection);
+        let mut parked = PARKED.load(Ordering::Relaxed);
+        for text in ["one", "two"] {
+            let request = Request::post("/")
+                .header("host", "x")
+                .body(text.to_owned())
+                .unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(10), sender.send_request(request))
+                .await
+                .expect("an answer in time")
+                .unwrap();
+            assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), text);
+            parked = parked_after(parked).await;
+        }
+        assert!(!connection.is_finished(), "one connection served both");
+        stop.send(true).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn a_parked_connection_closes_at_its_idle_timeout_or_when_the_server_stops() {
         let _serial = SERIAL.lock().await;
-        let (addr, stop, server) = echo_server(Duration::from_millis(400)).await;
+        let (addr, stop, server) = echo_server(Duration::from_millis(400), None).await;
         let before = PARKED.load(Ordering::Relaxed);
         // Parked after its answer, then closed once idle for the timeout: parking does not
         // restart it.
