@@ -11,15 +11,14 @@
 # connections too: the soft `ulimit -n` is raised here to the hard limit, and the run says how
 # many connections fit under it when fewer than asked for.
 #
-# PROFILE=debug uses a debug build (what CI's smoke run does, reusing the test build).
+# PROFILE=debug uses a debug build (what CI's smoke run does, reusing the conformance steps'
+# build); the default is the README's release build (scripts/bench-lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-profile="${PROFILE:-release}"
-target_dir="${CARGO_TARGET_DIR:-target}"
-flags=(--release)
-[ "$profile" = debug ] && flags=()
-cargo build --quiet "${flags[@]}" -p mrtr-gateway -p mrtr-bench --bins
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+build_bench_binaries
 
 hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] && hard=$(cat /proc/sys/fs/nr_open)
@@ -33,4 +32,4 @@ if [ "$(nproc)" -lt 2 ]; then
     echo "bench-connections: fewer than 2 CPUs; the loaders share CPU 0 with the gateway" >&2
     args+=(--load-cpus 0)
 fi
-exec "$target_dir/$profile/scale-bench" --bin-dir "$target_dir/$profile" "${args[@]}" "$@"
+exec "$BIN_DIR/scale-bench" --bin-dir "$BIN_DIR" "${args[@]}" "$@"

@@ -10,15 +10,14 @@
 #                                                   # another gateway in the same rounds (issue 25)
 #   bash scripts/bench-gateway.sh --help           # every option (cells, rounds, seconds, ...)
 #
-# PROFILE=debug uses a debug build (what CI's smoke run does, reusing the test build).
+# PROFILE=debug uses a debug build (what CI's smoke run does, reusing the conformance steps'
+# build); the default is the README's release build (scripts/bench-lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-profile="${PROFILE:-release}"
-target_dir="${CARGO_TARGET_DIR:-target}"
-flags=(--release)
-[ "$profile" = debug ] && flags=()
-cargo build --quiet "${flags[@]}" -p mrtr-gateway -p mrtr-bench --bins
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+build_bench_binaries
 
 driver_cpus=1
 if [ "$(nproc)" -lt 2 ]; then
@@ -26,4 +25,4 @@ if [ "$(nproc)" -lt 2 ]; then
     driver_cpus=0
 fi
 echo "bench-gateway: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-exec taskset -c "$driver_cpus" "$target_dir/$profile/gateway-bench" "$@"
+exec taskset -c "$driver_cpus" "$BIN_DIR/gateway-bench" "$@"
