@@ -135,8 +135,6 @@ impl Guard {
     }
 }
 
-/// Whether a `Content-Type` value names exactly the media type `expected` (parameters such as
-/// `charset` aside, case aside): `application/jsonx` is not `application/json`.
 /// Whether the `Accept` headers list both `application/json` and `text/event-stream` (or `*/*`).
 fn accepts_json_and_sse(headers: &http::HeaderMap) -> bool {
     // What clients send: one header, exactly this, compared in place without splitting.
@@ -163,6 +161,8 @@ fn accepts_json_and_sse(headers: &http::HeaderMap) -> bool {
     json && sse
 }
 
+/// Whether a `Content-Type` value names exactly the media type `expected` (parameters such as
+/// `charset` aside, case aside): `application/jsonx` is not `application/json`.
 fn is_media_type(value: &str, expected: &str) -> bool {
     // The usual value is exactly `expected`: compared in place, without splitting.
     if value.len() == expected.len() {

@@ -39,7 +39,7 @@ use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::send`] replaces them.
@@ -220,8 +220,8 @@ impl Forwarder {
         headers.insert(header::HOST, host.clone());
         // The body may have been rewritten (an envelope opened, a name restored); the client's
         // length is kept when it is still right, which spares making a new value.
-        let length = itoa::Buffer::new().format(body.len()).as_bytes() == content_length(&headers);
-        if !length {
+        let still_right = itoa::Buffer::new().format(body.len()).as_bytes() == content_length(&headers);
+        if !still_right {
             headers.insert(header::CONTENT_LENGTH, body.len().into());
         }
         if let Some(session) = session {
