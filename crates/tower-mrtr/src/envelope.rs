@@ -520,6 +520,88 @@ pub struct Sealed {
     pub round: u16,
 }
 
+impl Sealed {
+    /// The contents, borrowed.
+    fn contents(&self) -> Contents<'_> {
+        Contents {
+            route: &self.route,
+            state: self.state.as_deref(),
+            expires_at: self.expires_at,
+            round: self.round,
+        }
+    }
+}
+
+/// What a seal encrypts, borrowed: the layer seals a backend's state straight from the answer
+/// that carries it, without a copy of its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contents<'a> {
+    pub(crate) route: &'a Route,
+    pub(crate) state: Option<&'a str>,
+    pub(crate) expires_at: SystemTime,
+    pub(crate) round: u16,
+}
+
+/// What an envelope opened to, its state still in the decrypted buffer (which is wiped once the
+/// caller of [`Sealer::open_with`] is done with it).
+#[derive(Debug)]
+pub(crate) struct Opened<'a> {
+    pub(crate) route: Route,
+    pub(crate) state: Option<&'a str>,
+    pub(crate) expires_at: SystemTime,
+    pub(crate) round: u16,
+}
+
+impl Opened<'_> {
+    /// The contents, owned.
+    pub(crate) fn into_sealed(self) -> Sealed {
+        Sealed {
+            route: self.route,
+            state: self.state.map(str::to_owned),
+            expires_at: self.expires_at,
+            round: self.round,
+        }
+    }
+}
+
+/// A sealed envelope in its binary form, before base64url: the layer encodes it straight into
+/// the message that carries it.
+#[derive(Debug)]
+pub(crate) struct Wire {
+    prefix: &'static str,
+    raw: Vec<u8>,
+    /// The length of the wire form, computed once.
+    len: usize,
+}
+
+impl Wire {
+    /// `None` only if the length overflowed, which bounded bodies never reach.
+    fn new(prefix: &'static str, raw: Vec<u8>) -> Option<Self> {
+        let len = prefix.len().checked_add(base64::encoded_len(raw.len(), false)?)?;
+        Some(Self { prefix, raw, len })
+    }
+
+    /// The length of the wire form in bytes (it is ASCII).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Writes the wire form into `out`, which must be [`len`](Self::len) bytes long.
+    pub(crate) fn write_to(&self, out: &mut [u8]) -> Option<()> {
+        let (prefix, encoded) = out.split_at_mut_checked(self.prefix.len())?;
+        prefix.copy_from_slice(self.prefix.as_bytes());
+        (wire_base64().encode_slice(&self.raw, encoded).ok()? == encoded.len()).then_some(())
+    }
+
+    /// The wire form as a string.
+    fn into_string(self) -> Option<String> {
+        let mut wire = vec![0; self.len];
+        self.write_to(&mut wire)?;
+        // The prefix and the base64 alphabet are ASCII: this checks, and never fails.
+        String::from_utf8(wire).ok()
+    }
+}
+
 /// Seals and opens envelopes with a shared [`Keyring`].
 #[derive(Clone, Debug)]
 pub struct Sealer {
@@ -544,11 +626,23 @@ impl Sealer {
         binding: &Binding<'_>,
         sealed: &Sealed,
     ) -> Result<String, SealError> {
+        self.seal_wire(purpose, binding, sealed.contents())?
+            .into_string()
+            .ok_or(SealError::Cipher)
+    }
+
+    /// Seals `contents` under the active key with a fresh random nonce, in binary form.
+    pub(crate) fn seal_wire(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        contents: Contents<'_>,
+    ) -> Result<Wire, SealError> {
         // The kernel's generator for every nonce, not a user-space one seeded from it: a fork or a
         // cloned VM would copy that one's state and repeat nonces under the same key.
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| SealError::Rng)?;
-        self.seal_with_nonce(purpose, binding, sealed, nonce)
+        self.seal_contents(purpose, binding, contents, nonce)
     }
 
     /// Seals with a caller-chosen nonce. Only for test vectors: reusing a nonce under one key
@@ -561,10 +655,22 @@ impl Sealer {
         sealed: &Sealed,
         nonce: [u8; NONCE_LEN],
     ) -> Result<String, SealError> {
+        self.seal_contents(purpose, binding, sealed.contents(), nonce)?
+            .into_string()
+            .ok_or(SealError::Cipher)
+    }
+
+    fn seal_contents(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        sealed: Contents<'_>,
+        nonce: [u8; NONCE_LEN],
+    ) -> Result<Wire, SealError> {
         let route = sealed.route.as_str().as_bytes();
         let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
         let identity = sealed.route.identity();
-        let state = sealed.state.as_deref();
+        let state = sealed.state;
         let plaintext_len = MIN_PLAINTEXT_LEN
             + route.len()
             + identity.map_or(0, |_| IDENTITY_LEN)
@@ -616,11 +722,13 @@ impl Sealer {
             let mut aad = aad_start(purpose, header);
             binding.write_v2_to(&mut aad)?;
             Some(aad)
-        })
+        })?
+        .into_string()
+        .ok_or(SealError::Cipher)
     }
 
     /// Seals under the active key: the header of `version`, then the `plaintext_len` bytes that
-    /// `plaintext` writes, encrypted in place, then the tag; returns the wire form. `aad` makes
+    /// `plaintext` writes, encrypted in place, then the tag; returns the binary form. `aad` makes
     /// the associated data of the header, or refuses the binding.
     fn encrypt(
         &self,
@@ -629,7 +737,7 @@ impl Sealer {
         plaintext_len: usize,
         plaintext: impl FnOnce(&mut Vec<u8>),
         aad: impl FnOnce(&[u8]) -> Option<Vec<u8>>,
-    ) -> Result<String, SealError> {
+    ) -> Result<Wire, SealError> {
         let (kid, key) = self.keyring.active();
         let header_len = 2 + kid.as_str().len() + NONCE_LEN;
         // Sized once, so that no reallocation leaves a copy of the plaintext behind.
@@ -652,7 +760,7 @@ impl Sealer {
         };
         raw.extend_from_slice(&tag);
         let prefix = if version == V2_VERSION { V2_PREFIX } else { PREFIX };
-        to_wire(prefix, &raw).ok_or(SealError::Cipher)
+        Wire::new(prefix, raw).ok_or(SealError::Cipher)
     }
 
     /// Opens an envelope: checks format, key id, authenticity under `purpose` and `binding`, and
@@ -667,6 +775,20 @@ impl Sealer {
         envelope: &str,
         now: SystemTime,
     ) -> Result<Sealed, OpenError> {
+        self.open_with(purpose, binding, envelope, now, |opened| opened.into_sealed())
+    }
+
+    /// [`open`](Self::open), handing what opened to `f` while its state is still in the
+    /// decrypted buffer, which is wiped when `f` returns: the layer puts a backend's state back
+    /// into the request from there, without a copy of its own.
+    pub(crate) fn open_with<R>(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        envelope: &str,
+        now: SystemTime,
+        f: impl FnOnce(Opened<'_>) -> R,
+    ) -> Result<R, OpenError> {
         let (version, encoded) = match envelope.strip_prefix(PREFIX) {
             Some(encoded) => (VERSION, encoded),
             None => (
@@ -713,12 +835,13 @@ impl Sealer {
         } else {
             parse_v2_plaintext(plaintext)
         };
+        let result = match parsed {
+            Ok(opened) if now < opened.expires_at => Ok(f(opened)),
+            Ok(_) => Err(OpenError::Expired),
+            Err(error) => Err(error),
+        };
         zero(plaintext);
-        let sealed = parsed?;
-        if now >= sealed.expires_at {
-            return Err(OpenError::Expired);
-        }
-        Ok(sealed)
+        result
     }
 }
 
@@ -736,18 +859,6 @@ fn wire_base64() -> &'static impl Engine {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn wire_base64() -> &'static impl Engine {
     &base64::engine::general_purpose::URL_SAFE_NO_PAD
-}
-
-/// `prefix` followed by the base64url of `raw`, encoded straight into the string's own buffer.
-/// `None` only if the length overflowed, which bounded bodies never reach.
-fn to_wire(prefix: &str, raw: &[u8]) -> Option<String> {
-    let len = prefix.len() + base64::encoded_len(raw.len(), false)?;
-    let mut wire = Vec::with_capacity(len);
-    wire.extend_from_slice(prefix.as_bytes());
-    wire.resize(len, 0);
-    wire_base64().encode_slice(raw, &mut wire[prefix.len()..]).ok()?;
-    // The prefix and the base64 alphabet are ASCII: this checks, and never fails.
-    String::from_utf8(wire).ok()
 }
 
 /// The associated data up to the binding: the label, `0x00`, the header.
@@ -772,7 +883,7 @@ fn push_state(plaintext: &mut Vec<u8>, state: Option<&str>) {
 }
 
 /// A v3 plaintext: expiry, round, route, identity, state.
-fn parse_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
+fn parse_plaintext(pt: &[u8]) -> Result<Opened<'_>, OpenError> {
     let (expires_at, rest) = take_expiry(pt)?;
     let (round, rest) = take_u16(rest)?;
     let (name, rest) = take_route_name(rest)?;
@@ -788,7 +899,7 @@ fn parse_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
         }
         _ => return Err(OpenError::Malformed),
     };
-    Ok(Sealed {
+    Ok(Opened {
         route,
         state: take_state(rest)?,
         expires_at,
@@ -797,10 +908,10 @@ fn parse_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
 }
 
 /// A v2 plaintext: expiry, route, state; it opens as round 1, its route without identity.
-fn parse_v2_plaintext(pt: &[u8]) -> Result<Sealed, OpenError> {
+fn parse_v2_plaintext(pt: &[u8]) -> Result<Opened<'_>, OpenError> {
     let (expires_at, rest) = take_expiry(pt)?;
     let (name, rest) = take_route_name(rest)?;
-    Ok(Sealed {
+    Ok(Opened {
         route: Route::new(name),
         state: take_state(rest)?,
         expires_at,
@@ -833,13 +944,11 @@ fn take_route_name(pt: &[u8]) -> Result<(&str, &[u8]), OpenError> {
 }
 
 /// The state flag and the rest: `0x00` and nothing (no state), or `0x01` and UTF-8.
-fn take_state(pt: &[u8]) -> Result<Option<String>, OpenError> {
+fn take_state(pt: &[u8]) -> Result<Option<&str>, OpenError> {
     match pt.split_first() {
         Some((0, [])) => Ok(None),
         Some((1, bytes)) => Ok(Some(
-            std::str::from_utf8(bytes)
-                .map_err(|_| OpenError::Malformed)?
-                .to_owned(),
+            std::str::from_utf8(bytes).map_err(|_| OpenError::Malformed)?,
         )),
         _ => Err(OpenError::Malformed),
     }

@@ -168,6 +168,29 @@ pub(crate) fn splice(base: &[u8], range: Range<usize>, parts: &[&[u8]]) -> Bytes
     out.freeze()
 }
 
+/// `base` with `range` replaced by `before`, then `len` bytes that `write` fills in place, then
+/// `after`: a string written straight into the message, with no buffer of its own. `None` if
+/// `write` fails.
+pub(crate) fn splice_with(
+    base: &[u8],
+    range: Range<usize>,
+    before: &[u8],
+    len: usize,
+    write: impl FnOnce(&mut [u8]) -> Option<()>,
+    after: &[u8],
+) -> Option<Bytes> {
+    let added = before.len().checked_add(len)?.checked_add(after.len())?;
+    let mut out = BytesMut::with_capacity((base.len() - range.len()).checked_add(added)?);
+    out.extend_from_slice(&base[..range.start]);
+    out.extend_from_slice(before);
+    let at = out.len();
+    out.resize(at + len, 0);
+    write(&mut out[at..])?;
+    out.extend_from_slice(after);
+    out.extend_from_slice(&base[range.end..]);
+    Some(out.freeze())
+}
+
 /// The byte range to delete so that the object member whose value occupies `value` disappears,
 /// along with exactly one separating comma. `base` must be valid JSON (it was parsed already).
 pub(crate) fn member_removal_range(base: &[u8], value: Range<usize>) -> Option<Range<usize>> {
@@ -371,6 +394,28 @@ mod tests {
             assert_eq!(out, expected, "input {input}");
             serde_json::from_str::<serde_json::Value>(&out).unwrap();
         }
+    }
+
+    #[test]
+    fn splice_with_writes_in_place_between_its_delimiters() {
+        let base = br#"{"requestState":"backend","x":1}"#;
+        let span = 16..25;
+        assert_eq!(&base[span.clone()], br#""backend""#);
+        let write = |out: &mut [u8]| {
+            out.copy_from_slice(b"sealed");
+            Some(())
+        };
+        let out = splice_with(base, span.clone(), b"\"", 6, write, b"\"").unwrap();
+        assert_eq!(&out[..], br#"{"requestState":"sealed","x":1}"#);
+        // An insertion (an empty range), as when a member is added.
+        let write = |out: &mut [u8]| {
+            out.fill(b'z');
+            Some(())
+        };
+        let out = splice_with(base, 1..1, b"\"a\":\"", 2, write, b"\",").unwrap();
+        assert_eq!(&out[..], br#"{"a":"zz","requestState":"backend","x":1}"#);
+        // A writer that fails leaves no message.
+        assert!(splice_with(base, span, b"\"", 6, |_| None, b"\"").is_none());
     }
 
     #[test]

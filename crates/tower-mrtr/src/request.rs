@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue, header};
 use serde_json::value::RawValue;
 
 use crate::config::Config;
-use crate::envelope::{ArgumentsDigest, Binding, OpenError, Purpose, Sealed, Sealer, V2_PREFIX};
+use crate::envelope::{ArgumentsDigest, Binding, OpenError, Opened, Purpose, Sealed, Sealer, V2_PREFIX};
 use crate::error::Rejection;
 use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
@@ -272,6 +272,18 @@ impl Request<'_> {
 
     /// Opens the envelope held by a raw JSON member (which must be a string).
     fn open(&self, purpose: Purpose, binding: &Binding<'_>, raw: Raw<'_>) -> Result<Sealed, OpenError> {
+        self.open_with(purpose, binding, raw, |opened| opened.into_sealed())
+    }
+
+    /// [`open`](Self::open), handing what opened to `f` while its state is still in the
+    /// decrypted buffer.
+    fn open_with<R>(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        raw: Raw<'_>,
+        f: impl FnOnce(Opened<'_>) -> R,
+    ) -> Result<R, OpenError> {
         // Checked on the raw token first so an oversized value is never decoded.
         if raw.get().len() > self.config.max_envelope_len.saturating_add(2) {
             return Err(OpenError::TooLong);
@@ -282,7 +294,7 @@ impl Request<'_> {
         }
         let opened = self
             .sealer
-            .open(purpose, binding, &text, self.config.clock.now())?;
+            .open_with(purpose, binding, &text, self.config.clock.now(), f)?;
         metrics::opened(purpose);
         Ok(opened)
     }
@@ -362,40 +374,38 @@ impl Request<'_> {
             binding = binding.with_arguments(digest);
             arguments = ArgumentsBinding::Digest(digest);
         }
-        let opened = self
-            .open(Purpose::REQUEST_STATE, &binding, state)
+        let span = json::span_of(self.body, state.get()).ok_or_else(|| self.internal())?;
+        // Put the backend's own state back exactly as it sent it, or remove the member if it sent
+        // none; from the decrypted buffer, before it is wiped.
+        let restore = |opened: Opened<'_>| {
+            let rewritten = match opened.state {
+                Some(inner) => Some(json::splice(self.body, span, &[b"\"", inner.as_bytes(), b"\""])),
+                None => {
+                    json::member_removal_range(self.body, span).map(|cut| json::splice(self.body, cut, &[]))
+                }
+            };
+            (opened.route, opened.round, rewritten)
+        };
+        let (route, round, rewritten) = self
+            .open_with(Purpose::REQUEST_STATE, &binding, state, restore)
             .map_err(|reason| self.refuse(method, Purpose::REQUEST_STATE, &reason))?;
         // A retry of round r is answered, if again input_required, by round r + 1: refused once
         // r reaches the limit, before the backend is asked once more.
         let limit = self.config.max_rounds;
-        let next_round = opened.round.checked_add(1).filter(|_| opened.round < limit);
+        let next_round = round.checked_add(1).filter(|_| round < limit);
         let Some(next_round) = next_round else {
-            tracing::debug!(
-                method,
-                round = opened.round,
-                limit,
-                "request refused: too many rounds"
-            );
+            tracing::debug!(method, round, limit, "request refused: too many rounds");
             return Err(Rejection::TooManyRounds {
                 id: self.owned_id(),
                 limit,
             });
         };
         verify_mirrored_headers(parts, method, target, false, self.id)?;
-
-        // Put the backend's own state back exactly as it sent it, or remove the member if it sent none.
-        let span = json::span_of(self.body, state.get()).ok_or_else(|| self.internal())?;
-        let rewritten = match &opened.state {
-            Some(inner) => json::splice(self.body, span, &[b"\"", inner.as_bytes(), b"\""]),
-            None => {
-                let cut = json::member_removal_range(self.body, span).ok_or_else(|| self.internal())?;
-                json::splice(self.body, cut, &[])
-            }
-        };
-        tracing::debug!(method, route = %opened.route, "requestState opened");
+        let rewritten = rewritten.ok_or_else(|| self.internal())?;
+        tracing::debug!(method, route = %route, "requestState opened");
 
         set_body_length(&mut parts.headers, rewritten.len());
-        parts.extensions.insert(PinnedRoute(opened.route.clone()));
+        parts.extensions.insert(PinnedRoute(route.clone()));
         parts
             .extensions
             .insert(McpRequestHead::parsed(self.body, method, self.id, target, true));
@@ -405,7 +415,7 @@ impl Request<'_> {
             target: target.map(|target| self.shared(target)),
             principal,
             arguments,
-            pinned: Some(opened.route),
+            pinned: Some(route),
             round: next_round,
         });
         Ok((rewritten, plan))

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::expiry;
 use crate::config::Config;
-use crate::envelope::{Purpose, Sealed, Sealer};
+use crate::envelope::{Contents, Purpose, Sealer, Wire};
 use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, ReadError, ResultField};
 use crate::metrics;
@@ -122,26 +122,21 @@ impl Rewriter {
             _ => return Ok(body),
         }
         let route = self.route.clone()?;
-        let envelope = self.seal_state(ctx, route, head.request_state)?;
-        let rewritten = match (head.request_state, head.result_type_raw) {
-            (Some(state), _) => {
-                let span = json::span_of(&body, state.get()).ok_or(Unrelayable::Unreadable)?;
-                json::splice(&body, span, &[b"\"", envelope.as_bytes(), b"\""])
-            }
-            (None, Some(result_type)) => {
-                // The backend sent no state (legal when it sent inputRequests); the client still
-                // needs an envelope to carry the route, so one is added after `resultType`.
-                let at = json::span_of(&body, result_type.get())
-                    .ok_or(Unrelayable::Unreadable)?
-                    .end;
-                json::splice(
-                    &body,
-                    at..at,
-                    &[b",\"requestState\":\"", envelope.as_bytes(), b"\""],
-                )
-            }
+        let envelope = self.seal_state(ctx, &route, head.request_state)?;
+        let (span, before) = match (head.request_state, head.result_type_raw) {
+            (Some(state), _) => (json::span_of(&body, state.get()), &b"\""[..]),
+            // The backend sent no state (legal when it sent inputRequests); the client still
+            // needs an envelope to carry the route, so one is added after `resultType`.
+            (None, Some(result_type)) => (
+                json::span_of(&body, result_type.get()).map(|span| span.end..span.end),
+                &b",\"requestState\":\""[..],
+            ),
             (None, None) => return Err(Unrelayable::Unreadable),
         };
+        let span = span.ok_or(Unrelayable::Unreadable)?;
+        let write = |out: &mut [u8]| envelope.write_to(out);
+        let rewritten =
+            json::splice_with(&body, span, before, envelope.len(), write, b"\"").ok_or(Unrelayable::Seal)?;
         tracing::debug!(method = ctx.method, "requestState sealed");
         self.sealed.store(true, Ordering::Relaxed);
         Ok(rewritten)
@@ -166,45 +161,44 @@ impl Rewriter {
                 Duration::from_millis(ms).min(config.max_task_ttl)
             });
         // Task handles belong to no round.
-        let sealed = Sealed {
-            route,
-            state: Some(contents.to_owned()),
+        let sealed = Contents {
+            route: &route,
+            state: Some(contents),
             expires_at: expiry(config.clock.now(), ttl),
             round: 0,
         };
         let handle = self
             .sealer
-            .seal(
+            .seal_wire(
                 Purpose::TASK_HANDLE,
                 &task_binding(config.audience.as_deref(), ctx.principal.as_deref()),
-                &sealed,
+                sealed,
             )
             .map_err(|_| Unrelayable::Seal)?;
         if handle.len() > config.max_envelope_len {
             return Err(Unrelayable::EnvelopeTooLong);
         }
         let span = json::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
+        let write = |out: &mut [u8]| handle.write_to(out);
+        let rewritten =
+            json::splice_with(body, span, b"\"", handle.len(), write, b"\"").ok_or(Unrelayable::Seal)?;
         metrics::sealed(Purpose::TASK_HANDLE, handle.len());
         tracing::debug!("task handle sealed");
-        Ok(json::splice(body, span, &[b"\"", handle.as_bytes(), b"\""]))
+        Ok(rewritten)
     }
 
     fn seal_state(
         &self,
         ctx: &SealContext,
-        route: Route,
+        route: &Route,
         state: Option<Raw<'_>>,
-    ) -> Result<String, Unrelayable> {
+    ) -> Result<Wire, Unrelayable> {
         let config = &self.config;
         let state = match state {
             None => None,
-            Some(raw) => Some(
-                json::string_contents(raw.get())
-                    .ok_or(Unrelayable::StateNotAString)?
-                    .to_owned(),
-            ),
+            Some(raw) => Some(json::string_contents(raw.get()).ok_or(Unrelayable::StateNotAString)?),
         };
-        let sealed = Sealed {
+        let contents = Contents {
             route,
             state,
             expires_at: expiry(config.clock.now(), config.ttl),
@@ -216,7 +210,7 @@ impl Rewriter {
         })?;
         let envelope = self
             .sealer
-            .seal(Purpose::REQUEST_STATE, &binding, &sealed)
+            .seal_wire(Purpose::REQUEST_STATE, &binding, contents)
             .map_err(|_| Unrelayable::Seal)?;
         if envelope.len() > config.max_envelope_len {
             return Err(Unrelayable::EnvelopeTooLong);

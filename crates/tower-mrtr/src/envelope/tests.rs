@@ -499,6 +499,8 @@ fn malformed_v3_plaintexts_are_refused() {
                 },
             )
             .unwrap()
+            .into_string()
+            .unwrap()
     };
     let plaintext = |tail: &[u8]| [&expiry[..], &[0, 1], tail].concat();
     let identity = [7u8; 32];
@@ -1048,9 +1050,13 @@ proptest! {
             Just('='), Just('+'), Just('/'), Just('.'), Just(' '), Just('\n'), Just('é'), Just('\0'),
         ])),
     ) {
-        let encoded = to_wire("", &bytes).unwrap();
-        prop_assert_eq!(&encoded, &URL_SAFE_NO_PAD.encode(&bytes));
-        prop_assert_eq!(wire_base64().decode(&encoded).unwrap(), bytes);
+        let wire = Wire::new(PREFIX, bytes.clone()).unwrap();
+        prop_assert_eq!(wire.len(), PREFIX.len() + URL_SAFE_NO_PAD.encode(&bytes).len());
+        let encoded = wire.into_string().unwrap();
+        let scalar = URL_SAFE_NO_PAD.encode(&bytes);
+        prop_assert_eq!(encoded.strip_prefix(PREFIX), Some(scalar.as_str()));
+        let encoded = &encoded[PREFIX.len()..];
+        prop_assert_eq!(wire_base64().decode(encoded).unwrap(), bytes);
         let mut text = text;
         if let Some((at, c)) = edit {
             let at = usize::from(at) % (text.len() + 1);
