@@ -17,7 +17,7 @@ use crate::envelope::{ArgumentsDigest, Binding, OpenError, Opened, Purpose, Seal
 use crate::error::Rejection;
 use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
-use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value};
+use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value, header_value_is};
 use crate::metrics;
 use crate::route::{McpRequestHead, PinnedRoute, Route};
 use crate::shared_str::SharedStr;
@@ -671,7 +671,11 @@ pub(crate) fn check_mirrored_headers(
         return Err("Mcp-Name");
     }
     for value in headers.get_all(MCP_NAME) {
-        if decode_header_value(value).as_deref() != target {
+        let names_target = match target {
+            Some(target) => header_value_is(value, target),
+            None => decode_header_value(value).is_none(),
+        };
+        if !names_target {
             return Err("Mcp-Name");
         }
     }
