@@ -2,6 +2,7 @@
 //! client as the handles it holds, and fail closed on anything that would need sealing but cannot
 //! be sealed.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -134,9 +135,7 @@ impl Rewriter {
             (None, None) => return Err(Unrelayable::Unreadable),
         };
         let span = span.ok_or(Unrelayable::Unreadable)?;
-        let write = |out: &mut [u8]| envelope.write_to(out);
-        let rewritten =
-            json::splice_with(&body, span, before, envelope.len(), write, b"\"").ok_or(Unrelayable::Seal)?;
+        let rewritten = splice_envelope(&body, span, before, &envelope)?;
         tracing::debug!(method = ctx.method, "requestState sealed");
         self.sealed.store(true, Ordering::Relaxed);
         Ok(rewritten)
@@ -179,9 +178,7 @@ impl Rewriter {
             return Err(Unrelayable::EnvelopeTooLong);
         }
         let span = json::span_of(body, task_id.get()).ok_or(Unrelayable::Unreadable)?;
-        let write = |out: &mut [u8]| handle.write_to(out);
-        let rewritten =
-            json::splice_with(body, span, b"\"", handle.len(), write, b"\"").ok_or(Unrelayable::Seal)?;
+        let rewritten = splice_envelope(body, span, b"\"", &handle)?;
         metrics::sealed(Purpose::TASK_HANDLE, handle.len());
         tracing::debug!("task handle sealed");
         Ok(rewritten)
@@ -218,6 +215,18 @@ impl Rewriter {
         metrics::sealed(Purpose::REQUEST_STATE, envelope.len());
         Ok(envelope)
     }
+}
+
+/// `body` with `span` replaced by `before`, the envelope's wire form written in place, and the
+/// closing quote.
+fn splice_envelope(
+    body: &[u8],
+    span: Range<usize>,
+    before: &[u8],
+    envelope: &Wire,
+) -> Result<Bytes, Unrelayable> {
+    let write = |out: &mut [u8]| envelope.write_to(out);
+    json::splice_with(body, span, before, envelope.len(), write, b"\"").ok_or(Unrelayable::Seal)
 }
 
 /// Why an answer could not be relayed. Logged at debug level; the client sees one error.
