@@ -531,26 +531,9 @@ mod tests {
         };
         let call = mcp::echo_answer("17", 256);
         let cell = Cell::Call { size: 256 };
-        assert!(
-            check(
-                cell,
-                PEER,
-                SSE,
-                17,
-                &reframed(&with(&call, r#""resultType":"complete""#))
-            )
-            .is_ok()
-        );
-        assert!(
-            check(
-                cell,
-                PEER,
-                SSE,
-                17,
-                &reframed(&with(&call, r#""resultType":"task""#))
-            )
-            .is_err()
-        );
+        let call_as_sse_with = |add: &str| check(cell, PEER, SSE, 17, &reframed(&with(&call, add)));
+        assert!(call_as_sse_with(r#""resultType":"complete""#).is_ok());
+        assert!(call_as_sse_with(r#""resultType":"task""#).is_err());
         assert!(check(cell, PEER, JSON, 17, &with(&call, r#""extra":1"#)).is_err());
         let list = mcp::list_answer("18");
         let hinted = with(
