@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Independent implementation of the tower-mrtr envelopes v3 and v2 (docs/envelope.md), for test
-vectors.
+"""Independent implementation of the tower-mrtr envelopes v4, v3 and v2 (docs/envelope.md), for
+test vectors.
 
 Written from the specification in docs/envelope.md, not from the Rust code: libsodium's
 XChaCha20-Poly1305 (PyNaCl) for the cipher, and a canonical-JSON writer of its own for the argument
-digest: v3 writes every number by its exact decimal value, read with Python's `decimal` module
-(the construction of a Decimal from a string never rounds); v2 (RFC 8785 with the document's rule
-for integers above 2^53) reads numbers as doubles. `python3 scripts/envelope_vectors.py` prints
+digest: v4 and v3 write every number by its exact decimal value, read with Python's `decimal`
+module (the construction of a Decimal from a string never rounds); v2 (RFC 8785 with the
+document's rule for integers above 2^53) reads numbers as doubles. v4 is sealed today; v3 and v2
+are the formats a relay still opens. `python3 scripts/envelope_vectors.py` prints
 the vectors that the Rust tests (`crates/tower-mrtr/src/envelope/tests.rs`; the gateway's
 session-id vectors in `crates/mrtr-gateway/src/legacy/session.rs`) and the document must contain;
 `--check FILE` (CI) first checks the exact-decimal rule on its own (equal Decimal values, and only
@@ -154,7 +155,7 @@ def field(value):
 
 def encrypt(header, plaintext, aad):
     sealed = crypto_aead_xchacha20poly1305_ietf_encrypt(plaintext, aad, NONCE, KEY)
-    prefix = {2: "mrtr2.", 3: "mrtr3."}[header[0]]
+    prefix = {2: "mrtr2.", 3: "mrtr3.", 4: "mrtr4."}[header[0]]
     return prefix + base64.urlsafe_b64encode(header + sealed).decode().rstrip("=")
 
 
@@ -174,21 +175,46 @@ def seal_v2(purpose, method, target, principal, arguments, route, state):
     return encrypt(header, plaintext, aad)
 
 
-def seal_v3(purpose, method, target, principal, audience, arguments, route, identity, round_, state):
-    """A v3 envelope: audience in the associated data; round and route identity in the plaintext."""
-    header = bytes([3, len(KID)]) + KID + NONCE
+def aad_v3(purpose, header, method, target, principal, audience, arguments):
+    """The associated data of v3, and of v4 (the same fields; the header holds the version)."""
     digest = None if arguments is False else arguments_digest(arguments, exact_number)
     aad = LABELS[purpose] + b"\x00" + header
-    aad += field(audience) + field(method) + field(target) + field(principal) + field(digest)
+    return aad + field(audience) + field(method) + field(target) + field(principal) + field(digest)
+
+
+def route_bytes(round_, route, identity):
+    """expires_at || round || route_len || route || identity_flag || identity (v3 and v4)."""
     route_b = route.encode()
     plaintext = struct.pack(">Q", EXPIRES_MS) + struct.pack(">H", round_)
     plaintext += struct.pack(">H", len(route_b)) + route_b
-    plaintext += b"\x00" if identity is None else b"\x01" + identity
+    return plaintext + (b"\x00" if identity is None else b"\x01" + identity)
+
+
+def seal_v3(purpose, method, target, principal, audience, arguments, route, identity, round_, state):
+    """A v3 envelope (what v4 relays still open): audience in the associated data; round and route
+    identity in the plaintext."""
+    header = bytes([3, len(KID)]) + KID + NONCE
+    aad = aad_v3(purpose, header, method, target, principal, audience, arguments)
+    plaintext = route_bytes(round_, route, identity) + state_bytes(state)
+    return encrypt(header, plaintext, aad)
+
+
+def seal_v4(purpose, method, target, principal, audience, arguments, route, identity, round_, state,
+            call=None):
+    """A v4 envelope: v3's, with the call target (a task handle's tool) after the route identity."""
+    header = bytes([4, len(KID)]) + KID + NONCE
+    aad = aad_v3(purpose, header, method, target, principal, audience, arguments)
+    plaintext = route_bytes(round_, route, identity)
+    if call is None:
+        plaintext += b"\x00"
+    else:
+        call_b = call.encode()
+        plaintext += b"\x01" + struct.pack(">H", len(call_b)) + call_b
     plaintext += state_bytes(state)
     return encrypt(header, plaintext, aad)
 
 
-# v2, as the document has listed them since v2: v3 relays still open these.
+# v2, as the document has listed them since v2: v4 relays still open these.
 # (purpose, method, target, principal, arguments (False: not bound, None: absent), route, state)
 VECTORS_V2 = [
     ("request-state", "tools/call", "delete_branch", None,
@@ -208,6 +234,7 @@ VECTORS_V2 = [
 IDENTITY = hashlib.sha256(b"https://alpha.internal/mcp").digest()
 EXACT_ARGUMENTS = '{"id":9007199254740993.0,"amounts":[100,1.00E+2,100.000000000000001,1.0000000000000001e22,-0.0]}'
 
+# v3, as the document has listed them since v3: v4 relays still open these (with no call target).
 # (purpose, method, target, principal, audience, arguments, route, identity, round, state)
 VECTORS_V3 = [
     ("request-state", "tools/call", "delete_branch", None, None,
@@ -227,9 +254,23 @@ VECTORS_V3 = [
      '{"repo":"acme/api","branch":"old"}', "backend-a", None, 3, "opaque-state"),
     # All three, and a principal.
     ("task-handle", "tasks", None, "alice", "staging", False, "alpha", IDENTITY, 0, "task-7f3a"),
-    # mrtr-gateway's session id as it seals it today: no audience yet, round 0.
+    # mrtr-gateway's session id as v3 sealed it: no audience yet, round 0.
     ("legacy-session", "mrtr-gateway/legacy-session", None, "alice", None, False, "@legacy-session",
      None, 0, '{"v":"2025-11-25","i":{"name":"claude-desktop","version":"1.0"},"c":{"elicitation":{}}}'),
+]
+
+# v4: the inputs of the v3 vectors 1 to 10 with no call target (so that they differ from v3's only
+# where the format does; vector 10 is mrtr-gateway's session id as it seals it today), then task
+# handles with the tool whose call created them.
+# (purpose, method, target, principal, audience, arguments, route, identity, round, state, call)
+VECTORS_V4 = [v + (None,) for v in VECTORS_V3] + [
+    # A task handle with its tool.
+    ("task-handle", "tasks", None, None, None, False, "backend-a", None, 0, "task-7f3a",
+     "delete_branch"),
+    # A tool whose name is not ASCII (its length is in bytes: 6 for two characters), with an
+    # audience, a principal and a route identity.
+    ("task-handle", "tasks", None, "alice", "staging", False, "alpha", IDENTITY, 0, "task-7f3a",
+     "\u9001\u91d1"),
 ]
 
 # The canonical forms of the document's examples: (arguments, v3 form checked too, v2 form too).
@@ -278,7 +319,10 @@ def check_exact_rule():
 if __name__ == "__main__":
     import sys
 
-    wires = [seal_v3(*v) for v in VECTORS_V3] + [seal_v2(*v) for v in VECTORS_V2]
+    wires_v4 = [seal_v4(*v) for v in VECTORS_V4]
+    wires_v3 = [seal_v3(*v) for v in VECTORS_V3]
+    wires_v2 = [seal_v2(*v) for v in VECTORS_V2]
+    wires = wires_v4 + wires_v3 + wires_v2
     canon = [canonical(parse(a)) for a in CANONICAL_EXAMPLES]
     canon_v2 = [canonical(parse(a), doubles_number) for a in CANONICAL_EXAMPLES[:2]]
     digests = [arguments_digest(a).hex() for a in CANONICAL_EXAMPLES] + [arguments_digest(None).hex()]
@@ -298,12 +342,11 @@ if __name__ == "__main__":
             print("missing from", sys.argv[2], ":", w, file=sys.stderr)
         print(f"{len(expected) - len(missing)} of {len(expected)} vectors found in {sys.argv[2]}")
         sys.exit(1 if missing or failures else 0)
-    print("v3 envelopes:")
-    for v, w in zip(VECTORS_V3, wires):
-        print(v, w, sep="\n  ")
-    print("v2 envelopes:")
-    for v, w in zip(VECTORS_V2, wires[len(VECTORS_V3):]):
-        print(v, w, sep="\n  ")
+    for name, vectors, sealed in [("v4", VECTORS_V4, wires_v4), ("v3", VECTORS_V3, wires_v3),
+                                  ("v2", VECTORS_V2, wires_v2)]:
+        print(name, "envelopes:")
+        for i, (v, w) in enumerate(zip(vectors, sealed), 1):
+            print(i, v, w, sep="\n  ")
     print("canonical forms (v3), digests:")
     for a, c, d in zip(CANONICAL_EXAMPLES, canon, digests):
         print(a, c, d, sep="\n  ")

@@ -532,7 +532,7 @@ async fn forged_truncated_and_malformed_envelopes() {
         ("padded", json!(format!("{envelope}=")).to_string()),
         (
             "old version prefix",
-            json!(envelope.replacen("mrtr3.", "mrtr1.", 1)).to_string(),
+            json!(envelope.replacen("mrtr4.", "mrtr1.", 1)).to_string(),
         ),
         (
             "over the length limit",
@@ -820,7 +820,7 @@ async fn wrong_content_types() {
         assert!(
             message["result"]["requestState"]
                 .as_str()
-                .is_some_and(|s| s.starts_with("mrtr3.")),
+                .is_some_and(|s| s.starts_with("mrtr4.")),
             "{case}: {message}"
         );
     }

@@ -98,7 +98,7 @@ async fn sse_events_stream_through_before_the_result_exists() -> anyhow::Result<
         rest.extend_from_slice(&chunk?);
     }
     let rest = String::from_utf8(rest)?;
-    assert!(rest.contains("\"requestState\":\"mrtr3."), "not sealed: {rest}");
+    assert!(rest.contains("\"requestState\":\"mrtr4."), "not sealed: {rest}");
     assert!(!rest.contains("backend-secret"), "backend state leaked: {rest}");
     gw.shutdown().await?;
     Ok(())

@@ -154,7 +154,7 @@ async fn a_task_is_created_polled_answered_through_tasks_update_and_completed_on
 
     let handle = create_task(&client, "b__confirm_delete", json!({ "filename": "report.txt" })).await?;
     assert!(
-        handle.starts_with("mrtr3."),
+        handle.starts_with("mrtr4."),
         "the client sees a sealed handle, not the backend's id: {handle}"
     );
     assert_eq!(stack.fixture_b.running_tasks(), 1, "the task runs on b");
@@ -246,7 +246,7 @@ async fn mrtr_rounds_then_a_task_on_the_same_backend() -> anyhow::Result<()> {
     let state = round1.result()["requestState"]
         .as_str()
         .context("no requestState")?;
-    assert!(state.starts_with("mrtr3."), "the backend's state is sealed");
+    assert!(state.starts_with("mrtr4."), "the backend's state is sealed");
 
     let mut retry = call.clone();
     retry["inputResponses"] = json!({ "user_name": { "action": "accept", "content": { "name": "Alice" } } });
@@ -258,7 +258,7 @@ async fn mrtr_rounds_then_a_task_on_the_same_backend() -> anyhow::Result<()> {
         .as_str()
         .context("no taskId")?
         .to_owned();
-    assert!(handle.starts_with("mrtr3.") && handle != state);
+    assert!(handle.starts_with("mrtr4.") && handle != state);
 
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     let done = loop {

@@ -115,7 +115,7 @@ async fn a_round_one_answer_is_sealed_and_the_other_backend_not_called() {
 
     let envelope = round_one(&keyring, &mut beta_handle, alpha, beta).await;
 
-    assert!(envelope.starts_with("mrtr3."), "{envelope}");
+    assert!(envelope.starts_with("mrtr4."), "{envelope}");
     assert!(!envelope.contains("beta-own-state"));
     assert!(
         alpha_handle.next_request().await.is_none(),

@@ -148,9 +148,16 @@ fn envelope_open() -> Vec<Vec<u8>> {
         let mut literal = vec![purpose, i as u8];
         literal.extend_from_slice(mint.envelope.as_bytes());
         seeds.push(literal);
+        let mut v3_twin = vec![purpose, i as u8];
+        v3_twin.extend_from_slice(format!("@P{i}@").as_bytes());
+        seeds.push(v3_twin);
     }
     for text in [
         "",
+        "mrtr4.",
+        "mrtr3.",
+        "mrtr4.AwJrMg",
+        "mrtr3.BAJrMg",
         "mrtr2.",
         "mrtr1.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zF",
         "mrtr2.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zF",

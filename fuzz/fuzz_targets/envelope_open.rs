@@ -3,24 +3,28 @@
 //!
 //! Input: a byte choosing the purpose and time, a byte choosing the binding to open with (that of
 //! mint `n`, or one of no mint), then the envelope text,
-//! in which `@E<n>@` stands for minted envelope `n` (format v3) and `@V<n>@` for its v2 twin
-//! (seeds also hold minted envelopes written out, so that mutations reach inside them).
+//! in which `@E<n>@` stands for minted envelope `n` (format v4), `@P<n>@` for its v3 twin and
+//! `@V<n>@` for its v2 twin (seeds also hold minted envelopes written out, so that mutations reach
+//! inside them).
 //!
 //! Invariant, exact: `open` succeeds if and only if the text is an envelope this keyring minted
-//! (v3, or v2 while v2 still opens), under a key the ring still holds, opened with the purpose
-//! and binding (audience included) it was minted for (for v2, arguments compared as v2 compares
-//! them: numbers as doubles), before its expiry; it then returns exactly
-//! what was sealed: the route with its identity and the round for v3, the route without identity
-//! and round 1 for v2. Anything else (a mutation of any byte, another binding or audience, a
-//! retired key, an expired envelope) is refused, with a text that starts with neither prefix
-//! refused as not an envelope.
+//! (v4, or v3 and v2 while they still open), under a key the ring still holds, opened with the
+//! purpose and binding (audience included) it was minted for (for v2, arguments compared as v2
+//! compares them: numbers as doubles), before its expiry; it then returns exactly
+//! what was sealed: the route with its identity, the round and a task handle's call target for
+//! v4, the same without call target for v3, the route without identity and round 1 for v2.
+//! Anything else (a mutation of any byte, another binding or audience, a retired key, an expired
+//! envelope) is refused, with a text that starts with none of the prefixes refused as not an
+//! envelope.
 #![no_main]
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use mrtr_gateway::fuzzing::SESSION_PURPOSE;
-use tower_mrtr::envelope::{ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer, V2_PREFIX};
+use tower_mrtr::envelope::{
+    ArgumentsDigest, Binding, OpenError, PREFIX, Purpose, Sealer, V2_PREFIX, V3_PREFIX,
+};
 use tower_mrtr_fuzz::mint::{AUDIENCE, Mint, mints, now, relay_keyring, substitute};
 
 fuzz_target!(|data: &[u8]| {
@@ -81,13 +85,17 @@ fuzz_target!(|data: &[u8]| {
     });
     match (opened, should_open) {
         (Ok(sealed), Some((mint, version))) => {
-            // v3: the route with its identity, the round; v2: no identity, round 1.
+            // v4: the route with its identity, the round, the call target; v3: no call target;
+            // v2: no identity, round 1, no call target.
             assert_eq!(sealed, mint.sealed(version), "version {version}");
         }
         (Ok(sealed), None) => panic!("opened what it must refuse: {text:?} -> {sealed:?}"),
         (Err(error), Some(mint)) => panic!("refused a valid envelope ({error}): mint {mint:?}"),
         (Err(error), None) => {
-            if !text.starts_with(PREFIX) && !text.starts_with(V2_PREFIX) {
+            if ![PREFIX, V3_PREFIX, V2_PREFIX]
+                .iter()
+                .any(|prefix| text.starts_with(prefix))
+            {
                 assert_eq!(error, OpenError::NotAnEnvelope);
             }
             if let Some((mint, _)) = minted
@@ -104,8 +112,8 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// Whether an envelope of `version` minted under `minted` opens under `binding`: v3 binds every
-/// field exactly; v2 binds the digest of v2's form of the arguments, numbers read as doubles, so
+/// Whether an envelope of `version` minted under `minted` opens under `binding`: v4 and v3 bind
+/// every field exactly; v2 binds the digest of v2's form of the arguments, numbers read as doubles, so
 /// arguments equal as doubles (E17's exact-decimal neighbours) open a v2 envelope too, as
 /// `docs/envelope.md` says of format v2.
 fn binds_alike(binding: &Binding<'_>, minted: &Binding<'_>, version: u8) -> bool {

@@ -74,6 +74,7 @@ fn check_ring(ring: &Keyring) {
         state: Some("s".to_owned()),
         expires_at: UNIX_EPOCH + Duration::from_secs(10),
         round: 1,
+        call_target: None,
     };
     let envelope = sealer
         .seal_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, [0; 24])

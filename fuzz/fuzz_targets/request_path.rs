@@ -6,8 +6,8 @@
 //! route; `limit=N`: body limit; `envlimit=N`: envelope limit; `split=A,B`: the client's body in
 //! chunks; `error`: the client's body fails; `audience`: the relay's audience is `prod`;
 //! `rounds=N`: its cap on rounds; `sse`, `task`, `nostate`, `noroute`, `misroute`: how the
-//! backend answers), header lines, a blank line, the body (`@E<n>@`: a minted envelope, `@V<n>@`:
-//! its v2 twin).
+//! backend answers), header lines, a blank line, the body (`@E<n>@`: a minted envelope, `@P<n>@`
+//! and `@V<n>@`: its v3 and v2 twins).
 //!
 //! Invariants:
 //! * a request reaching the backend carries no `requestState` or task id the backend did not
@@ -16,8 +16,9 @@
 //!   and identity); one in which nothing was opened arrives byte for byte;
 //! * a refused request gets a JSON-RPC error whose status matches its code;
 //! * no state or task id of the backend (markers `BKSTATE-`, `BKTASK-`) reaches the client;
-//! * every envelope the client gets is of format v3 and opens, for this request, to what the
-//!   backend sent, in the round after the one the request presented (1 for a first round).
+//! * every envelope the client gets is of format v4 and opens, for this request, to what the
+//!   backend sent, in the round after the one the request presented (1 for a first round); a task
+//!   handle with the tool of the `tools/call` that created it.
 #![no_main]
 
 use http::{HeaderMap, Method, Request};

@@ -2,8 +2,10 @@
 //! reproduces a crash by itself.
 //!
 //! Inputs name the minted envelopes with placeholders: `@E0@` … `@E17@` in an input stand for
-//! [`mints()`]`[0..]`'s envelopes (format v3), `@V0@` … for the same mint sealed in format v2
-//! where v2 can hold it (no audience, no route identity, round 1; v2 envelopes still open).
+//! [`mints()`]`[0..]`'s envelopes (format v4, what the relay seals today), `@P0@` … for the same
+//! mint sealed in the previous format, v3 (without its call target; v3 envelopes still open), and
+//! `@V0@` … for the same mint sealed in format v2 where v2 can hold it (no audience, no route
+//! identity, round 1; v2 envelopes still open too).
 //! Each one is valid for exactly one binding (audience, method, target, arguments, principal) and
 //! purpose, or deliberately invalid (expired, under a retired key, at the round cap).
 //!
@@ -86,6 +88,8 @@ pub struct Mint {
     pub identity: Option<RouteIdentity>,
     /// The round sealed in it (request states from 1; task handles 0).
     pub round: u16,
+    /// The tool sealed in a task handle (v4): that of the `tools/call` that created the task.
+    pub call_target: Option<&'static str>,
     /// The backend's state, raw (between the quotes, escapes kept).
     pub state: Option<&'static str>,
     /// When it expires.
@@ -94,8 +98,10 @@ pub struct Mint {
     pub valid: bool,
     /// The key it is sealed under.
     pub kid: &'static str,
-    /// The envelope text (format v3).
+    /// The envelope text (format v4).
     pub envelope: String,
+    /// The same contents and binding sealed in format v3 (which holds no call target).
+    pub v3_envelope: String,
     /// The same contents and binding sealed in format v2, where v2 can hold them.
     pub v2_envelope: Option<String>,
 }
@@ -124,10 +130,12 @@ impl Mint {
         }
     }
 
-    /// Whether `text` is this mint's envelope: `Some(3)` for its v3 one, `Some(2)` for its v2
-    /// twin.
+    /// Whether `text` is this mint's envelope: `Some(4)` for its v4 one, `Some(3)` and `Some(2)`
+    /// for its v3 and v2 twins.
     pub fn version_of(&self, text: &str) -> Option<u8> {
         if self.envelope == text {
+            Some(4)
+        } else if self.v3_envelope == text {
             Some(3)
         } else if self.v2_envelope.as_deref() == Some(text) {
             Some(2)
@@ -136,7 +144,8 @@ impl Mint {
         }
     }
 
-    /// What opening its envelope of `version` gives: a v2 one opens as round 1, without identity.
+    /// What opening its envelope of `version` gives: a v3 or v2 one without a call target, a v2
+    /// one as round 1, without identity.
     pub fn sealed(&self, version: u8) -> Sealed {
         Sealed {
             route: if version == 2 {
@@ -147,6 +156,11 @@ impl Mint {
             state: self.state.map(str::to_owned),
             expires_at: self.expires_at,
             round: if version == 2 { 1 } else { self.round },
+            call_target: if version == 4 {
+                self.call_target.map(str::to_owned)
+            } else {
+                None
+            },
         }
     }
 
@@ -171,6 +185,7 @@ struct Spec {
     identity: bool,
     round: u16,
     state: Option<&'static str>,
+    call_target: Option<&'static str>,
     lifetime_secs: i64,
     kid: &'static str,
 }
@@ -201,6 +216,7 @@ const fn request_state(
         identity: false,
         round: 1,
         state,
+        call_target: None,
         lifetime_secs: 600,
         kid: "k2",
     }
@@ -218,6 +234,8 @@ const fn task_handle(route: &'static str, task_id: &'static str) -> Spec {
         identity: false,
         round: 0,
         state: Some(task_id),
+        // The tool of the call that created the task, as the relay seals it.
+        call_target: Some("deploy"),
         lifetime_secs: 3600,
         kid: "k2",
     }
@@ -265,9 +283,12 @@ fn specs() -> Vec<Spec> {
             route: "beta",
             ..deploy("BKSTATE-E6.")
         },
-        // E7, E8: task handles of alpha and beta.
+        // E7, E8: task handles of alpha and beta; E8's call named no tool.
         task_handle("alpha", "BKTASK-E7."),
-        task_handle("beta", "BKTASK-E8."),
+        Spec {
+            call_target: None,
+            ..task_handle("beta", "BKTASK-E8.")
+        },
         // E9: a task handle bound to alice.
         Spec {
             principal: Some("alice"),
@@ -342,24 +363,35 @@ pub fn mints() -> &'static [Mint] {
                     route: spec.route,
                     identity: spec.identity.then(alpha_identity),
                     round: spec.round,
+                    call_target: spec.call_target,
                     state: spec.state,
                     expires_at,
                     valid: spec.lifetime_secs > 0 && spec.kid != "k0",
                     kid: spec.kid,
                     envelope: String::new(),
+                    v3_envelope: String::new(),
                     v2_envelope: None,
                 };
                 let sealer = Sealer::new(Arc::new(sealing_ring(spec.kid)));
-                // v3 under nonce 0x80 + i; the v2 twin under nonce i, as the mints were sealed
-                // before v3 (so seeds holding those envelopes written out still name a mint).
+                // v4 under nonce 0xc0 + i; the v3 twin under nonce 0x80 + i and the v2 twin under
+                // nonce i, as the mints were sealed before v4 and before v3 (so seeds holding those
+                // envelopes written out still name a mint).
                 mint.envelope = sealer
                     .seal_with_nonce(
+                        spec.purpose,
+                        &mint.binding(),
+                        &mint.sealed(4),
+                        [0xc0 + i as u8; 24],
+                    )
+                    .expect("sealing a fixed mint");
+                mint.v3_envelope = sealer
+                    .seal_v3_with_nonce(
                         spec.purpose,
                         &mint.binding(),
                         &mint.sealed(3),
                         [0x80 + i as u8; 24],
                     )
-                    .expect("sealing a fixed mint");
+                    .expect("sealing a fixed v3 mint");
                 let v2_fits = spec.audience.is_none() && !spec.identity && spec.round <= 1;
                 mint.v2_envelope = v2_fits.then(|| {
                     sealer
@@ -380,19 +412,20 @@ pub fn mint_of_state(purpose: Purpose, state: &str) -> Option<&'static Mint> {
         .find(|m| m.purpose == purpose && m.decoded_state().as_deref() == Some(state))
 }
 
-/// Replaces every `@E<n>@` placeholder by the envelope of mint `n`, and every `@V<n>@` by its
-/// v2 twin; other bytes are kept.
+/// Replaces every `@E<n>@` placeholder by the envelope of mint `n`, every `@P<n>@` by its v3
+/// twin and every `@V<n>@` by its v2 twin; other bytes are kept.
 pub fn substitute(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len() + 64);
     pieces(input, |piece| match piece {
         Piece::Text(text) => out.extend_from_slice(text),
         Piece::Mint(index) => out.extend_from_slice(mints()[index].envelope.as_bytes()),
-        Piece::V2(envelope) => out.extend_from_slice(envelope.as_bytes()),
+        Piece::Twin(envelope) => out.extend_from_slice(envelope.as_bytes()),
     });
     out
 }
 
-/// The mints whose envelopes `input` names with placeholders (`@E<n>@`, `@V<n>@`), in order.
+/// The mints whose envelopes `input` names with placeholders (`@E<n>@`, `@P<n>@`, `@V<n>@`), in
+/// order.
 pub fn placeholders(input: &[u8]) -> Vec<usize> {
     placeholder_envelopes(input)
         .into_iter()
@@ -405,11 +438,11 @@ pub fn placeholder_envelopes(input: &[u8]) -> Vec<(usize, &'static str)> {
     let mut found = Vec::new();
     pieces(input, |piece| match piece {
         Piece::Mint(index) => found.push((index, mints()[index].envelope.as_str())),
-        Piece::V2(envelope) => {
+        Piece::Twin(envelope) => {
             let index = mints()
                 .iter()
-                .position(|m| m.v2_envelope.as_deref() == Some(envelope))
-                .expect("a v2 placeholder names a mint");
+                .position(|m| m.v3_envelope == envelope || m.v2_envelope.as_deref() == Some(envelope))
+                .expect("a twin placeholder names a mint");
             found.push((index, envelope));
         }
         Piece::Text(_) => {}
@@ -418,11 +451,11 @@ pub fn placeholder_envelopes(input: &[u8]) -> Vec<(usize, &'static str)> {
 }
 
 /// A part of a text with placeholders: bytes kept as they are, the mint an `@E<n>@` names, or
-/// the v2 envelope an `@V<n>@` names.
+/// the v3 or v2 envelope an `@P<n>@` or `@V<n>@` names.
 enum Piece<'a> {
     Text(&'a [u8]),
     Mint(usize),
-    V2(&'static str),
+    Twin(&'static str),
 }
 
 /// Hands `each` the pieces of `input`, in order.
@@ -435,9 +468,13 @@ fn pieces<'a>(input: &'a [u8], mut each: impl FnMut(Piece<'a>)) {
             Some((index, len)) if rest[1] == b'V' => {
                 // A mint without a v2 twin: the placeholder stays text.
                 match mints()[index].v2_envelope.as_deref() {
-                    Some(envelope) => each(Piece::V2(envelope)),
+                    Some(envelope) => each(Piece::Twin(envelope)),
                     None => each(Piece::Text(&rest[..len])),
                 }
+                rest = &rest[len..];
+            }
+            Some((index, len)) if rest[1] == b'P' => {
+                each(Piece::Twin(mints()[index].v3_envelope.as_str()));
                 rest = &rest[len..];
             }
             Some((index, len)) => {
@@ -453,9 +490,13 @@ fn pieces<'a>(input: &'a [u8], mut each: impl FnMut(Piece<'a>)) {
     each(Piece::Text(rest));
 }
 
-/// `@E<n>@` or `@V<n>@` at the start of `text`: the mint index and the placeholder's length.
+/// `@E<n>@`, `@P<n>@` or `@V<n>@` at the start of `text`: the mint index and the placeholder's
+/// length.
 fn placeholder(text: &[u8]) -> Option<(usize, usize)> {
-    let digits = text.strip_prefix(b"@E").or_else(|| text.strip_prefix(b"@V"))?;
+    let digits = text
+        .strip_prefix(b"@E")
+        .or_else(|| text.strip_prefix(b"@P"))
+        .or_else(|| text.strip_prefix(b"@V"))?;
     let len = digits.iter().take(2).take_while(|b| b.is_ascii_digit()).count();
     if len == 0 || digits.get(len) != Some(&b'@') {
         return None;

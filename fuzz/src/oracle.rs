@@ -344,10 +344,11 @@ pub fn assert_hidden(markers: &[String], headers: &HeaderMap, received: &Receive
     }
 }
 
-/// Every envelope in the answer that the backend did not send itself is of format v3 and opens,
+/// Every envelope in the answer that the backend did not send itself is of format v4 and opens,
 /// under `binding` for `purpose` (or a task handle's binding), to a state among `states`, the
 /// route `route` (name and identity) and, for a request state, the round `round` (a task
-/// handle: round 0).
+/// handle: round 0). A request state carries no call target; a task handle sealed for a
+/// `tools/call` carries that call's tool (the target of the request-state binding).
 pub fn check_envelopes(
     received: &[u8],
     answer: &[u8],
@@ -363,7 +364,7 @@ pub fn check_envelopes(
         }
         assert!(
             envelope.starts_with(tower_mrtr::envelope::PREFIX),
-            "the relay handed out an envelope of another format than v3: {envelope}"
+            "the relay handed out an envelope of another format than v4: {envelope}"
         );
         let (purpose, opened) = bindings
             .iter()
@@ -376,6 +377,18 @@ pub fn check_envelopes(
             .unwrap_or_else(|| panic!("the client got an envelope that does not open: {envelope}"));
         let expected_round = if purpose == Purpose::TASK_HANDLE { 0 } else { round };
         assert_eq!(opened.round, expected_round, "the round sealed in {purpose:?}");
+        if purpose == Purpose::REQUEST_STATE {
+            assert_eq!(opened.call_target, None, "a request state carries no call target");
+        } else if let Some((_, call)) = bindings
+            .iter()
+            .find(|(p, b)| *p == Purpose::REQUEST_STATE && b.method == "tools/call")
+        {
+            assert_eq!(
+                opened.call_target.as_deref(),
+                call.target,
+                "a task handle carries the tool of the call that created it"
+            );
+        }
         // No state: the backend sent none (legal with inputRequests); the envelope carries the route.
         if let Some(state) = opened.state {
             // Decoded as the lenient reading that listed `states` decodes: a backend's state may
@@ -396,18 +409,16 @@ pub fn check_envelopes(
     }
 }
 
-/// Where the next envelope (`mrtr3.` or `mrtr2.`) at or after `from` starts.
+/// Where the next envelope (`mrtr4.`, `mrtr3.` or `mrtr2.`) at or after `from` starts.
 fn next_envelope(bytes: &[u8], from: usize) -> Option<usize> {
-    match (
-        find_from(bytes, b"mrtr3.", from),
-        find_from(bytes, b"mrtr2.", from),
-    ) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    [&b"mrtr4."[..], b"mrtr3.", b"mrtr2."]
+        .into_iter()
+        .filter_map(|prefix| find_from(bytes, prefix, from))
+        .min()
 }
 
-/// The envelopes (`mrtr3.`, and `mrtr2.` ones of the format that still opens) in `bytes`.
+/// The envelopes (`mrtr4.`, and `mrtr3.` and `mrtr2.` ones of the formats that still open) in
+/// `bytes`.
 pub fn envelopes_in(bytes: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     let mut at = 0;
@@ -422,7 +433,7 @@ pub fn envelopes_in(bytes: &[u8]) -> Vec<String> {
     found
 }
 
-/// `bytes` with every envelope replaced by `mrtr3.*` (or `mrtr2.*`): what stays the same
+/// `bytes` with every envelope replaced by `mrtr4.*` (or `mrtr3.*`, `mrtr2.*`): what stays the same
 /// between two runs (envelopes have random nonces).
 pub fn without_envelopes(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());

@@ -57,7 +57,7 @@ async fn gzip_requests_are_inspected_and_relayed() {
     let (status, _, first) = post(&url, 1, delete_branch(name), true, &[]).await;
     assert_eq!(status, 200, "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    assert!(state.starts_with("mrtr3."), "{first}");
+    assert!(state.starts_with("mrtr4."), "{first}");
 
     // A tampered envelope in a gzip body is read and refused, not passed to beta unread.
     let before = beta.requests();

@@ -25,7 +25,7 @@ async fn two_gateway_processes_share_one_keyring() {
         .as_str()
         .expect("sealed state")
         .to_owned();
-    assert!(state.starts_with("mrtr3."), "{round1}");
+    assert!(state.starts_with("mrtr4."), "{round1}");
 
     let round2 = call_tool(
         &client,

@@ -50,7 +50,7 @@ async fn mrtr_round(url: &str) -> Result<String, Value> {
     let Some(state) = round1["result"]["requestState"].as_str() else {
         return Err(round1);
     };
-    assert!(state.starts_with("mrtr3."), "{round1}");
+    assert!(state.starts_with("mrtr4."), "{round1}");
     let round2 = call_tool(&client, url, 2, delete_branch_retry("delete_branch", state)).await;
     round2["result"]["content"][0]["text"]
         .as_str()

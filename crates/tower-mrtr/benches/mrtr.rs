@@ -59,6 +59,7 @@ fn envelope(c: &mut Criterion) {
             state: Some("s".repeat(size)),
             expires_at: now_time + Duration::from_secs(600),
             round: 1,
+            call_target: None,
         };
         let wire = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
         group.throughput(Throughput::Bytes(size as u64));

@@ -36,6 +36,7 @@ fn main() {
         state: Some("s".repeat(size)),
         expires_at: now + Duration::from_secs(600),
         round: 1,
+        call_target: None,
     };
     let wire = sealer
         .seal(Purpose::REQUEST_STATE, &binding, &sealed)

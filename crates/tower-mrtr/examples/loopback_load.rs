@@ -621,7 +621,7 @@ async fn op_mrtr(
         .as_str()
         .ok_or("round 1: no requestState")?;
     // The layered proxy must hand out an envelope, never the backend's state.
-    let expected = if target.layered { "mrtr3." } else { STATE_PREFIX };
+    let expected = if target.layered { "mrtr4." } else { STATE_PREFIX };
     if !state.starts_with(expected) {
         return Err(format!("round 1: requestState {state:.40}… does not start with {expected}").into());
     }

@@ -1,8 +1,9 @@
-//! The sealed envelope (format v3): what the client holds between rounds.
+//! The sealed envelope (format v4): what the client holds between rounds.
 //!
 //! An envelope carries the backend's own `requestState` (or task id), the [`Route`] of the backend
 //! that minted it (its name and, if it has one, its [identity](crate::RouteIdentity)), the MRTR
-//! round it belongs to and an expiry, encrypted and authenticated with XChaCha20-Poly1305 under
+//! round it belongs to, for a task handle the tool whose call created the task, and an expiry,
+//! encrypted and authenticated with XChaCha20-Poly1305 under
 //! the active key of a [`Keyring`]. The associated data binds it to a [`Purpose`] (a request
 //! state can never be opened as a task handle, or the reverse) and to a [`Binding`]: the
 //! deployment's audience, the JSON-RPC method, the target name, the call's arguments
@@ -13,7 +14,11 @@
 //! The byte layout is specified in `docs/envelope.md`, with test vectors that the crate's tests
 //! check.
 //!
-//! # Format v2
+//! # Formats v3 and v2
+//!
+//! Envelopes of format v3 (prefix `mrtr3.`, which carried no call target) still **open**, as
+//! envelopes without one: a task handle sealed before the upgrade names no tool, so a relay that
+//! checks task follow-ups against a policy by their tool finds none to check.
 //!
 //! Envelopes of format v2 (prefix `mrtr2.`, before the audience, the route identity, the round
 //! and the exact decimal form of arguments) still **open**, so that those in flight at an upgrade
@@ -40,9 +45,10 @@
 //!     state: Some("backend-state-123".into()),
 //!     expires_at: now + Duration::from_secs(600),
 //!     round: 1,
+//!     call_target: None,
 //! };
 //! let envelope = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
-//! assert!(envelope.starts_with("mrtr3."));
+//! assert!(envelope.starts_with("mrtr4."));
 //!
 //! let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &envelope, now).unwrap();
 //! assert_eq!(opened.state.as_deref(), Some("backend-state-123"));
@@ -73,15 +79,22 @@ use crate::route::{Route, RouteIdentity};
 
 mod xchacha;
 
-/// Text every envelope sealed today (format v3) starts with. The `.` is outside the base64url
+/// Text every envelope sealed today (format v4) starts with. The `.` is outside the base64url
 /// alphabet, so the prefix can never be confused with encoded bytes.
-pub const PREFIX: &str = "mrtr3.";
+pub const PREFIX: &str = "mrtr4.";
+
+/// Version byte of the v4 header.
+pub const VERSION: u8 = 4;
+
+/// Text every envelope of format v3 starts with: they still open (see the
+/// [module docs](self#formats-v3-and-v2)).
+pub const V3_PREFIX: &str = "mrtr3.";
 
 /// Version byte of the v3 header.
-pub const VERSION: u8 = 3;
+pub const V3_VERSION: u8 = 3;
 
 /// Text every envelope of format v2 starts with: they still open (see the
-/// [module docs](self#format-v2)). Version 1 (prefix `mrtr1.`) bound no arguments; its envelopes
+/// [module docs](self#formats-v3-and-v2)). Version 1 (prefix `mrtr1.`) bound no arguments; its envelopes
 /// are refused.
 pub const V2_PREFIX: &str = "mrtr2.";
 
@@ -97,9 +110,12 @@ pub const TAG_LEN: usize = 16;
 /// Length of a route identity in the plaintext.
 const IDENTITY_LEN: usize = 32;
 
-/// Smallest v3 plaintext: expiry (8) + round (2) + route length (2) + identity flag (1) + state
-/// flag (1).
-const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 2 + 1 + 1;
+/// Smallest v4 plaintext: expiry (8) + round (2) + route length (2) + identity flag (1) + call
+/// target flag (1) + state flag (1).
+const MIN_PLAINTEXT_LEN: usize = 8 + 2 + 2 + 1 + 1 + 1;
+
+/// Smallest v3 plaintext: v4's without the call target flag.
+const MIN_V3_PLAINTEXT_LEN: usize = 8 + 2 + 2 + 1 + 1;
 
 /// Smallest v2 plaintext: expiry (8) + route length (2) + state flag (1).
 const MIN_V2_PLAINTEXT_LEN: usize = 8 + 2 + 1;
@@ -151,6 +167,7 @@ const MIN_V2_PLAINTEXT_LEN: usize = 8 + 2 + 1;
 ///     state: Some("cursor=42".into()),
 ///     expires_at: now + Duration::from_secs(60),
 ///     round: 0,
+///     call_target: None,
 /// };
 /// let token = sealer.seal(RESUME_TOKEN, &binding, &sealed).unwrap();
 /// let opened = sealer.open(RESUME_TOKEN, &binding, &token, now).unwrap();
@@ -346,7 +363,8 @@ impl<'a> Binding<'a> {
         self
     }
 
-    /// The v3 fields: the audience, then the fields of v2 with the exact-decimal digest.
+    /// The fields of v4 and v3 (the same): the audience, then the fields of v2 with the
+    /// exact-decimal digest.
     fn write_to(&self, out: &mut Vec<u8>) {
         write_field(out, self.audience.map(str::as_bytes));
         write_field(out, Some(self.method.as_bytes()));
@@ -377,11 +395,11 @@ impl<'a> Binding<'a> {
 /// binds an envelope to the arguments of the request that minted it, so that a retry carrying
 /// other arguments does not open it.
 ///
-/// It holds the digest of the exact-decimal form ([`canonical::canonicalize`]), which v3
+/// It holds the digest of the exact-decimal form ([`canonical::canonicalize`]), which v4 and v3
 /// envelopes are bound to, and, when it was computed and the arguments have one, the digest of
 /// v2's form ([`canonical::canonicalize_doubles`]), without which a v2 envelope bound to
 /// arguments does not open. [`ArgumentsDigest::of`] computes the first (all that sealing and
-/// opening v3 need), [`ArgumentsDigest::of_with_v2`] both. (The layer computes the v2 digest
+/// opening v4 and v3 need), [`ArgumentsDigest::of_with_v2`] both. (The layer computes the v2 digest
 /// only for a retry that presents a v2 envelope.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ArgumentsDigest {
@@ -390,7 +408,7 @@ pub struct ArgumentsDigest {
 }
 
 impl ArgumentsDigest {
-    /// The exact-decimal digest of raw JSON `arguments`: what sealing, and opening a v3
+    /// The exact-decimal digest of raw JSON `arguments`: what sealing, and opening a v4 or v3
     /// envelope, need. Absent, `null` and `{}` all mean "no arguments" and digest alike. Fails
     /// if the arguments have no canonical form.
     pub fn of(arguments: Option<&str>) -> Result<Self, CanonicalError> {
@@ -401,7 +419,7 @@ impl ArgumentsDigest {
     }
 
     /// [`ArgumentsDigest::of`] and the digest of v2's form, so that the binding also opens v2
-    /// envelopes (see [format v2](self#format-v2)). The v2 digest is left out if the arguments
+    /// envelopes (see [format v2](self#formats-v3-and-v2)). The v2 digest is left out if the arguments
     /// have no v2 form (a number beyond the range of a double).
     pub fn of_with_v2(arguments: Option<&str>) -> Result<Self, CanonicalError> {
         let arguments = arguments.map(str::trim).filter(|a| *a != "null").unwrap_or("{}");
@@ -413,7 +431,7 @@ impl ArgumentsDigest {
     }
 
     /// The exact-decimal digest alone, of a value the layer has parsed (and so validated)
-    /// already: what sealing, and opening a v3 envelope, need.
+    /// already: what sealing, and opening a v4 or v3 envelope, need.
     pub(crate) fn exact_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
         match arguments.filter(|a| *a != "null") {
             None => Ok(Self::exact(*EMPTY_ARGUMENTS)),
@@ -422,7 +440,7 @@ impl ArgumentsDigest {
     }
 
     /// Both digests of a parsed value, both required: what opening a v2 envelope needs (and the
-    /// round after it, sealed as v3).
+    /// round after it, sealed as v4).
     pub(crate) fn both_of_value(arguments: Option<&str>) -> Result<Self, CanonicalError> {
         match arguments.filter(|a| *a != "null") {
             None => Ok(Self {
@@ -449,7 +467,7 @@ impl ArgumentsDigest {
         }
     }
 
-    /// The 32 bytes of the exact-decimal digest, which v3 envelopes are bound to.
+    /// The 32 bytes of the exact-decimal digest, which v4 and v3 envelopes are bound to.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.exact
     }
@@ -518,6 +536,12 @@ pub struct Sealed {
     /// (they belong to no round), and so do the gateway's session ids; a custom purpose may use
     /// it as it likes. A v2 envelope, which carries no round, opens as round 1.
     pub round: u16,
+    /// The target of the call the envelope belongs to, when the relay seals it: for a task handle,
+    /// the tool named by the `tools/call` whose answer created the task (as the client named it),
+    /// so that a task follow-up, which names only the task, can be checked and counted as a call
+    /// of that tool. `None` for request states, whose target is bound in the associated data, for
+    /// the gateway's session ids, and for envelopes of formats v3 and v2, which carry none.
+    pub call_target: Option<String>,
 }
 
 impl Sealed {
@@ -528,6 +552,7 @@ impl Sealed {
             state: self.state.as_deref(),
             expires_at: self.expires_at,
             round: self.round,
+            call_target: self.call_target.as_deref(),
         }
     }
 }
@@ -540,6 +565,7 @@ pub(crate) struct Contents<'a> {
     pub(crate) state: Option<&'a str>,
     pub(crate) expires_at: SystemTime,
     pub(crate) round: u16,
+    pub(crate) call_target: Option<&'a str>,
 }
 
 /// What an envelope opened to, its state still in the decrypted buffer (which is wiped once the
@@ -550,6 +576,9 @@ pub(crate) struct Opened<'a> {
     pub(crate) state: Option<&'a str>,
     pub(crate) expires_at: SystemTime,
     pub(crate) round: u16,
+    pub(crate) call_target: Option<&'a str>,
+    /// The envelope's nonce, unique to it (the header is authenticated).
+    pub(crate) nonce: [u8; NONCE_LEN],
 }
 
 impl Opened<'_> {
@@ -560,6 +589,7 @@ impl Opened<'_> {
             state: self.state.map(str::to_owned),
             expires_at: self.expires_at,
             round: self.round,
+            call_target: self.call_target.map(str::to_owned),
         }
     }
 }
@@ -671,21 +701,28 @@ impl Sealer {
         let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
         let identity = sealed.route.identity();
         let state = sealed.state;
+        let call_target = sealed.call_target.map(str::as_bytes);
+        let call_target_len = call_target
+            .map(|t| u16::try_from(t.len()).map_err(|_| SealError::CallTargetTooLong))
+            .transpose()?;
         let plaintext_len = MIN_PLAINTEXT_LEN
             + route.len()
             + identity.map_or(0, |_| IDENTITY_LEN)
+            + call_target.map_or(0, |t| 2 + t.len())
             + state.map_or(0, str::len);
         let write = |plaintext: &mut Vec<u8>| {
             plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
             plaintext.extend_from_slice(&sealed.round.to_be_bytes());
             plaintext.extend_from_slice(&route_len.to_be_bytes());
             plaintext.extend_from_slice(route);
-            match identity {
-                None => plaintext.push(0),
-                Some(identity) => {
+            push_identity(plaintext, identity);
+            match (call_target, call_target_len) {
+                (Some(target), Some(len)) => {
                     plaintext.push(1);
-                    plaintext.extend_from_slice(identity.as_bytes());
+                    plaintext.extend_from_slice(&len.to_be_bytes());
+                    plaintext.extend_from_slice(target);
                 }
+                _ => plaintext.push(0),
             }
             push_state(plaintext, state);
         };
@@ -694,6 +731,42 @@ impl Sealer {
             binding.write_to(&mut aad);
             Some(aad)
         })
+    }
+
+    /// Seals in format v3, with a caller-chosen nonce: only for the tests (and fuzz targets)
+    /// that check that v3 envelopes still open. The call target is not sealed (v3 has none).
+    /// Goes away with v3 opening.
+    #[doc(hidden)]
+    pub fn seal_v3_with_nonce(
+        &self,
+        purpose: Purpose,
+        binding: &Binding<'_>,
+        sealed: &Sealed,
+        nonce: [u8; NONCE_LEN],
+    ) -> Result<String, SealError> {
+        let route = sealed.route.as_str().as_bytes();
+        let route_len = u16::try_from(route.len()).map_err(|_| SealError::RouteTooLong)?;
+        let identity = sealed.route.identity();
+        let state = sealed.state.as_deref();
+        let plaintext_len = MIN_V3_PLAINTEXT_LEN
+            + route.len()
+            + identity.map_or(0, |_| IDENTITY_LEN)
+            + state.map_or(0, str::len);
+        let write = |plaintext: &mut Vec<u8>| {
+            plaintext.extend_from_slice(&unix_millis(sealed.expires_at).to_be_bytes());
+            plaintext.extend_from_slice(&sealed.round.to_be_bytes());
+            plaintext.extend_from_slice(&route_len.to_be_bytes());
+            plaintext.extend_from_slice(route);
+            push_identity(plaintext, identity);
+            push_state(plaintext, state);
+        };
+        self.encrypt(V3_VERSION, nonce, plaintext_len, write, |header| {
+            let mut aad = aad_start(purpose, header);
+            binding.write_to(&mut aad);
+            Some(aad)
+        })?
+        .into_string()
+        .ok_or(SealError::Cipher)
     }
 
     /// Seals in format v2, with a caller-chosen nonce: only for the tests (and fuzz targets)
@@ -759,7 +832,11 @@ impl Sealer {
             return Err(SealError::Cipher);
         };
         raw.extend_from_slice(&tag);
-        let prefix = if version == V2_VERSION { V2_PREFIX } else { PREFIX };
+        let prefix = match version {
+            V2_VERSION => V2_PREFIX,
+            V3_VERSION => V3_PREFIX,
+            _ => PREFIX,
+        };
         Wire::new(prefix, raw).ok_or(SealError::Cipher)
     }
 
@@ -767,7 +844,8 @@ impl Sealer {
     /// expiry against `now`. Every failure is an [`OpenError`] whose variant is for logs only;
     /// clients must get one uniform answer.
     ///
-    /// Opens v3 envelopes and, during an upgrade, v2 ones (see the [module docs](self#format-v2)).
+    /// Opens v4 envelopes and, during an upgrade, v3 and v2 ones (see the
+    /// [module docs](self#formats-v3-and-v2)).
     pub fn open(
         &self,
         purpose: Purpose,
@@ -789,23 +867,24 @@ impl Sealer {
         now: SystemTime,
         f: impl FnOnce(Opened<'_>) -> R,
     ) -> Result<R, OpenError> {
-        let (version, encoded) = match envelope.strip_prefix(PREFIX) {
-            Some(encoded) => (VERSION, encoded),
-            None => (
-                V2_VERSION,
-                envelope.strip_prefix(V2_PREFIX).ok_or(OpenError::NotAnEnvelope)?,
-            ),
-        };
+        let (version, encoded) = [
+            (VERSION, PREFIX),
+            (V3_VERSION, V3_PREFIX),
+            (V2_VERSION, V2_PREFIX),
+        ]
+        .into_iter()
+        .find_map(|(version, prefix)| Some((version, envelope.strip_prefix(prefix)?)))
+        .ok_or(OpenError::NotAnEnvelope)?;
         let mut raw = wire_base64().decode(encoded).map_err(|_| OpenError::Encoding)?;
         let (&found, rest) = raw.split_first().ok_or(OpenError::Truncated)?;
         // The version byte must be the prefix's: the prefix is not authenticated, the byte is.
         if found != version {
             return Err(OpenError::UnknownVersion(found));
         }
-        let min_plaintext = if version == VERSION {
-            MIN_PLAINTEXT_LEN
-        } else {
-            MIN_V2_PLAINTEXT_LEN
+        let min_plaintext = match version {
+            VERSION => MIN_PLAINTEXT_LEN,
+            V3_VERSION => MIN_V3_PLAINTEXT_LEN,
+            _ => MIN_V2_PLAINTEXT_LEN,
         };
         let (&kid_len, rest) = rest.split_first().ok_or(OpenError::Truncated)?;
         let kid_len = usize::from(kid_len);
@@ -821,7 +900,8 @@ impl Sealer {
 
         let key = self.keyring.find(kid).ok_or(OpenError::UnknownKey)?;
         let mut aad = aad_start(purpose, &raw[..header_len]);
-        if version == VERSION {
+        if version != V2_VERSION {
+            // v3 and v4 bind the same fields.
             binding.write_to(&mut aad);
         } else if binding.write_v2_to(&mut aad).is_none() {
             // Bound to no audience, or to arguments this binding has no v2 digest of: what the
@@ -830,13 +910,12 @@ impl Sealer {
         }
         let plaintext = xchacha::open_in_place(key, &nonce, &aad, &mut raw[header_len..])
             .ok_or(OpenError::Authentication)?;
-        let parsed = if version == VERSION {
-            parse_plaintext(plaintext)
-        } else {
-            parse_v2_plaintext(plaintext)
+        let parsed = match version {
+            V2_VERSION => parse_v2_plaintext(plaintext),
+            _ => parse_plaintext(plaintext, version == VERSION),
         };
         let result = match parsed {
-            Ok(opened) if now < opened.expires_at => Ok(f(opened)),
+            Ok(opened) if now < opened.expires_at => Ok(f(Opened { nonce, ..opened })),
             Ok(_) => Err(OpenError::Expired),
             Err(error) => Err(error),
         };
@@ -871,6 +950,17 @@ fn aad_start(purpose: Purpose, header: &[u8]) -> Vec<u8> {
     aad
 }
 
+/// The identity flag and the identity.
+fn push_identity(plaintext: &mut Vec<u8>, identity: Option<&RouteIdentity>) {
+    match identity {
+        None => plaintext.push(0),
+        Some(identity) => {
+            plaintext.push(1);
+            plaintext.extend_from_slice(identity.as_bytes());
+        }
+    }
+}
+
 /// The state flag and the state.
 fn push_state(plaintext: &mut Vec<u8>, state: Option<&str>) {
     match state {
@@ -882,8 +972,9 @@ fn push_state(plaintext: &mut Vec<u8>, state: Option<&str>) {
     }
 }
 
-/// A v3 plaintext: expiry, round, route, identity, state.
-fn parse_plaintext(pt: &[u8]) -> Result<Opened<'_>, OpenError> {
+/// A v4 plaintext (expiry, round, route, identity, call target, state), or with `!v4` a v3 one,
+/// which has no call target.
+fn parse_plaintext(pt: &[u8], v4: bool) -> Result<Opened<'_>, OpenError> {
     let (expires_at, rest) = take_expiry(pt)?;
     let (round, rest) = take_u16(rest)?;
     let (name, rest) = take_route_name(rest)?;
@@ -899,12 +990,27 @@ fn parse_plaintext(pt: &[u8]) -> Result<Opened<'_>, OpenError> {
         }
         _ => return Err(OpenError::Malformed),
     };
+    let (call_target, rest) = if v4 { take_call_target(rest)? } else { (None, rest) };
     Ok(Opened {
         route,
         state: take_state(rest)?,
         expires_at,
         round,
+        call_target,
+        nonce: [0; NONCE_LEN],
     })
+}
+
+/// The call target flag, then `u16` length and UTF-8 when it is `0x01`.
+fn take_call_target(pt: &[u8]) -> Result<(Option<&str>, &[u8]), OpenError> {
+    match pt.split_first() {
+        Some((0, rest)) => Ok((None, rest)),
+        Some((1, rest)) => {
+            let (target, rest) = take_route_name(rest)?;
+            Ok((Some(target), rest))
+        }
+        _ => Err(OpenError::Malformed),
+    }
 }
 
 /// A v2 plaintext: expiry, route, state; it opens as round 1, its route without identity.
@@ -916,6 +1022,8 @@ fn parse_v2_plaintext(pt: &[u8]) -> Result<Opened<'_>, OpenError> {
         state: take_state(rest)?,
         expires_at,
         round: 1,
+        call_target: None,
+        nonce: [0; NONCE_LEN],
     })
 }
 
@@ -935,7 +1043,7 @@ fn take_u16(pt: &[u8]) -> Result<(u16, &[u8]), OpenError> {
     }
 }
 
-/// The route name: `u16` length, then that many bytes of UTF-8.
+/// A name (the route's, or the call target): `u16` length, then that many bytes of UTF-8.
 fn take_route_name(pt: &[u8]) -> Result<(&str, &[u8]), OpenError> {
     let (len, rest) = take_u16(pt)?;
     let name = rest.get(..usize::from(len)).ok_or(OpenError::Malformed)?;
@@ -974,6 +1082,8 @@ pub enum SealError {
     Rng,
     /// A route is longer than 65535 bytes.
     RouteTooLong,
+    /// A call target is longer than 65535 bytes.
+    CallTargetTooLong,
     /// The cipher refused the input (plaintext beyond its limits).
     Cipher,
     /// [`Sealer::seal_v2_with_nonce`]: the binding has an audience, or arguments without a v2
@@ -986,6 +1096,7 @@ impl fmt::Display for SealError {
         f.write_str(match self {
             Self::Rng => "random number generator failed",
             Self::RouteTooLong => "route longer than 65535 bytes",
+            Self::CallTargetTooLong => "call target longer than 65535 bytes",
             Self::Cipher => "cipher refused the plaintext",
             Self::NotV2 => "format v2 binds no audience and only arguments with a v2 digest",
         })
@@ -1000,13 +1111,14 @@ impl std::error::Error for SealError {}
 pub enum OpenError {
     /// Longer than the configured maximum (checked by the layer before any decoding).
     TooLong,
-    /// Starts with neither [`PREFIX`] nor [`V2_PREFIX`].
+    /// Starts with none of [`PREFIX`], [`V3_PREFIX`] and [`V2_PREFIX`].
     NotAnEnvelope,
     /// Not canonical unpadded base64url.
     Encoding,
     /// Too short to hold a header, a tag and a minimal plaintext.
     Truncated,
-    /// A header version byte other than its prefix's (`3` under `mrtr3.`, `2` under `mrtr2.`).
+    /// A header version byte other than its prefix's (`4` under `mrtr4.`, `3` under `mrtr3.`,
+    /// `2` under `mrtr2.`).
     UnknownVersion(u8),
     /// Sealed under a key id the keyring does not hold (retired, or never known).
     UnknownKey,

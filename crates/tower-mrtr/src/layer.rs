@@ -96,6 +96,11 @@ impl MrtrLayer {
     /// The same check runs on each such request inside a JSON-RPC batch: one denied element
     /// refuses the batch.
     ///
+    /// A task follow-up (`tasks/get`, `tasks/update`, `tasks/cancel`) is checked as the call
+    /// that created the task: once its handle has opened, `authorize` gets `tools/call` and the
+    /// tool sealed in the handle (`None` for a handle sealed before envelope format v4), so a
+    /// caller no longer permitted the tool cannot drive its task on.
+    ///
     /// ```
     /// use tower_mrtr::{Denied, Keyring, MrtrLayer};
     ///

@@ -62,7 +62,7 @@
 //! let text = std::str::from_utf8(&body)?;
 //!
 //! // The client sees a sealed envelope, never the backend's state.
-//! assert!(text.contains(r#""requestState":"mrtr3."#));
+//! assert!(text.contains(r#""requestState":"mrtr4."#));
 //! assert!(!text.contains("backend-secret"));
 //! # Ok(())
 //! # }
@@ -161,10 +161,11 @@
 //! | input | outcome |
 //! |---|---|
 //! | a request the layer need not change | forwarded byte for byte |
-//! | a retry with a valid envelope | backend state restored, [`PinnedRoute`] set, forwarded |
+//! | a retry with a valid envelope | backend state restored, [`PinnedRoute`] and [`Continuation`] set, forwarded |
 //! | a retry whose envelope is not one, tampered, expired, misbound (audience, method, name, arguments, principal), or under an unknown key | JSON-RPC `-32602`, one uniform message; inner service not called |
 //! | a retry whose envelope is of round [`MrtrLayer::max_rounds`] (default 16) or later | JSON-RPC `-32602` "The request took too many rounds …"; inner service not called |
-//! | an envelope of format v2 (`mrtr2.`, sealed before the upgrade) | opened as round 1, route without identity, no audience (so refused where one is configured); see [`envelope`] |
+//! | an envelope of format v3 (`mrtr3.`, sealed before the upgrade to v4) | opened as sealed, with no call target (a follow-up on a v3 task handle is checked as a `tools/call` naming no tool); see [`envelope`] |
+//! | an envelope of format v2 (`mrtr2.`, sealed before the upgrade to v3) | opened as round 1, route without identity, no audience (so refused where one is configured), no call target; see [`envelope`] |
 //! | a retry whose `params.arguments` differ in value from round one's (order, whitespace and escapes do not matter; see [`canonical`]) | the same `-32602`: the envelope is bound to them ([`MrtrLayer::bind_arguments`]) |
 //! | a `requestState` on any other method | JSON-RPC `-32602`; inner service not called |
 //! | with [`MrtrLayer::bind_principal`], a request that may produce or open an envelope and has no principal | HTTP 403, `-32600` (unless [`MrtrLayer::require_principal`]`(false)`) |
@@ -176,8 +177,8 @@
 //! | `Mcp-Method`/`Mcp-Name` disagreeing with the body of a request being rewritten | HTTP 400, `-32020` |
 //! | an `input_required` answer | `requestState` replaced by an envelope; all other bytes kept |
 //! | an `input_required` answer without a route, or that cannot be read or sealed | JSON-RPC `-32603`, never the raw state |
-//! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
-//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] set; task ids in the answer (`taskId` members, `taskIds` arrays) shown as the client's handle, every other byte kept |
+//! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; carries the called tool; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
+//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | with [`MrtrLayer::authorize`], checked as a `tools/call` of the tool sealed in the handle (refused: HTTP 403, `-32600`; inner service not called); the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] and [`Continuation`] set; task ids in the answer (`taskId` members, `taskIds` arrays) shown as the client's handle, every other byte kept |
 //! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
 //! | a task request whose `_meta` does not declare the Tasks extension | HTTP 400, `-32021` with `requiredCapabilities` (SEP-2663); inner service not called |
 //! | `subscriptions/listen` filtering on task handles | at most 100, each opened once and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
@@ -234,7 +235,7 @@ pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
 pub use layer::MrtrLayer;
 pub use outcome::Outcome;
-pub use route::{McpRequestHead, PinnedRoute, Route, RouteIdentity};
+pub use route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route, RouteIdentity};
 pub use service::Mrtr;
 
 /// Alias for a type-erased error type.

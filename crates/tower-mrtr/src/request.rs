@@ -6,6 +6,7 @@
 //! could otherwise read an unverified `requestState` the layer never saw.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -19,7 +20,7 @@ use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
 use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value, header_value_is};
 use crate::metrics;
-use crate::route::{McpRequestHead, PinnedRoute, Route};
+use crate::route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route};
 use crate::shared_str::SharedStr;
 
 /// Most task handles one `subscriptions/listen` may name: each is opened (a decryption) on the
@@ -357,7 +358,7 @@ impl Request<'_> {
         let mut binding = Binding::new(method, target, principal.as_deref()).with_audience(audience);
         let mut arguments = ArgumentsBinding::Unbound;
         if bind_arguments {
-            // A v2 envelope is bound to the digest of v2's form; the next round is sealed as v3.
+            // A v2 envelope is bound to the digest of v2's form; the next round is sealed as v4.
             let v2 = json::as_string(state.get()).is_some_and(|text| text.starts_with(V2_PREFIX));
             let digest = if v2 {
                 ArgumentsDigest::both_of_value(raw_arguments.map(Raw::get))
@@ -384,13 +385,21 @@ impl Request<'_> {
                     json::member_removal_range(self.body, span).map(|cut| json::splice(self.body, cut, &[]))
                 }
             };
-            (opened.route, opened.round, rewritten)
+            let continuation = Continuation {
+                call_method: method,
+                call_target: target.map(Arc::from),
+                round: opened.round,
+                expires_at: opened.expires_at,
+                envelope: EnvelopeId::from_nonce(opened.nonce),
+            };
+            (opened.route, continuation, rewritten)
         };
-        let (route, round, rewritten) = self
+        let (route, continuation, rewritten) = self
             .open_with(Purpose::REQUEST_STATE, &binding, state, restore)
             .map_err(|reason| self.refuse(method, Purpose::REQUEST_STATE, &reason))?;
         // A retry of round r is answered, if again input_required, by round r + 1: refused once
         // r reaches the limit, before the backend is asked once more.
+        let round = continuation.round;
         let limit = self.config.max_rounds;
         let next_round = round.checked_add(1).filter(|_| round < limit);
         let Some(next_round) = next_round else {
@@ -406,6 +415,7 @@ impl Request<'_> {
 
         set_body_length(&mut parts.headers, rewritten.len());
         parts.extensions.insert(PinnedRoute(route.clone()));
+        parts.extensions.insert(continuation);
         parts
             .extensions
             .insert(McpRequestHead::parsed(self.body, method, self.id, target, true));
@@ -447,13 +457,26 @@ impl Request<'_> {
             return Err(Rejection::MissingTasksCapability { id: self.owned_id() });
         }
         let principal = self.principal(parts, method)?;
+        let mut nonce = [0; 24];
         let opened = self
-            .open(
+            .open_with(
                 Purpose::TASK_HANDLE,
                 &task_binding(self.config.audience.as_deref(), principal.as_deref()),
                 raw,
+                |opened| {
+                    nonce = opened.nonce;
+                    opened.into_sealed()
+                },
             )
             .map_err(|reason| self.refuse(method, Purpose::TASK_HANDLE, &reason))?;
+        // A follow-up continues the call that created the task: it is checked as that call, so
+        // that a caller no longer permitted the tool cannot drive its task on (a handle sealed
+        // before format v4 names no tool, and is checked as a call naming none).
+        let call_target = opened.call_target.as_deref();
+        if let Some(authorize) = &self.config.authorize {
+            authorize(parts, "tools/call", call_target)
+                .map_err(|denied| denial(method, call_target, denied, self.id))?;
+        }
         let backend_raw = opened.state.as_deref().ok_or_else(invalid)?;
         let backend_id = json::decode_contents(backend_raw).ok_or_else(invalid)?;
 
@@ -464,6 +487,14 @@ impl Request<'_> {
         parts.headers.insert(MCP_NAME, name);
         set_body_length(&mut parts.headers, rewritten.len());
         parts.extensions.insert(PinnedRoute(opened.route.clone()));
+        parts.extensions.insert(Continuation {
+            call_method: "tools/call",
+            call_target: opened.call_target.as_deref().map(Arc::from),
+            // A task handle belongs to no round (one sealed as v2 opens as round 1).
+            round: 0,
+            expires_at: opened.expires_at,
+            envelope: EnvelopeId::from_nonce(nonce),
+        });
         parts.extensions.insert(McpRequestHead::parsed(
             self.body,
             method,

@@ -159,12 +159,14 @@ impl Rewriter {
             .map_or(config.max_task_ttl, |ms| {
                 Duration::from_millis(ms).min(config.max_task_ttl)
             });
-        // Task handles belong to no round.
+        // Task handles belong to no round; they carry the tool of the call that created the task,
+        // which a follow-up does not name, so that it can be checked and counted as that call.
         let sealed = Contents {
             route: &route,
             state: Some(contents),
             expires_at: expiry(config.clock.now(), ttl),
             round: 0,
+            call_target: ctx.target.as_ref().map(SharedStr::as_str),
         };
         let handle = self
             .sealer
@@ -200,6 +202,7 @@ impl Rewriter {
             state,
             expires_at: expiry(config.clock.now(), config.ttl),
             round: ctx.round,
+            call_target: None,
         };
         let binding = ctx.binding(config.audience.as_deref()).map_err(|e| {
             tracing::debug!(error = %e, "arguments of the call have no canonical form");

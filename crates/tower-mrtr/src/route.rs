@@ -22,6 +22,10 @@
 //! such a retry finds no backend and starts again.
 //! * [`McpRequestHead`], in a **request**'s extensions: the JSON-RPC method, id and target the
 //!   layer parsed, so the proxy can route without parsing the body again.
+//! * [`Continuation`], in a **request**'s extensions beside the [`PinnedRoute`]: what the opened
+//!   envelope said about the call the request continues (its tool, the round, the envelope's
+//!   id and expiry), so that the proxy can count a retry or a task follow-up as part of that
+//!   call, or refuse a second use of one envelope.
 //!
 //! # Example
 //!
@@ -49,6 +53,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -172,6 +177,74 @@ impl From<String> for Route {
 /// if there is none. See the [module docs](crate::route).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PinnedRoute(pub Route);
+
+/// What the layer learned by opening the envelope of a request that continues an earlier call:
+/// set beside the [`PinnedRoute`] on an MRTR retry (its `requestState` opened) and on a task
+/// follow-up (`tasks/get`, `tasks/update`, `tasks/cancel`; its task handle opened). Not set on a
+/// `subscriptions/listen` on task handles, which may name several.
+///
+/// A proxy reads it to treat the request as part of the call it continues: to count it against
+/// that call's rate limits (same principal, same tool), or, with a store its replicas share, to
+/// let each envelope be used once ([`EnvelopeId`]).
+///
+/// ```
+/// use http::Request;
+/// use tower_mrtr::Continuation;
+///
+/// fn tool_of<B>(request: &Request<B>) -> Option<&str> {
+///     request.extensions().get::<Continuation>()?.call_target.as_deref()
+/// }
+/// # assert!(tool_of(&Request::new(())).is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Continuation {
+    /// The method of the call this request continues: the request's own on a retry,
+    /// `tools/call` on a task follow-up.
+    pub call_method: &'static str,
+    /// That call's target as the client named it: on a retry, the request's own (bound to the
+    /// envelope); on a task follow-up, the tool whose call created the task, sealed in the handle
+    /// (`None` for a handle sealed before envelope format v4).
+    pub call_target: Option<Arc<str>>,
+    /// The round of the envelope presented: on a retry, `r` for the state of the call's `r`-th
+    /// `input_required` (1 for the first); 0 for a task handle.
+    pub round: u16,
+    /// When the envelope stops opening.
+    pub expires_at: SystemTime,
+    /// The envelope's id.
+    pub envelope: EnvelopeId,
+}
+
+/// The id of one envelope: its 24-byte nonce, drawn at random when it was sealed and
+/// authenticated with it, so no two envelopes share one. Not secret (the nonce travels in clear
+/// in the envelope's header); what it is for is telling a second use of one envelope from the
+/// first. `Display` writes it as 48 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EnvelopeId([u8; 24]);
+
+impl EnvelopeId {
+    /// The id of the envelope sealed with this nonce.
+    pub const fn from_nonce(nonce: [u8; 24]) -> Self {
+        Self(nonce)
+    }
+
+    /// The 24 bytes.
+    pub const fn as_bytes(&self) -> &[u8; 24] {
+        &self.0
+    }
+}
+
+impl fmt::Display for EnvelopeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
+
+impl fmt::Debug for EnvelopeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EnvelopeId({self})")
+    }
+}
 
 /// The JSON-RPC head of a request body the layer parsed: method, id and target.
 ///

@@ -76,7 +76,7 @@
 //! ))));
 //! let answer = body_json(client.await.unwrap().unwrap().into_body()).await;
 //! let envelope = answer["result"]["requestState"].as_str().unwrap().to_owned();
-//! assert!(envelope.starts_with("mrtr3."), "sealed, not {envelope}");
+//! assert!(envelope.starts_with("mrtr4."), "sealed, not {envelope}");
 //!
 //! // The retry: pinned, and the backend's own state restored.
 //! let client = tokio::spawn(relay.oneshot(call(2, Some(&envelope))));

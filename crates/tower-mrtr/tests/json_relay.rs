@@ -52,7 +52,7 @@ async fn two_round_flow_seals_restores_and_pins() {
     assert_eq!(first.status, StatusCode::OK);
     assert_eq!(first.outcome, Some(tower_mrtr::Outcome::Sealed));
     let envelope = first.envelope();
-    assert!(envelope.starts_with("mrtr3."), "{envelope}");
+    assert!(envelope.starts_with("mrtr4."), "{envelope}");
     assert!(
         !first.text().contains("\"s1\""),
         "backend state leaked: {}",
@@ -173,7 +173,7 @@ async fn input_required_without_state_still_gets_an_envelope() {
     let inner = backend.service(Some("alpha"), |req: &Value| input_required(req, None));
     let svc = MrtrLayer::with_shared_keyring(keyring()).layer(inner);
     let answer = send(svc, post(&tool_call(1, "t", None))).await;
-    assert!(answer.envelope().starts_with("mrtr3."));
+    assert!(answer.envelope().starts_with("mrtr4."));
     assert_eq!(answer.json()["result"]["resultType"], "input_required");
 }
 
@@ -186,7 +186,7 @@ async fn only_the_request_state_bytes_change_in_the_answer() {
     let envelope = answer
         .text()
         .split('"')
-        .find(|s| s.starts_with("mrtr3."))
+        .find(|s| s.starts_with("mrtr4."))
         .unwrap()
         .to_owned();
     assert_eq!(answer.text(), raw.replace(r#""abc""#, &format!("\"{envelope}\"")));
@@ -248,7 +248,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
     assert_eq!(ok.json()["result"]["resultType"], "complete");
 
     // Tampered at every character position.
-    for i in "mrtr3.".len()..envelope.len() {
+    for i in "mrtr4.".len()..envelope.len() {
         let mut chars: Vec<char> = envelope.chars().collect();
         chars[i] = if chars[i] == 'x' { 'y' } else { 'x' };
         let tampered: String = chars.into_iter().collect();
@@ -268,7 +268,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
             tool_call(
                 5,
                 "delete_branch",
-                Some(&envelope.replacen("mrtr3.", "mrtr1.", 1)),
+                Some(&envelope.replacen("mrtr4.", "mrtr1.", 1)),
             ),
             "wrong prefix",
         ),
@@ -316,7 +316,7 @@ async fn bad_envelopes_are_rejected_without_calling_the_backend() {
         );
     }
     // Not a string.
-    for value in ["null", "42", "{}", "[\"mrtr3.x\"]"] {
+    for value in ["null", "42", "{}", "[\"mrtr4.x\"]"] {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"delete_branch","requestState":{value}}}}}"#
         );
@@ -733,7 +733,7 @@ async fn oversized_requests_get_413_without_reaching_the_backend() {
 
 #[tokio::test]
 async fn compressed_requests_are_refused_not_forwarded_unread() {
-    let mut req = post(&tool_call(1, "t", Some("mrtr3.hidden-in-gzip")));
+    let mut req = post(&tool_call(1, "t", Some("mrtr4.hidden-in-gzip")));
     req.headers_mut()
         .insert("content-encoding", "gzip".parse().unwrap());
     let answer = send(
@@ -763,7 +763,7 @@ async fn compressed_requests_are_refused_not_forwarded_unread() {
 async fn batches_and_ambiguous_bodies() {
     let layer = MrtrLayer::with_shared_keyring(keyring());
     // A batch carrying a requestState cannot be opened element by element: refused.
-    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr3.abc")));
+    let batch = format!("[{}]", tool_call(1, "t", Some("mrtr4.abc")));
     let answer = send(layer.layer(must_not_be_called()), post(&batch)).await;
     assert_eq!(
         (answer.status, answer.error_code()),
@@ -791,7 +791,7 @@ async fn batches_and_ambiguous_bodies() {
     );
     // Params of the wrong shape on a relayed method.
     for body in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr3.x"]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t","mrtr4.x"]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
     ] {
         let answer = send(layer.layer(must_not_be_called()), post(body)).await;
@@ -948,7 +948,7 @@ async fn unreadable_answers_fail_closed() {
     )
     .await;
     assert!(
-        !answer.text().contains("hidden") && answer.text().contains("mrtr3."),
+        !answer.text().contains("hidden") && answer.text().contains("mrtr4."),
         "{}",
         answer.text()
     );
@@ -1081,7 +1081,7 @@ async fn requests_without_a_principal_never_get_or_open_an_envelope() {
         post(&tool_call(6, "t", None)),
     )
     .await;
-    assert!(answer.envelope().starts_with("mrtr3."));
+    assert!(answer.envelope().starts_with("mrtr4."));
 }
 
 #[tokio::test]
@@ -1108,7 +1108,7 @@ async fn every_content_encoding_value_must_be_identity() {
         &["IDENTITY,br"],
         &["gzip", "identity"],
     ] {
-        let mut req = post(&tool_call(1, "t", Some("mrtr3.hidden-in-gzip")));
+        let mut req = post(&tool_call(1, "t", Some("mrtr4.hidden-in-gzip")));
         for value in values {
             req.headers_mut()
                 .append("content-encoding", value.parse().unwrap());
@@ -1202,7 +1202,7 @@ async fn answers_with_conflicting_content_types_fail_closed() {
     });
     let answer = send(layer.layer(inner), post(&tool_call(2, "t", None))).await;
     assert!(
-        answer.text().contains("mrtr3.") && !answer.text().contains("raw-secret"),
+        answer.text().contains("mrtr4.") && !answer.text().contains("raw-secret"),
         "{}",
         answer.text()
     );

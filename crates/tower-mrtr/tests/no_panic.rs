@@ -18,9 +18,9 @@ fn seeds() -> Vec<String> {
     let request: serde_json::Value = serde_json::from_str(&tool_call(1, "t", None)).unwrap();
     vec![
         tool_call(1, "t", None),
-        tool_call(2, "t", Some("mrtr3.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zF")),
+        tool_call(2, "t", Some("mrtr4.AQJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_3l38z3APz2l8zF")),
         r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"mrtr3.AAAA"}}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["mrtr3.x"]}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["mrtr4.x"]}}}"#.to_owned(),
         format!("[{},{}]", tool_call(5, "t", None), tool_call(6, "u", None)),
         input_required(&request, Some(r#""state""#)),
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t","ttlMs":99999999999999999999}}"#.to_owned(),

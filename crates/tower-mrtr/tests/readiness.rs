@@ -65,7 +65,7 @@ async fn the_readied_service_is_the_one_called_after_the_body_is_read() {
     ))));
     let response = call.await.unwrap().unwrap();
     let text = response.into_body().collect().await.unwrap().to_bytes();
-    assert!(std::str::from_utf8(&text).unwrap().contains("mrtr3."));
+    assert!(std::str::from_utf8(&text).unwrap().contains("mrtr4."));
 
     // The service left behind (the fresh clone) behaves as an unready service would.
     handle.allow(0);

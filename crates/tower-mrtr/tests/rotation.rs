@@ -19,7 +19,7 @@ fn ring(keys: &str) -> Keyring {
 fn key_id(envelope: &str) -> String {
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(envelope.strip_prefix("mrtr3.").unwrap())
+        .decode(envelope.strip_prefix("mrtr4.").unwrap())
         .unwrap();
     String::from_utf8(raw[2..2 + usize::from(raw[1])].to_vec()).unwrap()
 }

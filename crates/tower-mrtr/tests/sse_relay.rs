@@ -111,7 +111,7 @@ where
 }
 
 fn envelope_in(text: &str) -> Option<String> {
-    let start = text.find("mrtr3.")?;
+    let start = text.find("mrtr4.")?;
     let len = text[start..].find('"')?;
     Some(text[start..start + len].to_owned())
 }
@@ -369,7 +369,7 @@ proptest! {
             if a.data != b.data {
                 let a: Value = serde_json::from_str(a.data.as_deref().unwrap()).unwrap();
                 let mut b: Value = serde_json::from_str(b.data.as_deref().unwrap()).unwrap();
-                prop_assert!(b["result"]["requestState"].as_str().unwrap().starts_with("mrtr3."));
+                prop_assert!(b["result"]["requestState"].as_str().unwrap().starts_with("mrtr4."));
                 b["result"]["requestState"] = "backend-secret".into();
                 prop_assert_eq!(a, b);
             }

@@ -3,7 +3,9 @@
 mod common;
 
 use std::convert::Infallible;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use common::*;
@@ -13,7 +15,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use mrtr_test_support::mcp::tasks_meta;
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
-use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
+use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
+use tower_mrtr::{Denied, Keyring, MrtrLayer, Outcome, RequestBody, Route};
 
 fn layer() -> MrtrLayer {
     MrtrLayer::new(Keyring::generate("k1").unwrap())
@@ -69,7 +72,7 @@ async fn create_task(layer: &MrtrLayer, backend: &Backend, route: &'static str) 
     assert_eq!(v["result"]["status"], "working", "other members untouched");
     let handle = v["result"]["taskId"].as_str().unwrap().to_owned();
     assert!(
-        handle.starts_with("mrtr3.") && !answer.text().contains("task-"),
+        handle.starts_with("mrtr4.") && !answer.text().contains("task-"),
         "{}",
         answer.text()
     );
@@ -326,7 +329,7 @@ async fn mrtr_rounds_then_a_task() {
     assert_eq!(v["result"]["resultType"], "task");
     assert!(v["result"].get("requestState").is_none());
     let handle = v["result"]["taskId"].as_str().unwrap();
-    assert!(handle.starts_with("mrtr3.") && handle != envelope);
+    assert!(handle.starts_with("mrtr4.") && handle != envelope);
     let follow = backend.service(Some("gamma"), |r: &Value| json!({"jsonrpc":"2.0","id":r["id"],"result":{"resultType":"complete","taskId":"t-77","status":"working"}}).to_string());
     send(layer.layer(follow), task_request(3, "tasks/get", handle)).await;
     assert_eq!(backend.last().pinned, Some(Route::new("gamma")));
@@ -546,7 +549,7 @@ async fn an_unbounded_task_ttl_saturates_instead_of_panicking() {
     });
     let answer = send(layer.layer(unlimited), post(&tool_call(1, "t", None))).await;
     let handle = answer.json()["result"]["taskId"].as_str().unwrap().to_owned();
-    assert!(handle.starts_with("mrtr3."), "{}", answer.text());
+    assert!(handle.starts_with("mrtr4."), "{}", answer.text());
     let answer = send(
         layer.layer(task_backend(&backend, "alpha")),
         task_request(2, "tasks/cancel", &handle),
@@ -612,4 +615,245 @@ async fn task_handles_are_bound_to_the_deployments_audience() {
         3,
         "{methods:?}"
     );
+}
+
+/// What `authorize` was asked, in order: (method, target).
+type Checks = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A layer over `keys` whose `authorize` records what it is asked, and refuses every call once
+/// `revoked` is set (as a policy that no longer permits the caller would).
+fn recording_layer(keys: Arc<Keyring>, checks: &Checks, revoked: &Arc<AtomicBool>) -> MrtrLayer {
+    let (checks, revoked) = (checks.clone(), revoked.clone());
+    MrtrLayer::with_shared_keyring(keys).authorize(move |_parts, method, target| {
+        checks
+            .lock()
+            .unwrap()
+            .push((method.to_owned(), target.map(str::to_owned)));
+        if revoked.load(Ordering::SeqCst) {
+            return Err(Denied::new(format!(
+                "{method} of {} is not permitted",
+                target.unwrap_or("an unnamed tool")
+            )));
+        }
+        Ok(())
+    })
+}
+
+fn take(checks: &Checks) -> Vec<(String, Option<String>)> {
+    std::mem::take(&mut *checks.lock().unwrap())
+}
+
+fn tool_check(target: Option<&str>) -> Vec<(String, Option<String>)> {
+    vec![("tools/call".to_owned(), target.map(str::to_owned))]
+}
+
+/// Envelope format v4: a task handle carries the tool of the call that created the task, so a
+/// follow-up, which names only the task, is checked as a `tools/call` of that tool once its handle
+/// has opened (and refused before the backend hears of it when that tool is no longer permitted),
+/// and the proxy learns the tool from the `Continuation`.
+#[tokio::test]
+async fn follow_ups_are_checked_and_continued_as_the_call_that_created_the_task() {
+    let checks = Checks::default();
+    let revoked = Arc::new(AtomicBool::new(false));
+    let layer = recording_layer(Arc::new(Keyring::generate("k1").unwrap()), &checks, &revoked);
+    let backend = Backend::new();
+    let handle = create_task(&layer, &backend, "alpha").await;
+    assert_eq!(take(&checks), tool_check(Some("slow_compute")));
+    assert_eq!(
+        backend.last().continuation,
+        None,
+        "a first call continues nothing"
+    );
+
+    let mut ids = Vec::new();
+    for (i, method) in ["tasks/get", "tasks/update", "tasks/cancel"]
+        .into_iter()
+        .enumerate()
+    {
+        let answer = send(
+            layer.layer(task_backend(&backend, "alpha")),
+            task_request(10 + i as u64, method, &handle),
+        )
+        .await;
+        assert!(answer.error_code().is_none(), "{method}: {}", answer.text());
+        assert_eq!(take(&checks), tool_check(Some("slow_compute")), "{method}");
+        let continuation = backend.last().continuation.expect("a follow-up continues a call");
+        assert_eq!(
+            (
+                continuation.call_method,
+                continuation.call_target.as_deref(),
+                continuation.round
+            ),
+            ("tools/call", Some("slow_compute"), 0),
+            "{method}"
+        );
+        ids.push(continuation.envelope);
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]), "one handle, one id: {ids:?}");
+
+    // The tool is no longer permitted: every follow-up is refused, 403 as the call would be.
+    revoked.store(true, Ordering::SeqCst);
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            task_request(20, method, &handle),
+        )
+        .await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (StatusCode::FORBIDDEN, Some(-32600)),
+            "{method}: {}",
+            answer.text()
+        );
+        assert_eq!(
+            answer.json()["error"]["message"],
+            "tools/call of slow_compute is not permitted"
+        );
+        assert_eq!(answer.outcome, Some(Outcome::Refused { reason: "denied" }));
+        assert_eq!(take(&checks), tool_check(Some("slow_compute")), "{method}");
+    }
+    // The check runs once the handle has opened: a forged one is refused as such, unchecked.
+    let mut forged = handle.clone();
+    forged.replace_range(20..21, if &handle[20..21] == "A" { "B" } else { "A" });
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        task_request(21, "tasks/get", &forged),
+    )
+    .await;
+    assert_eq!(answer.error_code(), Some(-32602), "{}", answer.text());
+    assert!(take(&checks).is_empty());
+}
+
+/// A task handle sealed before format v4 (v3) names no tool: it still opens, and its follow-ups
+/// are checked as a `tools/call` naming none.
+#[tokio::test]
+async fn a_v3_task_handle_still_opens_and_its_follow_ups_name_no_tool() {
+    let keys = Arc::new(Keyring::generate("k1").unwrap());
+    let checks = Checks::default();
+    let revoked = Arc::new(AtomicBool::new(false));
+    let layer = recording_layer(keys.clone(), &checks, &revoked);
+    let sealed = Sealed {
+        route: Route::new("alpha"),
+        state: Some("task-alpha-7".into()),
+        expires_at: SystemTime::now() + Duration::from_secs(600),
+        round: 0,
+        // Not sealed: v3 has no call target.
+        call_target: Some("slow_compute".into()),
+    };
+    let handle = Sealer::new(keys)
+        .seal_v3_with_nonce(
+            Purpose::TASK_HANDLE,
+            &Binding::new("tasks", None, None),
+            &sealed,
+            [7; 24],
+        )
+        .unwrap();
+    assert!(handle.starts_with("mrtr3."), "{handle}");
+
+    let backend = Backend::new();
+    let answer = send(
+        layer.layer(task_backend(&backend, "alpha")),
+        task_request(2, "tasks/get", &handle),
+    )
+    .await;
+    assert_eq!(
+        answer.json()["result"]["status"],
+        "completed",
+        "{}",
+        answer.text()
+    );
+    assert_eq!(answer.json()["result"]["taskId"], handle.as_str());
+    assert_eq!(take(&checks), tool_check(None));
+    let seen = backend.last();
+    assert_eq!(seen.pinned, Some(Route::new("alpha")));
+    let continuation = seen.continuation.expect("a follow-up continues a call");
+    assert_eq!(
+        (
+            continuation.call_method,
+            continuation.call_target,
+            continuation.round
+        ),
+        ("tools/call", None, 0)
+    );
+    assert_eq!(continuation.envelope.as_bytes(), &[7; 24]);
+
+    // A check that refuses calls naming no tool refuses it.
+    revoked.store(true, Ordering::SeqCst);
+    let answer = send(
+        layer.layer(must_not_be_called()),
+        task_request(3, "tasks/cancel", &handle),
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.error_code()),
+        (StatusCode::FORBIDDEN, Some(-32600))
+    );
+    assert_eq!(take(&checks), tool_check(None));
+}
+
+/// An MRTR retry continues the call whose `input_required` it answers: the proxy gets that
+/// call's method and tool, the round of the envelope presented, and the envelope's id, the same
+/// on each use of one envelope and another for another envelope.
+#[tokio::test]
+async fn retries_are_continued_with_their_round_and_the_envelopes_id() {
+    let layer = layer();
+    let backend = Backend::new();
+    // Asks for input twice (states `s1`, `s2`), then completes.
+    let inner = backend.service(Some("alpha"), |req: &Value| {
+        match req["params"]["requestState"].as_str() {
+            None => input_required(req, Some(r#""s1""#)),
+            Some("s1") => input_required(req, Some(r#""s2""#)),
+            Some(_) => complete(req, "alpha"),
+        }
+    });
+    let first = send(
+        layer.layer(inner.clone()),
+        post(&tool_call(1, "delete_branch", None)),
+    )
+    .await
+    .envelope();
+    assert_eq!(
+        backend.last().continuation,
+        None,
+        "a first call continues nothing"
+    );
+
+    let mut continued = Vec::new();
+    let mut second = None;
+    for id in [2, 3] {
+        let answer = send(
+            layer.layer(inner.clone()),
+            post(&tool_call(id, "delete_branch", Some(&first))),
+        )
+        .await;
+        second = Some(answer.envelope());
+        continued.push(backend.last().continuation.expect("a retry continues a call"));
+    }
+    let second = second.unwrap();
+    let answer = send(
+        layer.layer(inner),
+        post(&tool_call(4, "delete_branch", Some(&second))),
+    )
+    .await;
+    assert_eq!(answer.json()["result"]["resultType"], "complete");
+    continued.push(backend.last().continuation.expect("a retry continues a call"));
+
+    let seen: Vec<_> = continued
+        .iter()
+        .map(|c| (c.call_method, c.call_target.as_deref(), c.round))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("tools/call", Some("delete_branch"), 1),
+            ("tools/call", Some("delete_branch"), 1),
+            ("tools/call", Some("delete_branch"), 2),
+        ]
+    );
+    assert_eq!(
+        continued[0].envelope, continued[1].envelope,
+        "two uses of one envelope"
+    );
+    assert_ne!(continued[1].envelope, continued[2].envelope, "two envelopes");
+    assert!(continued.iter().all(|c| c.expires_at > SystemTime::now()));
 }

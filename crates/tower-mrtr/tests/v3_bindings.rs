@@ -156,6 +156,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                         body: Bytes::new(),
                         pinned: None,
                         head: None,
+                        continuation: None,
                     });
                     let mut response =
                         Response::new(Full::new(Bytes::from(input_required(&body, Some(r#""s1""#)))));
@@ -185,6 +186,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                         body: Bytes::new(),
                         pinned,
                         head: None,
+                        continuation: None,
                     });
                     let mut response =
                         Response::new(Full::new(Bytes::from(input_required(&body, Some(r#""raw-s2""#)))));
@@ -318,7 +320,7 @@ async fn each_round_is_one_more_and_the_cap_refuses_before_the_backend() {
 }
 
 #[tokio::test]
-async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v3_round_two() {
+async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v4_round_two() {
     let keys = Arc::new(Keyring::generate("k1").unwrap());
     let arguments = r#"{"repo":"acme/api"}"#;
     let binding = Binding::new("tools/call", Some("t"), None)
@@ -328,6 +330,7 @@ async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v3_rou
         state: Some("v2-state".into()),
         expires_at: UNIX_EPOCH + Duration::from_secs(4_000_000_000),
         round: 1,
+        call_target: None,
     };
     let v2 = Sealer::new(keys.clone())
         .seal_v2_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, [9; 24])
@@ -337,16 +340,16 @@ async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v3_rou
     let layer = MrtrLayer::with_shared_keyring(keys.clone());
     let backend = Backend::new();
     let answer = send(
-        layer
-            .clone()
-            .layer(backend.service(Some("a"), |r: &Value| input_required(r, Some(r#""v3-state""#)))),
+        layer.clone().layer(backend.service(Some("a"), |r: &Value| {
+            input_required(r, Some(r#""round-2-state""#))
+        })),
         post(&tool_call(2, "t", Some(&v2))),
     )
     .await;
     let restored: Value = serde_json::from_slice(&backend.last().body).unwrap();
     assert_eq!(restored["params"]["requestState"], "v2-state");
     let next = answer.envelope();
-    assert!(next.starts_with("mrtr3."), "{next}");
+    assert!(next.starts_with("mrtr4."), "{next}");
     assert_eq!(round_of(&keys, &next, None), 2);
 
     // Round 1 has reached a cap of 1; and a v2 envelope has no audience.
@@ -354,6 +357,71 @@ async fn a_v2_envelope_opens_as_round_one_and_its_next_round_is_sealed_as_v3_rou
         let answer = send(
             layer.layer(must_not_be_called()),
             post(&tool_call(3, "t", Some(&v2))),
+        )
+        .await;
+        assert_eq!(answer.error_code(), Some(-32602), "{}", answer.text());
+    }
+}
+
+/// An envelope of format v3 (sealed before the upgrade to v4) still opens, in its round, with its
+/// audience and route identity; the next round is sealed as v4.
+#[tokio::test]
+async fn a_v3_envelope_opens_in_its_round_and_its_next_round_is_sealed_as_v4() {
+    let keys = Arc::new(Keyring::generate("k1").unwrap());
+    let binding = Binding::new("tools/call", Some("t"), None)
+        .with_audience(Some("prod"))
+        .with_arguments(tower_mrtr::envelope::ArgumentsDigest::of(Some(r#"{"repo":"acme/api"}"#)).unwrap());
+    let route = alpha("https://alpha.one.internal/mcp");
+    let sealed = Sealed {
+        route: route.clone(),
+        state: Some("v3-state".into()),
+        expires_at: UNIX_EPOCH + Duration::from_secs(4_000_000_000),
+        round: 2,
+        call_target: None,
+    };
+    let v3 = Sealer::new(keys.clone())
+        .seal_v3_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, [9; 24])
+        .unwrap();
+    assert!(v3.starts_with("mrtr3."));
+
+    // A backend that answers from the pinned route, asking for input once more.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let backend = {
+        let seen = seen.clone();
+        tower::service_fn(move |req: Request<RequestBody<Full<Bytes>>>| {
+            let seen = seen.clone();
+            async move {
+                let pinned = req.extensions().get::<PinnedRoute>().map(|p| p.0.clone());
+                let body: Value =
+                    serde_json::from_slice(&req.into_body().collect().await.unwrap().to_bytes()).unwrap();
+                seen.lock()
+                    .unwrap()
+                    .push((pinned.clone(), body["params"]["requestState"].clone()));
+                let mut response = Response::new(Full::new(Bytes::from(input_required(
+                    &body,
+                    Some(r#""v4-state""#),
+                ))));
+                response.extensions_mut().insert(pinned.unwrap());
+                Ok::<_, Infallible>(response)
+            }
+        })
+    };
+    let layer = MrtrLayer::with_shared_keyring(keys.clone()).audience("prod");
+    let answer = send(layer.clone().layer(backend), post(&tool_call(2, "t", Some(&v3)))).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(Some(route), Value::from("v3-state"))],
+        "pinned to the route and identity sealed, its state restored"
+    );
+    let next = answer.envelope();
+    assert!(next.starts_with("mrtr4."), "{next}");
+    assert_eq!(round_of(&keys, &next, Some("prod")), 3);
+
+    // Round 2 has reached a cap of 2; and the v3 envelope's audience is bound as v4's is.
+    for layer in [layer.max_rounds(2), MrtrLayer::with_shared_keyring(keys.clone())] {
+        let answer = send(
+            layer.layer(must_not_be_called()),
+            post(&tool_call(3, "t", Some(&v3))),
         )
         .await;
         assert_eq!(answer.error_code(), Some(-32602), "{}", answer.text());

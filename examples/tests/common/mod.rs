@@ -89,7 +89,7 @@ pub async fn relays_principal_bound_rounds(url: &str, backends: &Backends) {
     // Round one: the table sends archive_repo to beta, which asks for confirmation.
     let first = send(url, &as_subject(&archive, "alice")).await.unwrap();
     let state = first.state().unwrap();
-    assert!(state.starts_with("mrtr3."), "sealed: {state}");
+    assert!(state.starts_with("mrtr4."), "sealed: {state}");
     assert!(
         first.body["result"]["inputRequests"]
             .to_string()

@@ -54,7 +54,7 @@ Try it with any MCP 2026-07-28 client, or with curl and jq (any POSIX shell):
   mcp -H 'Mcp-Method: tools/list' \
     -d '{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{'"$META"'}}}}' | jq -c '[.result.tools[].name]'
 
-  # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr3....")
+  # round 1: beta asks for confirmation; its requestState comes back sealed ("mrtr4....")
   mcp -H 'Mcp-Method: tools/call' -H 'Mcp-Name: beta__delete_branch' \
     -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"beta__delete_branch","arguments":{{"repo":"acme/api","branch":"old"}},'"$META"'}}}}' \
     | tee round1.json | jq .

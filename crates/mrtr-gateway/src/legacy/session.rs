@@ -221,6 +221,7 @@ impl SessionSealer {
             state: Some(state),
             expires_at: now + self.ttl,
             round: 0,
+            call_target: None,
         };
         let id = self
             .sealer()
@@ -325,9 +326,13 @@ mod tests {
     /// moved into the gateway. Session ids sealed before the upgrade to envelope format v3.
     const SESSION_VECTOR_V2: &str = "mrtr2.AgJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_vH0sr7BPHrl96hYCo69QQwhmd_JhmyJMkwW3ijtT3Nh9ZgKLP4y-BJE4kC4JamlJ9klWbWKXk-TosZYNw16qkhxpquCvWAmOU8CRkTVFUtjyX3519IB0MZ3qrRkQrCtM4MuH1stPbi_SXRwSOOVZ5RgHv17RuAyg";
 
-    /// The same session sealed as the gateway seals it now, in envelope format v3 (v3 vector 10):
-    /// no audience, round 0.
-    const SESSION_VECTOR: &str = "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHse_wAPXz2dTpYDwg6QNek0UIfwHmNMMgXGWgsT3Og9l-P_j20_JJR5NN69Xx094y1nDeLSE-TtUWccAuvOpzktP-D_mdha5pRQoHRkZ-kyXp6UdQBxwOlazUjAjfqcAW8yh567Hkjm6jVmWkPdgE1kTpXdwlxuYGdw";
+    /// The same session sealed in envelope format v3 (v3 vector 10): no audience, round 0. Session
+    /// ids sealed before the upgrade to envelope format v4.
+    const SESSION_VECTOR_V3: &str = "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHse_wAPXz2dTpYDwg6QNek0UIfwHmNMMgXGWgsT3Og9l-P_j20_JJR5NN69Xx094y1nDeLSE-TtUWccAuvOpzktP-D_mdha5pRQoHRkZ-kyXp6UdQBxwOlazUjAjfqcAW8yh567Hkjm6jVmWkPdgE1kTpXdwlxuYGdw";
+
+    /// The same session sealed as the gateway seals it now, in envelope format v4 (v4 vector 10):
+    /// no audience, round 0, no call target.
+    const SESSION_VECTOR: &str = "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHse_wAPXz2dTpYDwg6QNek0UJBViyYNs4TGeitiXSg8VhOO_43bkCX9IUp9r925kqzjHRIDUvT51fcNY2o_FswN3wW-qKhLRvREYfXlVhjTe2uEkRRgRPzOvdiQLVtNUD7i54p6mliG6jVOkdHOmA-z7taE62mPzEQmY";
 
     /// Key `k1` = bytes 0x00..=0x1f, the key of the envelope test vectors.
     const VECTOR_KEYS: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
@@ -342,8 +347,8 @@ mod tests {
         );
         let before = expires_at - Duration::from_millis(1);
 
-        // Sealed before the upgrade (v2) or after (v3): both open.
-        for vector in [SESSION_VECTOR_V2, SESSION_VECTOR] {
+        // Sealed before the upgrades (v2, v3) or after (v4): all open.
+        for vector in [SESSION_VECTOR_V2, SESSION_VECTOR_V3, SESSION_VECTOR] {
             let opened = sessions.open(vector, Some("alice"), before).expect("opens");
             assert_eq!(opened.protocol_version(), "2025-11-25");
             assert_eq!(
@@ -369,6 +374,7 @@ mod tests {
             state: Some(serde_json::to_string(&session).unwrap()),
             expires_at,
             round: 0,
+            call_target: None,
         };
         let nonce: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
         let wire = Sealer::new(keyring)

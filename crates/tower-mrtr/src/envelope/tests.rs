@@ -49,6 +49,8 @@ struct Vector {
     identity: bool,
     round: u16,
     state: Option<&'static str>,
+    /// The tool sealed in a task handle (v4 only).
+    call_target: Option<&'static str>,
     wire: &'static str,
 }
 
@@ -57,7 +59,7 @@ impl Vector {
         let binding = Binding::new(self.method, self.target, self.principal).with_audience(self.audience);
         match self.arguments {
             None => binding,
-            // Both digests: v2 vectors open with the v2 one, v3 vectors with the exact one.
+            // Both digests: v2 vectors open with the v2 one, v4 and v3 vectors with the exact one.
             Some(arguments) => binding.with_arguments(ArgumentsDigest::of_with_v2(arguments).unwrap()),
         }
     }
@@ -84,6 +86,7 @@ const fn vector(method: &'static str, target: Option<&'static str>, wire: &'stat
         identity: false,
         round: 1,
         state: None,
+        call_target: None,
         wire,
     }
 }
@@ -94,8 +97,10 @@ const TRANSFER_V2: &str =
 const EXACT_ARGUMENTS: &str =
     r#"{"id":9007199254740993.0,"amounts":[100,1.00E+2,100.000000000000001,1.0000000000000001e22,-0.0]}"#;
 
-/// The v3 vectors of `docs/envelope.md`, produced by `scripts/envelope_vectors.py` (Python,
-/// libsodium, its own canonical-JSON writer with Python's `decimal`).
+/// The v4 vectors of `docs/envelope.md`, produced by `scripts/envelope_vectors.py` (Python,
+/// libsodium, its own canonical-JSON writer with Python's `decimal`): vectors 1 to 9, the inputs
+/// of the v3 vectors 1 to 9 (vector 10 is the gateway's), then 11 and 12, task handles that carry
+/// the tool whose call created them.
 const VECTORS: &[Vector] = &[
     Vector {
         arguments: DELETE_OLD,
@@ -104,7 +109,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tools/call",
             Some("delete_branch"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzcgtm9WremMj2JDqd1fsnw",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllTmwVBnDR8YQ7jYph2CxZ6eoXqi2PrvXHF5B35Kj4",
         )
     },
     Vector {
@@ -112,7 +117,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "resources/read",
             Some("file:///tmp/a.txt"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZfBgL3aH77HQlCiPFszPaEI",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZZLwvTaqXJr3xkNXUc2YzcZR",
         )
     },
     Vector {
@@ -121,7 +126,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "prompts/get",
             Some("greet"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZAtw93RTMR4lfRz7dqI5gyM",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZZPMWkiZWTc6oMzLjvj2D-UK",
         )
     },
     Vector {
@@ -132,7 +137,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tasks",
             None,
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHt839Bvn31MnpcllS7gtClmg-YhDxHgoC2dSh4tnRJanY4NIPVA",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHt839Bvn31MnpcllTmx5Qji4kM0Wjd5RiqHXfGcpOJLpsEEwrVk0",
         )
     },
     Vector {
@@ -143,7 +148,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tools/call",
             Some("transfer"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHvd_9HJKTyaQn5pHWVQRVZyi0jg7AZhg",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHvd_9HJKSu96joEtY_21Mst1D_Py2QXot",
         )
     },
     // An audience.
@@ -155,7 +160,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tools/call",
             Some("delete_branch"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzYayv4BQAn9Q6zSkMk8Dew",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllTmwVBnDR8YQ7jYph2C5mDAoyzDkR_mT5OGmlTsrs",
         )
     },
     // A route identity.
@@ -167,7 +172,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tools/call",
             Some("delete_branch"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfIcf5MXp09F7gHLGKZ1mY25HTMmmjY1bdqbzMM0",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfekA9dXtw5klh2fTODHGUac_tcYx43-AHSKNtBI4",
         )
     },
     // A later round.
@@ -179,7 +184,7 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tools/call",
             Some("delete_branch"),
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_eHt839Bvn31MnpcllS9RpQjDBsKVDkd41nGoD8TBDpWb9dqcccu34C2A",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_eHt839Bvn31MnpcllTmwVBnDR8YQ7jYph2C2MxSTclyUJH-EL8FmEgQXY",
         )
     },
     // All of them on a task handle, with a principal.
@@ -194,12 +199,55 @@ const VECTORS: &[Vector] = &[
         ..vector(
             "tasks",
             None,
-            "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfJwO9t-xgZo7lYaQUF6XxPzxJlmF2cFG_-w",
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-Wfekb5Mf3m8tux3JTmVpclVUHGih68q4TF5I-",
+        )
+    },
+    // Vector 11: a task handle with the tool of the call that created it.
+    Vector {
+        purpose: Purpose::TASK_HANDLE,
+        route: "backend-a",
+        round: 0,
+        state: Some("task-7f3a"),
+        call_target: Some("delete_branch"),
+        ..vector(
+            "tasks",
+            None,
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHt839Bvn31MnpcllSmmdVmClscEbPdItjADb6hWSewZ9hPbzpkLZZ-JkIHSKkUJEyBsQ_u8Y",
+        )
+    },
+    // Vector 12: a tool name that is not ASCII (two characters, six bytes), with everything else.
+    Vector {
+        purpose: Purpose::TASK_HANDLE,
+        principal: Some("alice"),
+        audience: Some("staging"),
+        route: "alpha",
+        identity: true,
+        round: 0,
+        state: Some("task-7f3a"),
+        call_target: Some("\u{9001}\u{91d1}"),
+        ..vector(
+            "tasks",
+            None,
+            "mrtr4.BAJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfOhpbDQdX3uZ9WfTPz93HJ5BdX6zNUyNR-Dqr9m4hgDsWbc",
         )
     },
 ];
 
-/// The v2 vectors of `docs/envelope.md` (v3 relays still open them), produced by the same script.
+/// The v3 vectors 1 to 9 of `docs/envelope.md` (v4 relays still open them), produced by the same
+/// script from the inputs of `VECTORS[..9]`: the same inputs, and no call target.
+const V3_WIRES: [&str; 9] = [
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzcgtm9WremMj2JDqd1fsnw",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZfBgL3aH77HQlCiPFszPaEI",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHv82cZAtw93RTMR4lfRz7dqI5gyM",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHt839Bvn31MnpcllS7gtClmg-YhDxHgoC2dSh4tnRJanY4NIPVA",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHvd_9HJKTyaQn5pHWVQRVZyi0jg7AZhg",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHt839Bvn31MnpcllS9RpQjDBsKVDkd41nzYayv4BQAn9Q6zSkMk8Dew",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_WHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfIcf5MXp09F7gHLGKZ1mY25HTMmmjY1bdqbzMM0",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_eHt839Bvn31MnpcllS9RpQjDBsKVDkd41nGoD8TBDpWb9dqcccu34C2A",
+    "mrtr3.AwJrMUBBQkNERUZHSElKS0xNTk9QUVJTVFVWV9Q5BNPIvCkWj_SHu87wFfrzuxuLsH7GD9-nmHnm-6CqaWotYnedvVX2YG2fPuDYcj-WfJwO9t-xgZo7lYaQUF6XxPzxJlmF2cFG_-w",
+];
+
+/// The v2 vectors of `docs/envelope.md` (v4 relays still open them), produced by the same script.
 const V2_VECTORS: &[Vector] = &[
     Vector {
         arguments: DELETE_OLD,
@@ -274,6 +322,7 @@ fn vector_sealed(v: &Vector) -> Sealed {
         state: v.state.map(str::to_owned),
         expires_at: at_ms(EXPIRES_MS),
         round: v.round,
+        call_target: v.call_target.map(str::to_owned),
     }
 }
 
@@ -295,6 +344,51 @@ fn test_vectors_match_and_are_documented() {
             .unwrap();
         assert_eq!(opened, vector_sealed(v));
     }
+}
+
+#[test]
+fn v3_vectors_still_open_without_a_call_target() {
+    let sealer = vector_sealer();
+    let doc = envelope_doc();
+    for (v, &wire_v3) in VECTORS.iter().zip(&V3_WIRES) {
+        assert_eq!(v.call_target, None, "the v3 vectors seal no call target");
+        let binding = v.binding();
+        // What v3 sealed is still these bytes (the v3 sealer exists for this test alone).
+        let wire = sealer
+            .seal_v3_with_nonce(v.purpose, &binding, &vector_sealed(v), vector_nonce())
+            .unwrap();
+        assert_eq!(wire, wire_v3, "v3 vector for {:?} {binding:?}", v.purpose);
+        if let Some(doc) = &doc {
+            assert!(
+                doc.contains(wire_v3),
+                "docs/envelope.md lacks v3 vector {wire_v3}"
+            );
+        }
+        // It opens to what the v4 vector of the same inputs opens to: round, route identity and
+        // audience as sealed, and no call target.
+        let opened = sealer
+            .open(v.purpose, &binding, wire_v3, at_ms(EXPIRES_MS - 1))
+            .unwrap();
+        assert_eq!(opened, vector_sealed(v));
+        assert_eq!(opened.call_target, None);
+        // The format differs: the version byte, and the plaintext's call flag (one byte more).
+        let raw = |w: &str, prefix: &str| URL_SAFE_NO_PAD.decode(w.strip_prefix(prefix).unwrap()).unwrap();
+        let (v3, v4) = (raw(wire_v3, V3_PREFIX), raw(v.wire, PREFIX));
+        assert_eq!((v3[0], v4[0]), (V3_VERSION, VERSION));
+        assert_eq!(v4.len(), v3.len() + 1);
+    }
+    // v3 has no call target: the task handle of v4 vector 11, sealed as v3, is v3 vector 4.
+    let with_tool = &VECTORS[9];
+    assert_eq!(with_tool.call_target, Some("delete_branch"));
+    let wire = sealer
+        .seal_v3_with_nonce(
+            with_tool.purpose,
+            &with_tool.binding(),
+            &vector_sealed(with_tool),
+            vector_nonce(),
+        )
+        .unwrap();
+    assert_eq!(wire, V3_WIRES[3]);
 }
 
 #[test]
@@ -363,7 +457,7 @@ fn v2_vectors_still_open_as_round_one_without_identity() {
 #[test]
 fn argument_digests_match_the_independent_implementation() {
     let doc = envelope_doc();
-    // The exact-decimal form (v3).
+    // The exact-decimal form (v4 and v3).
     let cases = [
         (
             Some(r#"{"repo":"acme/api","branch":"old"}"#),
@@ -453,58 +547,158 @@ fn hex(bytes: &[u8; 32]) -> String {
 #[test]
 fn a_version_byte_must_be_its_prefixs() {
     let (sealer, binding, sealed, now) = sample();
-    let v3 = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
+    let v4 = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
+    let v3 = sealer
+        .seal_v3_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, vector_nonce())
+        .unwrap();
     let v2 = sealer
         .seal_v2_with_nonce(Purpose::REQUEST_STATE, &binding, &sealed, vector_nonce())
         .unwrap();
-    assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &v3, now).is_ok());
-    assert!(sealer.open(Purpose::REQUEST_STATE, &binding, &v2, now).is_ok());
-    // The prefix is not authenticated, the version byte is: a body under the other prefix stops
-    // at the version byte, before any key is used.
-    let v3_as_v2 = v3.replacen(PREFIX, V2_PREFIX, 1);
-    assert_eq!(
-        sealer.open(Purpose::REQUEST_STATE, &binding, &v3_as_v2, now),
-        Err(OpenError::UnknownVersion(3))
+    let formats = [
+        (&v4, PREFIX, VERSION),
+        (&v3, V3_PREFIX, V3_VERSION),
+        (&v2, V2_PREFIX, V2_VERSION),
+    ];
+    for (wire, prefix, _) in formats {
+        assert!(wire.starts_with(prefix), "{wire}");
+        assert_eq!(
+            sealer.open(Purpose::REQUEST_STATE, &binding, wire, now),
+            Ok(sealed.clone())
+        );
+    }
+    for (wire, prefix, version) in formats {
+        for (_, other_prefix, other_version) in formats {
+            if other_version == version {
+                continue;
+            }
+            // The prefix is not authenticated, the version byte is: a body under another prefix
+            // stops at the version byte, before any key is used.
+            let moved = wire.replacen(prefix, other_prefix, 1);
+            assert_eq!(
+                sealer.open(Purpose::REQUEST_STATE, &binding, &moved, now),
+                Err(OpenError::UnknownVersion(version)),
+                "{moved}"
+            );
+            // And with the version byte changed too, the header in the associated data differs.
+            let mut raw = URL_SAFE_NO_PAD.decode(&wire[prefix.len()..]).unwrap();
+            raw[0] = other_version;
+            let relabelled = format!("{other_prefix}{}", URL_SAFE_NO_PAD.encode(&raw));
+            assert_eq!(
+                sealer.open(Purpose::REQUEST_STATE, &binding, &relabelled, now),
+                Err(OpenError::Authentication),
+                "{relabelled}"
+            );
+        }
+    }
+}
+
+/// Seals `plaintext` as it is, in format `version` (4 or 3), bound as `binding`: for plaintexts
+/// the sealers never write.
+fn seal_raw_plaintext(sealer: &Sealer, binding: &Binding<'_>, version: u8, plaintext: &[u8]) -> String {
+    sealer
+        .encrypt(
+            version,
+            vector_nonce(),
+            plaintext.len(),
+            |raw| raw.extend_from_slice(plaintext),
+            |header| {
+                let mut aad = aad_start(Purpose::REQUEST_STATE, header);
+                binding.write_to(&mut aad);
+                Some(aad)
+            },
+        )
+        .unwrap()
+        .into_string()
+        .unwrap()
+}
+
+#[test]
+fn malformed_v4_plaintexts_are_refused() {
+    let (sealer, binding, _, now) = sample();
+    let seal_raw = |plaintext: &[u8]| seal_raw_plaintext(&sealer, &binding, VERSION, plaintext);
+    let expiry = (EXPIRES_MS).to_be_bytes();
+    let plaintext = |tail: &[u8]| [&expiry[..], &[0, 1], tail].concat();
+    let identity = [7u8; 32];
+    // Well formed: no identity, then an identity; no call target, then one.
+    let opened = sealer.open(
+        Purpose::REQUEST_STATE,
+        &binding,
+        &seal_raw(&plaintext(b"\x00\x01r\x00\x00\x01st")),
+        now,
     );
-    let v2_as_v3 = v2.replacen(V2_PREFIX, PREFIX, 1);
     assert_eq!(
-        sealer.open(Purpose::REQUEST_STATE, &binding, &v2_as_v3, now),
-        Err(OpenError::UnknownVersion(2))
+        opened.map(|s| (s.route, s.call_target, s.state)),
+        Ok((Route::new("r"), None, Some("st".into())))
     );
-    // And with the version byte changed too, the header in the associated data differs.
-    let mut raw = URL_SAFE_NO_PAD.decode(&v3[PREFIX.len()..]).unwrap();
-    raw[0] = V2_VERSION;
-    let relabelled = format!("{V2_PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+    let with_identity = plaintext(&[b"\x00\x01r\x01".as_slice(), &identity, b"\x00\x00"].concat());
+    let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&with_identity), now);
     assert_eq!(
-        sealer.open(Purpose::REQUEST_STATE, &binding, &relabelled, now),
-        Err(OpenError::Authentication)
+        opened.map(|s| s.route),
+        Ok(Route::new("r").with_identity(RouteIdentity::from_bytes(identity)))
+    );
+    for (tail, call_target) in [
+        (b"\x00\x01r\x00\x01\x00\x02go\x00".as_slice(), Some("go")),
+        (b"\x00\x01r\x00\x01\x00\x00\x00", Some("")), // an empty target is a target
+        (
+            "\x00\x01r\x00\x01\x00\x06\u{9001}\u{91d1}\x00".as_bytes(),
+            Some("\u{9001}\u{91d1}"),
+        ),
+    ] {
+        let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&plaintext(tail)), now);
+        assert_eq!(
+            opened.map(|s| (s.call_target, s.state)),
+            Ok((call_target.map(str::to_owned), None)),
+            "{tail:?}"
+        );
+    }
+    for bad in [
+        plaintext(b"\x00\x01r\x02\x00\x00"), // identity flag 2
+        plaintext(&[b"\x00\x01r\x01".as_slice(), &identity[..31]].concat()), // identity cut short
+        plaintext(&[b"\x00\x01r\x01".as_slice(), &identity, b"\x00"].concat()), // no state flag
+        plaintext(&[b"\x00\x01r\x01".as_slice(), &identity].concat()), // no call flag
+        plaintext(b"\x00\x09r\x00\x00\x00"), // route beyond the plaintext
+        plaintext(b"\x00\x01\xffa\x00\x00\x00"), // route not UTF-8
+        plaintext(b"\x00\x01r\x00\x02\x00"), // call flag 2
+        plaintext(b"\x00\x01r\x00\xff\x00"), // call flag 0xff
+        plaintext(b"\x00\x01r\x00\x01"),     // call flag 1, no length
+        plaintext(b"\x00\x01r\x00\x01\x00"), // call flag 1, length cut short
+        plaintext(b"\x00\x01r\x00\x01\x00\x09go\x00"), // call target beyond the plaintext
+        plaintext(b"\x00\x01r\x00\x01\x00\x02go"), // call target, then no state flag
+        plaintext(b"\x00\x01r\x00\x01\x00\x02\xc3\x28\x00"), // call target not UTF-8
+        plaintext(b"\x00\x01r\x00\x01\x00\x01\xe9\x00"), // call target not UTF-8 (Latin-1)
+        plaintext(b"\x00\x01r\x00\x01\x00\x02\xe9\x80\x00"), // a character cut short
+        plaintext(b"\x00\x01r\x00\x00\x00x"), // no state, yet bytes
+        plaintext(b"\x00\x01r\x00\x00\x02"), // state flag 2
+        plaintext(b"\x00\x01r\x00\x00\x01\xff"), // state not UTF-8
+        // A v3 plaintext (no call flag) in a v4 envelope: its state flag reads as the call flag.
+        plaintext(b"\x00\x01r\x00\x01st"),
+    ] {
+        assert_eq!(
+            sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&bad), now),
+            Err(OpenError::Malformed),
+            "{bad:?}"
+        );
+    }
+    // Too short for a v4 plaintext (15 bytes): refused before the key is used.
+    assert_eq!(
+        sealer.open(
+            Purpose::REQUEST_STATE,
+            &binding,
+            &seal_raw(&plaintext(b"\x00\x00\x00\x00")),
+            now
+        ),
+        Err(OpenError::Truncated)
     );
 }
 
 #[test]
 fn malformed_v3_plaintexts_are_refused() {
     let (sealer, binding, _, now) = sample();
+    let seal_raw = |plaintext: &[u8]| seal_raw_plaintext(&sealer, &binding, V3_VERSION, plaintext);
     let expiry = (EXPIRES_MS).to_be_bytes();
-    let seal_raw = |plaintext: &[u8]| {
-        sealer
-            .encrypt(
-                VERSION,
-                vector_nonce(),
-                plaintext.len(),
-                |raw| raw.extend_from_slice(plaintext),
-                |header| {
-                    let mut aad = aad_start(Purpose::REQUEST_STATE, header);
-                    binding.write_to(&mut aad);
-                    Some(aad)
-                },
-            )
-            .unwrap()
-            .into_string()
-            .unwrap()
-    };
     let plaintext = |tail: &[u8]| [&expiry[..], &[0, 1], tail].concat();
     let identity = [7u8; 32];
-    // Well formed: no identity, then an identity.
+    // Well formed: no identity, then an identity; never a call target.
     let opened = sealer.open(
         Purpose::REQUEST_STATE,
         &binding,
@@ -512,8 +706,8 @@ fn malformed_v3_plaintexts_are_refused() {
         now,
     );
     assert_eq!(
-        opened.map(|s| (s.route, s.state)),
-        Ok((Route::new("r"), Some("st".into())))
+        opened.map(|s| (s.route, s.call_target, s.state)),
+        Ok((Route::new("r"), None, Some("st".into())))
     );
     let with_identity = plaintext(&[b"\x00\x01r\x01".as_slice(), &identity, b"\x00"].concat());
     let opened = sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&with_identity), now);
@@ -530,6 +724,9 @@ fn malformed_v3_plaintexts_are_refused() {
         plaintext(b"\x00\x01r\x00\x00x"), // no state, yet bytes
         plaintext(b"\x00\x01r\x00\x02"), // state flag 2
         plaintext(b"\x00\x01r\x00\x01\xff"), // state not UTF-8
+        // A v4 plaintext with no call target in a v3 envelope: its call flag reads as the state
+        // flag, absent, with bytes after it.
+        plaintext(b"\x00\x01r\x00\x00\x00"),
     ] {
         assert_eq!(
             sealer.open(Purpose::REQUEST_STATE, &binding, &seal_raw(&bad), now),
@@ -537,6 +734,18 @@ fn malformed_v3_plaintexts_are_refused() {
             "{bad:?}"
         );
     }
+    // A v4 plaintext with a call target in a v3 envelope opens only as a v3 one: the call target
+    // is read as the state, never as a call target.
+    let opened = sealer.open(
+        Purpose::REQUEST_STATE,
+        &binding,
+        &seal_raw(&plaintext(b"\x00\x01r\x00\x01\x00\x02go\x00")),
+        now,
+    );
+    assert_eq!(
+        opened.map(|s| (s.call_target, s.state)),
+        Ok((None, Some("\u{0}\u{2}go\u{0}".into())))
+    );
     // Too short for a v3 plaintext (14 bytes): refused before the key is used.
     assert_eq!(
         sealer.open(
@@ -643,6 +852,7 @@ fn sample() -> (Sealer, Binding<'static>, Sealed, SystemTime) {
         state: Some("st".into()),
         expires_at: at_ms(EXPIRES_MS),
         round: 1,
+        call_target: None,
     };
     (
         vector_sealer(),
@@ -666,6 +876,44 @@ fn absent_and_empty_state_stay_distinct() {
             state
         );
     }
+}
+
+#[test]
+fn call_targets_are_sealed_and_restored() {
+    let (sealer, binding, sealed, now) = sample();
+    let plain = sealer.seal(Purpose::TASK_HANDLE, &binding, &sealed).unwrap();
+    let decoded = |w: &str| URL_SAFE_NO_PAD.decode(&w[PREFIX.len()..]).unwrap().len();
+    let long = "t".repeat(usize::from(u16::MAX));
+    for call_target in [
+        None,
+        Some(""),
+        Some("delete_branch"),
+        Some("\u{9001}\u{91d1}"),
+        Some(long.as_str()),
+    ] {
+        let sealed = Sealed {
+            call_target: call_target.map(str::to_owned),
+            ..sealed.clone()
+        };
+        let wire = sealer.seal(Purpose::TASK_HANDLE, &binding, &sealed).unwrap();
+        let opened = sealer.open(Purpose::TASK_HANDLE, &binding, &wire, now).unwrap();
+        // Absent and empty stay distinct; the target costs its length in bytes and two more.
+        assert_eq!(opened, sealed);
+        assert_eq!(
+            decoded(&wire),
+            decoded(&plain) + call_target.map_or(0, |t| 2 + t.len()),
+            "{call_target:?}"
+        );
+    }
+    // The length is a u16: one byte more is refused, not cut.
+    let too_long = Sealed {
+        call_target: Some("t".repeat(usize::from(u16::MAX) + 1)),
+        ..sealed
+    };
+    assert_eq!(
+        sealer.seal(Purpose::TASK_HANDLE, &binding, &too_long),
+        Err(SealError::CallTargetTooLong)
+    );
 }
 
 #[test]
@@ -733,15 +981,17 @@ fn truncated_extended_and_foreign_envelopes_are_rejected() {
         ),
         (wire[PREFIX.len()..].to_owned(), OpenError::NotAnEnvelope),
         (
-            "MRTR3.".to_owned() + &wire[PREFIX.len()..],
+            "MRTR4.".to_owned() + &wire[PREFIX.len()..],
             OpenError::NotAnEnvelope,
         ),
         (
-            "mrtr4.".to_owned() + &wire[PREFIX.len()..],
+            "mrtr5.".to_owned() + &wire[PREFIX.len()..],
             OpenError::NotAnEnvelope,
         ),
+        ("mrtr4.+/==".to_owned(), OpenError::Encoding),
         ("mrtr3.+/==".to_owned(), OpenError::Encoding),
         ("mrtr2.+/==".to_owned(), OpenError::Encoding),
+        ("mrtr4.".to_owned(), OpenError::Truncated),
         ("mrtr3.".to_owned(), OpenError::Truncated),
         ("mrtr2.".to_owned(), OpenError::Truncated),
         ("plain-backend-state".to_owned(), OpenError::NotAnEnvelope),
@@ -1012,6 +1262,7 @@ proptest! {
         audience in proptest::option::of(".{0,16}"),
         identity in proptest::option::of(any::<[u8; 32]>()),
         round in any::<u16>(),
+        call_target in proptest::option::of(".{0,64}"),
         purpose in prop_oneof![Just(Purpose::REQUEST_STATE), Just(Purpose::TASK_HANDLE), Just(RESUME_TOKEN)],
     ) {
         let sealer = vector_sealer();
@@ -1021,7 +1272,7 @@ proptest! {
             Some(bytes) => Route::new(route).with_identity(RouteIdentity::from_bytes(bytes)),
         };
         let binding = binding.with_audience(audience.as_deref());
-        let sealed = Sealed { route, state, expires_at: at_ms(EXPIRES_MS), round };
+        let sealed = Sealed { route, state, expires_at: at_ms(EXPIRES_MS), round, call_target };
         let wire = sealer.seal(purpose, &binding, &sealed).unwrap();
         prop_assert_eq!(sealer.open(purpose, &binding, &wire, at_ms(0)).unwrap(), sealed);
     }
@@ -1030,7 +1281,13 @@ proptest! {
     fn any_bit_flip_is_rejected(state in ".{0,256}", bit in 0usize..4096) {
         let sealer = vector_sealer();
         let binding = Binding::new("tools/call", Some("t"), None);
-        let sealed = Sealed { route: Route::new("r"), state: Some(state), expires_at: at_ms(EXPIRES_MS), round: 1 };
+        let sealed = Sealed {
+            route: Route::new("r"),
+            state: Some(state),
+            expires_at: at_ms(EXPIRES_MS),
+            round: 0,
+            call_target: Some("delete_branch".into()),
+        };
         let wire = sealer.seal(Purpose::REQUEST_STATE, &binding, &sealed).unwrap();
         let mut raw = URL_SAFE_NO_PAD.decode(&wire[PREFIX.len()..]).unwrap();
         let bit = bit % (raw.len() * 8);

@@ -494,7 +494,7 @@ mod tests {
     /// weight) and read them exactly as the serde reader does.
     const TAKEN: &[&str] = &[
         r#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"echo","arguments":{"size":256},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}"#,
-        r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"confirm","arguments":{"seed":1,"stateSize":256},"inputResponses":{"confirm":{"action":"accept","content":{"confirm":true}}},"requestState":"mrtr3.AAAA"}}"#,
+        r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"confirm","arguments":{"seed":1,"stateSize":256},"inputResponses":{"confirm":{"action":"accept","content":{"confirm":true}}},"requestState":"mrtr4.AAAA"}}"#,
         r#" { "jsonrpc" : "2.0" , "id" : null , "method" : "tools/list" } "#,
         "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"resources/read\",\n  \"params\": {\"uri\": \"file:///é.txt\"}\n}",
         r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"x\"y\u00e9\n"}}"#,
