@@ -137,6 +137,8 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
         settings.request_body_timeout.into(),
     )
     .authenticate(config.auth.clone())
+    // With [oauth] the resource server names the principal itself.
+    .require_principal(config.auth.is_none().then(|| config.principal_header()).flatten())
     .traced(config.traces.clone())
 }
 
@@ -167,12 +169,11 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
         layer = layer.clock(clock.clone());
     }
     if let Some(header) = config.principal_header() {
+        // The caller the front (or the resource server) left on the request: the principal
+        // header read the one way everything keyed by principal reads it.
         layer = layer.bind_principal(move |parts| {
-            parts
-                .headers
-                .get(&header)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
+            policy::caller_of(&parts.extensions, &parts.headers, Some(&header))
+                .map(|caller| caller.principal.to_string())
         });
     }
     if let Some(policy) = config.policy.clone() {

@@ -104,7 +104,11 @@ async fn a_modern_client_calls_a_legacy_backend_and_gets_modern_answers() {
     let (_, _, discover) = raw(
         reqwest::Method::POST,
         &gateway.url(),
-        &[&HEADERS[..], &[("mcp-method", "server/discover")]].concat(),
+        &[
+            &HEADERS[..],
+            &[("mcp-method", "server/discover"), ("x-user", "alice")],
+        ]
+        .concat(),
         &json!({ "jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": { "_meta": meta() } })
             .to_string(),
     )

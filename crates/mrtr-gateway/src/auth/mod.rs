@@ -20,11 +20,17 @@
 //! `mrtr_gateway_auth_refused_total` metric, never to the client. The token itself never reaches
 //! a backend: the forwarder drops `Authorization`.
 //!
-//! Floors, lowest first: `caller.rs`; `keys.rs` (the JWKS, fetched and cached); `token.rs` (one
+//! Without `[oauth]`, behind an authenticating proxy, the principal header's value is the
+//! principal (`principal.rs`, read one way by everything keyed by it); the front refuses a
+//! request whose header is missing, repeated, empty or unreadable, and leaves a [`Caller`] of
+//! that principal on the others.
+//!
+//! Floors, lowest first: `caller.rs` and `principal.rs`; `keys.rs` (the JWKS, fetched and cached); `token.rs` (one
 //! token verified); `resource.rs` (the check, the metadata and the challenges).
 
 pub(crate) mod caller;
 pub(crate) mod keys;
+pub mod principal;
 pub(crate) mod resource;
 pub(crate) mod token;
 

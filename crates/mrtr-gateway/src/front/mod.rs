@@ -36,7 +36,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
-use http::{Request, Response, StatusCode};
+use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -45,8 +45,8 @@ use tower_service::Service;
 use self::deadline::BodyDeadline;
 use self::origin::Guard;
 use self::shed::{Admission, LoadShed};
-use crate::auth::Authenticator;
 use crate::auth::resource::Check;
+use crate::auth::{Authenticator, Caller, principal};
 use crate::observe::access;
 use crate::observe::trace::{RequestTrace, Traces};
 use crate::upstream::forward::remove_connection_options;
@@ -65,6 +65,7 @@ pub struct FrontLayer {
     shed: LoadShed,
     body_timeout: Duration,
     auth: Option<Arc<Authenticator>>,
+    principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
 }
 
@@ -77,6 +78,7 @@ impl FrontLayer {
             shed,
             body_timeout,
             auth: None,
+            principal: None,
             traces: None,
         }
     }
@@ -85,6 +87,15 @@ impl FrontLayer {
     /// and serves its metadata at the well-known path.
     pub(crate) fn authenticate(mut self, auth: Option<Arc<Authenticator>>) -> Self {
         self.auth = auth;
+        self
+    }
+
+    /// Takes every request's principal from the `header` an authenticating proxy sets
+    /// (`--principal-header`; not with `[oauth]`, which sets its own): a request to `/mcp` whose
+    /// header is missing, repeated, empty or unreadable is refused with `403` (`auth/principal.rs`),
+    /// the others carry a [`Caller`] of that principal.
+    pub(crate) fn require_principal(mut self, header: Option<HeaderName>) -> Self {
+        self.principal = header;
         self
     }
 
@@ -104,6 +115,7 @@ impl<S> Layer<S> for FrontLayer {
             shed: self.shed.clone(),
             body_timeout: self.body_timeout,
             auth: self.auth.clone(),
+            principal: self.principal.clone(),
             traces: self.traces.clone(),
             mcp,
         }
@@ -117,6 +129,7 @@ pub struct Gateway<S> {
     shed: LoadShed,
     body_timeout: Duration,
     auth: Option<Arc<Authenticator>>,
+    principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
     mcp: S,
 }
@@ -212,6 +225,22 @@ where
         let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
         let trace = RequestTrace::start(self.traces.as_ref(), &mut request);
+        if let Some(name) = &self.principal {
+            match principal::read(request.headers(), name) {
+                Ok(principal) => {
+                    request
+                        .extensions_mut()
+                        .insert(Caller::from_principal(&principal));
+                }
+                Err(unreadable) => {
+                    let close = unread_body(&request);
+                    return GatewayFuture {
+                        trace,
+                        ..own(no_principal(unreadable), entry, close)
+                    };
+                }
+            }
+        }
         if let Some(auth) = &self.auth {
             match auth.check(&mut request, false) {
                 Check::Passed => {}
@@ -268,6 +297,31 @@ fn unread_body<B>(request: &Request<B>) -> bool {
             || headers
                 .get(http::header::CONTENT_LENGTH)
                 .is_some_and(|len| len.as_bytes() != b"0"))
+}
+
+/// The refusal of a request without a readable principal: `403` and one JSON-RPC error, the
+/// reason in the log and `mrtr_gateway_auth_refused_total{reason="principal_…"}`.
+fn no_principal(unreadable: principal::Unreadable) -> Response<Full<Bytes>> {
+    tracing::debug!(reason = unreadable.reason(), "request refused: {unreadable}");
+    crate::observe::metrics::auth_refused(match unreadable {
+        principal::Unreadable::Missing => "principal_missing",
+        principal::Unreadable::Repeated => "principal_repeated",
+        principal::Unreadable::Empty => "principal_empty",
+        principal::Unreadable::Undecodable => "principal_undecodable",
+    });
+    let message = format!("Forbidden: {unreadable}");
+    let mut response = Response::new(Full::new(crate::jsonrpc::error_body(
+        None,
+        crate::jsonrpc::INVALID_REQUEST,
+        &message,
+        None,
+    )));
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// Says `Connection: close` on an answer, so that the client does not reuse the connection.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use pin_project_lite::pin_project;
@@ -344,9 +344,14 @@ fn result(id: &RawValue, result: &serde_json::Value) -> Response<LegacyBody> {
 }
 
 impl Front {
-    fn principal<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+    /// The principal sessions are bound to: the caller the front or the resource server left on
+    /// the request, else the principal header read as the front reads it.
+    fn principal(&self, parts: &Parts) -> Option<Arc<str>> {
         let name = self.inner.principal.as_ref()?;
-        headers.get(name).and_then(|v| v.to_str().ok())
+        match parts.extensions.get::<Caller>() {
+            Some(caller) => Some(caller.principal.clone()),
+            None => crate::auth::principal::read(&parts.headers, name).ok(),
+        }
     }
 
     fn open_session(&self, parts: &Parts) -> Option<OpenedSession> {
@@ -355,7 +360,7 @@ impl Front {
         let id = parts.headers.get(MCP_SESSION_ID)?.to_str().ok()?;
         state
             .sessions
-            .open(id, self.principal(&parts.headers), now)
+            .open(id, self.principal(parts).as_deref(), now)
             .filter(|s| !state.notes.is_ended(s.digest(), now))
     }
 
@@ -718,7 +723,7 @@ impl Front {
                     .notes
                     .log_level(session.digest(), now)
                     .map(LogLevel::as_str);
-                let principal = self.principal(&parts.headers).map(str::to_owned);
+                let principal = self.principal(&parts).map(|p| p.to_string());
                 let (asks, asked) = asks_for(&session);
                 let bridge = Bridge {
                     inner,
@@ -840,7 +845,7 @@ impl Front {
         let session_id =
             match state
                 .sessions
-                .seal(&session, self.principal(&parts.headers), state.clock.now())
+                .seal(&session, self.principal(parts).as_deref(), state.clock.now())
             {
                 Ok(session_id) => session_id,
                 Err(e) => return invalid(&e.to_string()),

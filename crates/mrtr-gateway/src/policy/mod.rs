@@ -28,8 +28,9 @@ use crate::auth::Caller;
 pub use self::rate::{Per, RateLimitSpec, RateLimits};
 pub use self::rules::{Effect, Policy, PolicyRule};
 
-/// The caller of a request: the verified [`Caller`] in `extensions`, else the value of the
-/// principal header (decoded as the mirrored headers are), else nobody.
+/// The caller of a request: the [`Caller`] in `extensions` (the resource server's, or the one
+/// the front made of the principal header), else the principal header read as the front reads
+/// it (for a [`Proxy`](crate::Proxy) served without the front), else nobody.
 pub(crate) fn caller_of(
     extensions: &http::Extensions,
     headers: &HeaderMap,
@@ -38,7 +39,6 @@ pub(crate) fn caller_of(
     if let Some(caller) = extensions.get::<Caller>() {
         return Some(caller.clone());
     }
-    let value = headers.get(principal_header?)?;
-    let principal = tower_mrtr::mcp_headers::decode_header_value(value)?;
+    let principal = crate::auth::principal::read(headers, principal_header?).ok()?;
     Some(Caller::from_principal(&principal))
 }
