@@ -485,6 +485,50 @@ period = 1
     stack.stop().await
 }
 
+/// Review 3, finding 1: one round-1 answer retried again and again ran the confirmed action 20
+/// times under a limit of 2. Now the first use of a state is part of its call, and each later
+/// one costs a call: the backend runs it as often as the limit allows, no more.
+#[tokio::test]
+async fn a_replayed_state_reaches_the_backend_at_most_as_often_as_the_limit_allows() -> anyhow::Result<()> {
+    let limits = r#"
+[[rate-limit]]
+per = "principal-and-tool"
+tools = ["beta__delete_branch"]
+requests = 2
+period = 3600
+"#;
+    let (key, stack) = issued_stack(limits).await?;
+    let url = stack.url();
+    let (alice, bob) = (key.sign(&claims("alice", &[])), key.sign(&claims("bob", &[])));
+    let first = send(&url, &bearer(delete_branch(), &alice)).await?;
+    let retry = bearer(delete_branch().retry(first.answers(), &first.state()?), &alice);
+    let mut ran = 0;
+    let mut limited = 0;
+    for _ in 0..20 {
+        let reply = send(&url, &retry).await?;
+        if reply.text().starts_with("[beta] delete_branch") {
+            ran += 1;
+        } else {
+            assert_eq!(reply.status, 429, "{}", reply.body);
+            limited += 1;
+        }
+    }
+    // The round trip itself, then the one call left of alice's two.
+    assert_eq!((ran, limited), (2, 18));
+    let again = send(&url, &bearer(delete_branch(), &alice)).await?;
+    assert_eq!(
+        again.status, 429,
+        "the replays spent alice's calls: {}",
+        again.body
+    );
+    assert_eq!(
+        send(&url, &bearer(delete_branch(), &bob)).await?.status,
+        200,
+        "not bob's"
+    );
+    stack.stop().await
+}
+
 #[tokio::test]
 async fn oauth_and_a_principal_header_are_exclusive() {
     let mut config = GatewayConfig::new(Vec::new());

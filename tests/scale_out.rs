@@ -113,3 +113,47 @@ async fn key_rotation_with_rounds_in_flight() -> anyhow::Result<()> {
     assert_eq!(refused.error_code(), Some(-32602), "{}", refused.body);
     stack.stop().await
 }
+
+/// A rolling change (review 3, finding 4): replicas whose configurations differ by a backend
+/// expose alpha's `deploy` as `deploy` (alone) or `alpha__deploy` (beside beta's): a retry
+/// minted under either name is sent to alpha's own `deploy` by a replica of the other kind,
+/// whose catalog alone says which of alpha's tools the name is.
+#[tokio::test]
+async fn a_retry_finds_its_tool_when_a_prefix_came_or_went_between_rounds() -> anyhow::Result<()> {
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let keys = Keyring::generate("k1")?.to_config_string();
+    let alone = gateway(
+        GatewayConfig::new(Stack::backends(&alpha, &beta)[..1].to_vec()),
+        Arc::new(keys.parse()?),
+    )
+    .await?;
+    let beside = gateway(
+        GatewayConfig::new(Stack::backends(&alpha, &beta)),
+        Arc::new(keys.parse()?),
+    )
+    .await?;
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways: vec![alone, beside],
+    };
+    let (alone, beside) = (stack.gateways[0].url(), stack.gateways[1].url());
+    let arguments = json!({"service": "api", "environment": "prod"});
+    for (name, first, then) in [("deploy", &alone, &beside), ("alpha__deploy", &beside, &alone)] {
+        let call = Call::tool(name, arguments.clone());
+        let mut reply = send(first, &call).await?;
+        let mut rounds = 0;
+        while reply.body["result"]["resultType"] == "input_required" {
+            rounds += 1;
+            anyhow::ensure!(rounds <= 5, "{name}: too many rounds");
+            reply = send(then, &call.retry(reply.answers(), &reply.state()?)).await?;
+        }
+        assert!(rounds >= 1, "{name}: {}", reply.body);
+        assert!(
+            reply.text().starts_with("[alpha] deploy"),
+            "{name} retried across the change: {}",
+            reply.body
+        );
+    }
+    stack.stop().await
+}

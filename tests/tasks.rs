@@ -434,3 +434,126 @@ async fn a_client_without_the_extension_gets_missing_capability_on_tasks_methods
     }
     stack.stop().await
 }
+
+/// A gateway over `stack`'s backends sharing its keyring, with `extra` config (policy, limits)
+/// in TOML and `x-user` as the principal header.
+async fn gateway_with(stack: &TaskStack, extra: &str) -> anyhow::Result<RunningGateway> {
+    let backends = vec![
+        Backend::new("a", &stack.a.url())?,
+        Backend::new("b", &stack.b.url())?,
+    ];
+    let mut config = GatewayConfig::new(backends);
+    config.settings.principal_header = Some("x-user".parse()?);
+    let file: toml::Table = toml::from_str(extra)?;
+    if let Some(policy) = file.get("policy") {
+        config.settings.policy = policy.clone().try_into()?;
+    }
+    if let Some(limits) = file.get("rate-limit") {
+        config.settings.rate_limit = limits.clone().try_into()?;
+    }
+    let config = config.resolve_settings().map_err(anyhow::Error::msg)?;
+    gateway(config, stack.keyring.clone()).await
+}
+
+/// [`send`] as the principal `user`.
+async fn send_as(url: &str, user: &str, method: &str, params: Value) -> anyhow::Result<Reply> {
+    let capabilities = json!({ "elicitation": {}, "extensions": { TASKS_EXTENSION: {} } });
+    let meta = with_client_info(meta_declaring(capabilities), "raw-tasks-client", "0");
+    let call = Call::new(method, params).with_meta(meta).header("x-user", user);
+    mrtr_test_support::mcp::send(url, &call).await
+}
+
+/// Review 3, finding 5: a follow-up is checked as the call that created its task, against the
+/// policy of the replica it reaches: a caller no longer permitted the tool cannot drive the task
+/// on. (Two replicas with one keyring and two policies stand for a policy changed in between.)
+#[tokio::test]
+async fn a_task_follow_up_is_checked_against_the_current_policy_for_its_tool() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let before = gateway_with(&stack, "[[policy]]\nprincipals = [\"*\"]\ntools = [\"*\"]\n").await?;
+    let after = gateway_with(
+        &stack,
+        "[[policy]]\nprincipals = [\"*\"]\ntools = [\"*\"]\n\n[[policy]]\nprincipals = [\"alice\"]\ntools = [\"slow_compute\"]\neffect = \"deny\"\n",
+    )
+    .await?;
+    let created = send_as(
+        &before.url(),
+        "alice",
+        "tools/call",
+        json!({ "name": "b__slow_compute", "arguments": { "seconds": 30 } }),
+    )
+    .await?;
+    ensure!(created.result()["resultType"] == "task", "no task: {created:?}");
+    let handle = created.result()["taskId"]
+        .as_str()
+        .context("no taskId")?
+        .to_owned();
+
+    let polled = send_as(&before.url(), "alice", "tasks/get", json!({ "taskId": handle })).await?;
+    assert_eq!(polled.status, 200, "{}", polled.body);
+    // `after` lists the tools once (as a client would), so that what follows counts follow-ups
+    // only, not its catalog's first fill.
+    send_as(&after.url(), "bob", "tools/list", json!({})).await?;
+    let requests = stack.requests();
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let mut params = json!({ "taskId": handle });
+        if method == "tasks/update" {
+            params["inputResponses"] = json!({});
+        }
+        let refused = send_as(&after.url(), "alice", method, params).await?;
+        assert_eq!(refused.status, 403, "{method}: {}", refused.body);
+        assert_eq!(refused.error_code(), Some(-32600), "{method}: {}", refused.body);
+    }
+    assert_eq!(
+        stack.requests(),
+        requests,
+        "no refused follow-up reached a backend"
+    );
+    // Bob is not denied: his task goes on there.
+    let bobs = send_as(
+        &before.url(),
+        "bob",
+        "tools/call",
+        json!({ "name": "b__slow_compute", "arguments": { "seconds": 30 } }),
+    )
+    .await?;
+    let bobs = bobs.result()["taskId"].as_str().context("no taskId")?.to_owned();
+    let polled = send_as(&after.url(), "bob", "tasks/get", json!({ "taskId": bobs })).await?;
+    assert_eq!(polled.status, 200, "{}", polled.body);
+    before.shutdown().await?;
+    after.shutdown().await?;
+    stack.stop().await
+}
+
+/// Review 3, finding 1: task follow-ups reach a backend, and count as requests of their
+/// principal (a task runs its tool once, paid for by its `tools/call`).
+#[tokio::test]
+async fn task_follow_ups_count_against_the_principals_limit() -> anyhow::Result<()> {
+    let stack = TaskStack::new().await?;
+    let limited = gateway_with(
+        &stack,
+        "[[rate-limit]]\nper = \"principal\"\nrequests = 3\nperiod = 3600\n",
+    )
+    .await?;
+    let url = limited.url();
+    let created = send_as(
+        &url,
+        "alice",
+        "tools/call",
+        json!({ "name": "a__slow_compute", "arguments": { "seconds": 30 } }),
+    )
+    .await?;
+    let handle = created.result()["taskId"]
+        .as_str()
+        .context("no taskId")?
+        .to_owned();
+    for _ in 0..2 {
+        let polled = send_as(&url, "alice", "tasks/get", json!({ "taskId": handle })).await?;
+        assert_eq!(polled.status, 200, "{}", polled.body);
+    }
+    let limited_poll = send_as(&url, "alice", "tasks/get", json!({ "taskId": handle })).await?;
+    assert_eq!(limited_poll.status, 429, "{}", limited_poll.body);
+    let bob = send_as(&url, "bob", "tools/list", json!({})).await?;
+    assert_eq!(bob.status, 200, "bob has his own bucket: {}", bob.body);
+    limited.shutdown().await?;
+    stack.stop().await
+}

@@ -50,7 +50,7 @@ use crate::legacy::{self, DualEra};
 use crate::observe::trace::Traces;
 use crate::ops::readiness::{self, Readiness, ReadyRule};
 use crate::policy;
-use crate::route::Proxy;
+use crate::route::{KnownOrigin, Proxy};
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it.
@@ -119,7 +119,7 @@ fn service_with(
         // reaches both.
         .layer(legacy_front(config, keys.clone()))
         .layer(RequestMetricsLayer::new())
-        .layer(mrtr_layer(config, keys))
+        .layer(mrtr_layer(config, keys, &proxy))
         .service(proxy)
 }
 
@@ -156,8 +156,9 @@ fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
 }
 
 /// Step 6: the MRTR layer, with the configured expiry, body limit, round cap, audience, clock
-/// and principal.
-fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
+/// and principal, and the policy's check of calls (knowing from `proxy`'s catalog where a name
+/// comes from).
+fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle, proxy: &Proxy) -> MrtrLayer {
     let mut layer = MrtrLayer::with_keyring_handle(keys)
         .ttl(config.settings.envelope_ttl.into())
         .max_request_body(config.settings.max_request_body)
@@ -178,9 +179,12 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle) -> MrtrLayer {
     }
     if let Some(policy) = config.policy.clone() {
         let header = config.principal_header();
+        let proxy = proxy.clone();
         layer = layer.authorize(move |parts, method, target| {
             let caller = policy::caller_of(&parts.extensions, &parts.headers, header.as_ref());
-            policy.authorize(caller.as_ref(), method, target)
+            let origin = target.and_then(|target| proxy.origin_of(method, target));
+            let origin = origin.as_ref().map(KnownOrigin::as_origin);
+            policy.authorize(caller.as_ref(), method, target, origin)
         });
     }
     layer

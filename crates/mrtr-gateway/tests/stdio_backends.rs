@@ -5,14 +5,16 @@
 //! sharing the process with the same ids get their own answers; the
 //! process sees only `PATH`, `HOME` and what the config gives it; a process killed mid-call fails
 //! those calls at once and is started again; a gateway that stops ends its process; a command
-//! that cannot start is a backend reported down.
+//! that cannot start is a backend reported down; a principal holds at most its share of the
+//! shared process's places, other principals still answered; a silent call ends after the stdio
+//! stall timeout.
 
 use std::time::Duration;
 
 use mrtr_backends::legacy::{OTHER, WATCHED};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
 use mrtr_test_support::gateway::{gateway, keyring, workspace_binary};
-use mrtr_test_support::mcp::{call_tool_raw, listen};
+use mrtr_test_support::mcp::{call_tool_raw, listen, mcp_post};
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -23,7 +25,12 @@ fn server() -> StdioCommand {
 
 /// A gateway over the stdio backend `command`, once the probe found what it is (`era`, or down).
 async fn gateway_over(command: StdioCommand, ready: &str) -> RunningGateway {
-    let mut config = GatewayConfig::new(vec![Backend::stdio("local", command).unwrap()]);
+    let config = GatewayConfig::new(vec![Backend::stdio("local", command).unwrap()]);
+    gateway_of(config, ready).await
+}
+
+/// A gateway of `config`, whose one backend is `local`, once the probe found what it is.
+async fn gateway_of(mut config: GatewayConfig, ready: &str) -> RunningGateway {
     config.settings.health_interval = PositiveSeconds::from_secs(3600);
     let gateway = gateway(config, keyring()).await.unwrap();
     let readiness = gateway.readiness();
@@ -346,4 +353,93 @@ async fn a_backend_run_per_principal_gives_each_principal_a_process_of_its_own_w
     for pid in [alice, carol] {
         assert!(!alive(&pid), "process {pid} outlived the gateway");
     }
+}
+
+/// The legacy server as the backend `local`, whose calls answer as streams after 0.5 s.
+fn streaming_soon() -> GatewayConfig {
+    let backend = Backend::stdio("local", server())
+        .unwrap()
+        .with_timeout(Duration::from_millis(500));
+    GatewayConfig::new(vec![backend])
+}
+
+#[tokio::test]
+async fn a_principal_beyond_its_share_of_the_shared_process_is_refused_at_once_while_others_are_answered() {
+    let mut config = streaming_soon();
+    config.settings.principal_header = Some("x-user".parse().unwrap());
+    let gateway = gateway_of(config, "legacy").await;
+    let url = gateway.url();
+    let call_as = |user: &'static str, id: u64, tool: &'static str, text: &'static str| {
+        let url = url.clone();
+        async move {
+            let headers = [("x-user", user)];
+            call_tool_raw(&url, id, tool, json!({ "text": text }), json!({}), &headers)
+                .await
+                .unwrap()
+        }
+    };
+    // Alice's slow calls, a quarter of the process's 64 places: each has its answer's head (a
+    // stream, after 0.5 s), so each holds its place.
+    let client = reqwest::Client::new();
+    let sleep = json!({ "name": "sleep", "arguments": { "text": "10000" } });
+    let slow = (0..16).map(|n| {
+        mcp_post(&client, &url, 100 + n, "tools/call", sleep.clone())
+            .header("x-user", "alice")
+            .send()
+    });
+    let slow = futures_util::future::try_join_all(slow).await.unwrap();
+    assert!(slow.iter().all(|r| r.status() == 200));
+
+    // Her next one is refused at once, naming the limit.
+    let started = tokio::time::Instant::now();
+    let (status, text, response) = call_as("alice", 200, "sleep", "10000").await;
+    // (Queued, it would stream after 0.5 s and answer after 10.)
+    assert!(
+        started.elapsed() < Duration::from_secs(2) && text.starts_with('{'),
+        "refused, not queued: {:?} {text}",
+        started.elapsed()
+    );
+    assert_eq!((status, &response["id"]), (200, &json!(200)), "{text}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("already has 16 requests in flight") && message.contains("max-calls-per-principal"),
+        "{text}"
+    );
+    // Another principal still gets answers.
+    let bob = (0..4).map(|n| call_as("bob", 300 + n, "echo", "hi"));
+    for (status, text, response) in futures_util::future::join_all(bob).await {
+        assert_eq!((status, text_of(&response)), (200, "hi"), "{text}");
+    }
+
+    // Alice's clients go away mid-stream: their places come back, and she is answered again.
+    drop(slow);
+    eventually(TIMEOUT, "alice's share given back", || async {
+        let (_, _, response) = call_as("alice", 400, "echo", "back").await;
+        text_of(&response) == "back"
+    })
+    .await;
+    gateway.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_silent_stdio_call_ends_after_the_stdio_stall_timeout() {
+    let mut config = streaming_soon();
+    config.settings.stdio_stall_timeout = "1".parse().unwrap();
+    let gateway = gateway_of(config, "legacy").await;
+    // A call the process says nothing about for 10 s: a stream after 0.5 s, ended 1 s later.
+    let started = tokio::time::Instant::now();
+    let (status, text, response) = call(&gateway, 9, "sleep", "10000", json!({})).await;
+    let elapsed = started.elapsed();
+    assert_eq!((status, &response["id"]), (200, &json!(9)), "{text}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stalled")),
+        "{text}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(1400) && elapsed < Duration::from_secs(5),
+        "the head after 0.5 s, then 1 s of silence: {elapsed:?}"
+    );
+    gateway.shutdown().await.unwrap();
 }

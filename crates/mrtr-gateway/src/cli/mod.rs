@@ -54,7 +54,9 @@ OVERLOAD AND SLOW PEERS:
   Over --max-in-flight requests the gateway answers 503 with Retry-After: 1 and a JSON-RPC
   error at once. Request bodies must arrive within --request-body-timeout, request heads within
   --client-idle-timeout (which also closes idle client connections); backend answers that send
-  nothing for --backend-stall-timeout are ended (SSE: with a JSON-RPC error event).
+  nothing for --backend-stall-timeout (stdio backends: --stdio-stall-timeout) are ended (SSE:
+  with a JSON-RPC error event). One principal holds at most max-calls-per-principal (16) of the
+  64 places of a stdio process every principal shares.
 
 SIGNALS:
   SIGTERM drains: /readyz turns 503, answers carry 'Connection: close', the listener closes after

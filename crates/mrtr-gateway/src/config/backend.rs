@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::values::PositiveSeconds;
 use crate::tls::BackendTls;
 use crate::upstream::era::Era;
-use crate::upstream::stdio::StdioCommand;
+use crate::upstream::stdio::{MAX_IN_FLIGHT, StdioCommand};
 use crate::upstream::{Backend, BackendSpecError};
 
 /// How many principals' processes a stdio backend run per principal keeps at once, by default.
@@ -50,6 +50,10 @@ pub struct BackendSpec {
     /// With `process-per-principal`: the most principals' processes run at once per replica
     /// (default 16).
     pub max_processes: Option<NonZeroUsize>,
+    /// Without `process-per-principal`: the most of the shared process's 64 places of requests
+    /// in flight (waiting ones included) one principal may hold, 1 to 64 (default 16, a
+    /// quarter); more are refused at once.
+    pub max_calls_per_principal: Option<NonZeroUsize>,
     /// The MCP revision it speaks: `auto` (the default: the probe finds out), `modern`
     /// (2026-07-28) or `legacy` (`initialize` era).
     pub era: Option<Era>,
@@ -239,6 +243,7 @@ impl FromStr for BackendSpec {
             cwd: None,
             process_per_principal: false,
             max_processes: None,
+            max_calls_per_principal: None,
             era: None,
             identity: None,
             timeout: None,
@@ -268,9 +273,10 @@ impl BackendSpec {
                     || self.cwd.is_some()
                     || self.process_per_principal
                     || self.max_processes.is_some()
+                    || self.max_calls_per_principal.is_some()
                 {
                     return Err(format!(
-                        "backend {name:?}: env, cwd, process-per-principal and max-processes are for a stdio backend (command), not a URL"
+                        "backend {name:?}: env, cwd, process-per-principal, max-processes and max-calls-per-principal are for a stdio backend (command), not a URL"
                     ));
                 }
                 Backend::new(name, url.as_str()).map_err(|e| e.to_string())?
@@ -298,6 +304,19 @@ impl BackendSpec {
                     return Err(format!(
                         "backend {name:?}: max-processes goes with process-per-principal = true"
                     ));
+                }
+                if let Some(max) = self.max_calls_per_principal {
+                    if self.process_per_principal {
+                        return Err(format!(
+                            "backend {name:?}: max-calls-per-principal is for a process all principals share, not with process-per-principal = true (each principal's process is its own)"
+                        ));
+                    }
+                    if max.get() > MAX_IN_FLIGHT {
+                        return Err(format!(
+                            "backend {name:?}: max-calls-per-principal is at most {MAX_IN_FLIGHT} (a process's places), got {max}"
+                        ));
+                    }
+                    command = command.with_max_calls_per_principal(max);
                 }
                 Backend::stdio(name, command).map_err(|e| e.to_string())?
             }
@@ -351,5 +370,48 @@ impl BackendSpec {
             .client_config()
             .map_err(|e| format!("backend {name:?}: {e}"))?;
         Ok(backend.with_tls(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stdio_spec(extra: &str) -> Result<BackendSpec, toml::de::Error> {
+        toml::from_str(&format!("name = \"local\"\ncommand = [\"server\"]\n{extra}"))
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn max_calls_per_principal_is_a_stdio_backends_share_of_its_shared_process_from_1_to_64() {
+        let resolved = |extra: &str| stdio_spec(extra).unwrap().resolve(None, &no_env);
+        let share = |extra: &str| {
+            resolved(extra)
+                .unwrap()
+                .command()
+                .and_then(StdioCommand::max_calls_per_principal)
+                .map(NonZeroUsize::get)
+        };
+        assert_eq!(share(""), None, "unset: the default, a quarter");
+        assert_eq!(share("max-calls-per-principal = 8"), Some(8));
+        assert_eq!(share("max-calls-per-principal = 64"), Some(64));
+        let error = resolved("max-calls-per-principal = 65").unwrap_err();
+        assert!(error.contains("at most 64"), "{error}");
+        assert!(stdio_spec("max-calls-per-principal = 0").is_err());
+        let error = resolved("max-calls-per-principal = 4\nprocess-per-principal = true").unwrap_err();
+        assert!(error.contains("not with process-per-principal"), "{error}");
+        let url: BackendSpec =
+            toml::from_str("name = \"b\"\nurl = \"http://b/mcp\"\nmax-calls-per-principal = 4\n").unwrap();
+        let error = url.resolve(None, &no_env).unwrap_err();
+        assert!(
+            error.contains("max-calls-per-principal are for a stdio backend"),
+            "{error}"
+        );
+        // The command line's form has no per-backend settings: the default.
+        let spec: BackendSpec = "local=stdio:server --flag".parse().unwrap();
+        assert_eq!(spec.max_calls_per_principal, None);
     }
 }

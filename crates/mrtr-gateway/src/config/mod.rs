@@ -157,9 +157,13 @@ pub struct Settings {
     #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_IDLE_TIMEOUT))]
     pub backend_idle_timeout: PositiveSeconds,
 
-    /// End a backend answer that sends nothing this long (a `[[backend]]` stall-timeout wins)
+    /// End an HTTP backend's answer that sends nothing this long (a `[[backend]]` stall-timeout wins; stdio backends have --stdio-stall-timeout)
     #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_STALL_TIMEOUT))]
     pub backend_stall_timeout: PositiveSeconds,
+
+    /// End a stdio backend's answer that sends nothing this long, counted once it streams (a `[[backend]]` stall-timeout wins). Shorter than --backend-stall-timeout because a silent call holds one of its shared process's 64 places (and one of its principal's share) while it lasts; a minute still lets a tool work between progress notifications
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::stdio::DEFAULT_STDIO_STALL_TIMEOUT))]
+    pub stdio_stall_timeout: PositiveSeconds,
 
     /// Most requests in flight; more get 503 with a JSON-RPC error at once
     #[arg(long, value_name = "N", default_value_t = shed::DEFAULT_MAX_IN_FLIGHT)]
@@ -425,7 +429,12 @@ impl GatewayConfig {
                     backend = backend.with_idle_timeout(self.settings.backend_idle_timeout.0);
                 }
                 if backend.stall_timeout().is_none() {
-                    backend = backend.with_stall_timeout(self.settings.backend_stall_timeout.0);
+                    let stall = if backend.command().is_some() {
+                        self.settings.stdio_stall_timeout
+                    } else {
+                        self.settings.backend_stall_timeout
+                    };
+                    backend = backend.with_stall_timeout(stall.0);
                 }
                 backend
             })
@@ -454,5 +463,29 @@ mod tests {
             Some(Duration::from_secs(10))
         );
         assert!(GatewayConfig::new(Vec::new()).settings.health_interval.is_none());
+    }
+
+    #[test]
+    fn stdio_backends_stall_after_the_stdio_stall_timeout_unless_they_have_their_own() {
+        assert_eq!(
+            Settings::default().stdio_stall_timeout.0,
+            upstream::stdio::DEFAULT_STDIO_STALL_TIMEOUT
+        );
+        let command = || upstream::stdio::StdioCommand::new(["server"]).unwrap();
+        let mut config = GatewayConfig::new(vec![
+            Backend::stdio("local", command()).unwrap(),
+            Backend::stdio("slow", command())
+                .unwrap()
+                .with_stall_timeout(Duration::from_secs(600)),
+            Backend::new("remote", "http://127.0.0.1:9001/mcp").unwrap(),
+        ]);
+        config.settings.stdio_stall_timeout = PositiveSeconds(Duration::from_secs(7));
+        config.settings.backend_stall_timeout = PositiveSeconds(Duration::from_secs(90));
+        let stalls: Vec<_> = config
+            .backends_with_defaults()
+            .iter()
+            .map(|b| b.stall_timeout().map(|s| s.as_secs()))
+            .collect();
+        assert_eq!(stalls, [Some(7), Some(600), Some(90)]);
     }
 }

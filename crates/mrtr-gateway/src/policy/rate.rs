@@ -9,20 +9,33 @@
 //! * `per = "tool"` and `per = "principal-and-tool"`: `tools/call`s of the tools named by
 //!   `tools` (every tool when it is empty).
 //!
-//! A retry whose `requestState` the MRTR layer opened is part of the call its first round was
-//! counted for, and is not counted again (see the [policy module](super)). A request over a
-//! limit is answered 429 with `Retry-After` and a JSON-RPC error, and counted in
-//! `mrtr_gateway_rate_limited_total`. Requests without a principal share one bucket.
+//! A call is counted once, **with its rounds**: an MRTR retry is keyed as the call it continues
+//! (its principal and tool, which the envelope binds), and the first time this replica sees its
+//! `requestState` it is part of that call and costs nothing more, so a round trip that was
+//! admitted is never cut by its own rounds. The same state presented **again** is a replay
+//! (`uses.rs`), and costs a token like a new call of that tool: a loop
+//! replaying one state reaches the backend once more than the limit allows new calls, and only
+//! at the expense of that principal's own calls. Task follow-ups (`tasks/get`, `tasks/update`,
+//! `tasks/cancel`) run no tool again (a task is one execution, paid for by its `tools/call`):
+//! they count as requests of the principal, under `per = "principal"` limits without `tools`.
+//!
+//! A request over a limit is answered 429 with `Retry-After` and a JSON-RPC error, and counted
+//! in `mrtr_gateway_rate_limited_total`. Without a principal (no principal header and no
+//! `[oauth]`), every request is keyed as one caller.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::time::SystemTime;
+
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use serde::Deserialize;
+use tower_mrtr::EnvelopeId;
 
 use super::rules::glob;
+use super::uses::{FirstUses, Use};
 use crate::auth::Caller;
 
 /// Every this many checks, buckets that are full again are dropped (`retain_recent`), so that
@@ -69,6 +82,43 @@ pub struct RateLimitSpec {
     pub burst: Option<NonZeroU32>,
 }
 
+/// What a request is to the limits: see the [module docs](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Charge<'a> {
+    /// The method of the call counted: the request's own, or the one a retry continues.
+    pub(crate) method: &'a str,
+    /// That call's target (the tool of a `tools/call`, as the client named it).
+    pub(crate) target: Option<&'a str>,
+    /// For an MRTR retry, its envelope's id and expiry: its first use is part of its call.
+    pub(crate) retry: Option<(EnvelopeId, SystemTime)>,
+}
+
+impl<'a> Charge<'a> {
+    /// A request that continues no call.
+    pub(crate) fn call(method: &'a str, target: Option<&'a str>) -> Self {
+        Self {
+            method,
+            target,
+            retry: None,
+        }
+    }
+
+    /// An MRTR retry of a call of `method` on `target`, presenting the envelope `envelope`,
+    /// which opens until `expires_at`.
+    pub(crate) fn retry(
+        method: &'a str,
+        target: Option<&'a str>,
+        envelope: EnvelopeId,
+        expires_at: SystemTime,
+    ) -> Self {
+        Self {
+            method,
+            target,
+            retry: Some((envelope, expires_at)),
+        }
+    }
+}
+
 /// One limit, ready to count.
 struct Limit {
     per: Per,
@@ -81,6 +131,8 @@ pub struct RateLimits {
     limits: Vec<Limit>,
     clock: DefaultClock,
     checks: AtomicU64,
+    /// The envelopes retries presented, to tell a replay from a first use.
+    uses: FirstUses,
 }
 
 impl std::fmt::Debug for RateLimits {
@@ -123,25 +175,25 @@ impl RateLimits {
             limits,
             clock: DefaultClock::default(),
             checks: AtomicU64::new(0),
+            uses: FirstUses::default(),
         })
     }
 
-    /// Counts a request of `caller` (not a verified retry) to `method` on `target`: `Err` with
-    /// the time to wait when a limit is reached. Every limit that applies is counted, until
-    /// one refuses.
-    pub(crate) fn check(
-        &self,
-        caller: Option<&Caller>,
-        method: &str,
-        target: Option<&str>,
-    ) -> Result<(), Duration> {
+    /// Counts a request of `caller` (see [`Charge`]): `Err` with the time to wait when a limit
+    /// is reached. Every limit that applies is counted, until one refuses.
+    pub(crate) fn check(&self, caller: Option<&Caller>, charge: Charge<'_>) -> Result<(), Duration> {
+        self.check_at(caller, charge, SystemTime::now())
+    }
+
+    fn check_at(&self, caller: Option<&Caller>, charge: Charge<'_>, now: SystemTime) -> Result<(), Duration> {
         if self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
             for limit in &self.limits {
                 limit.buckets.retain_recent();
             }
         }
         let principal = caller.map_or("", |c| &c.principal);
-        let tool = (method == "tools/call").then_some(target).flatten();
+        let tool = (charge.method == "tools/call").then_some(charge.target).flatten();
+        let mut first_use = None;
         for limit in &self.limits {
             let named = |tool: &str| limit.tools.is_empty() || limit.tools.iter().any(|p| glob(p, tool));
             let key: (&str, &str) = match (limit.per, tool) {
@@ -151,6 +203,14 @@ impl RateLimits {
                 (Per::PrincipalAndTool, Some(tool)) if named(tool) => (principal, tool),
                 _ => continue,
             };
+            if let Some((envelope, expires_at)) = charge.retry {
+                // Recorded once per request, and only when a limit applies to it.
+                let used = *first_use.get_or_insert_with(|| self.uses.record(envelope, expires_at, now));
+                if used == Use::First {
+                    continue;
+                }
+                tracing::debug!(%envelope, ?used, "a request state presented again: counted as a call");
+            }
             if let Err(not_until) = limit.buckets.check_key(&(Box::from(key.0), Box::from(key.1))) {
                 crate::observe::metrics::rate_limited(limit.per.label());
                 tracing::debug!(limit = limit.per.label(), principal, tool, "rate limited");
@@ -170,38 +230,42 @@ mod tests {
         RateLimits::new(table["rate-limit"].clone().try_into().unwrap()).unwrap()
     }
 
-    #[test]
-    fn a_limit_counts_what_it_names_per_what_it_says() {
-        let limits = limits(
-            r#"
+    const DEPLOY_TWO_AN_HOUR: &str = r#"
 [[rate-limit]]
 per = "principal-and-tool"
 tools = ["deploy"]
 requests = 2
 period = 3600
-"#,
-        );
+"#;
+
+    fn call(tool: &str) -> Charge<'_> {
+        Charge::call("tools/call", Some(tool))
+    }
+
+    #[test]
+    fn a_limit_counts_what_it_names_per_what_it_says() {
+        let limits = limits(DEPLOY_TWO_AN_HOUR);
         let (alice, bob) = (Caller::from_principal("alice"), Caller::from_principal("bob"));
         for _ in 0..2 {
-            assert!(limits.check(Some(&alice), "tools/call", Some("deploy")).is_ok());
+            assert!(limits.check(Some(&alice), call("deploy")).is_ok());
         }
-        let wait = limits
-            .check(Some(&alice), "tools/call", Some("deploy"))
-            .unwrap_err();
+        let wait = limits.check(Some(&alice), call("deploy")).unwrap_err();
         assert!(
             wait > Duration::from_secs(60) && wait <= Duration::from_secs(1800),
             "{wait:?}"
         );
         assert!(
-            limits.check(Some(&bob), "tools/call", Some("deploy")).is_ok(),
+            limits.check(Some(&bob), call("deploy")).is_ok(),
             "bob has his own bucket"
         );
         assert!(
-            limits.check(Some(&alice), "tools/call", Some("other")).is_ok(),
+            limits.check(Some(&alice), call("other")).is_ok(),
             "another tool is not counted"
         );
         assert!(
-            limits.check(Some(&alice), "tools/list", None).is_ok(),
+            limits
+                .check(Some(&alice), Charge::call("tools/list", None))
+                .is_ok(),
             "a list is not a call"
         );
     }
@@ -210,8 +274,12 @@ period = 3600
     fn a_per_principal_limit_counts_every_request() {
         let limits = limits("[[rate-limit]]\nper = \"principal\"\nrequests = 1\nperiod = 3600\n");
         let alice = Caller::from_principal("alice");
-        assert!(limits.check(Some(&alice), "tools/list", None).is_ok());
-        assert!(limits.check(Some(&alice), "ping", None).is_err());
+        assert!(
+            limits
+                .check(Some(&alice), Charge::call("tools/list", None))
+                .is_ok()
+        );
+        assert!(limits.check(Some(&alice), Charge::call("ping", None)).is_err());
         assert!(
             RateLimits::new(vec![RateLimitSpec {
                 per: Per::Tool,
@@ -221,6 +289,76 @@ period = 3600
                 burst: None,
             }])
             .is_err()
+        );
+    }
+
+    fn retry(n: u8) -> Charge<'static> {
+        let expires = SystemTime::now() + Duration::from_secs(600);
+        Charge::retry(
+            "tools/call",
+            Some("deploy"),
+            EnvelopeId::from_nonce([n; 24]),
+            expires,
+        )
+    }
+
+    #[test]
+    fn a_replayed_state_costs_a_call_and_stops_at_the_limit() {
+        let limits = limits(DEPLOY_TWO_AN_HOUR);
+        let alice = Caller::from_principal("alice");
+        // One admitted call, then its round-1 state presented twenty times: the first is part of
+        // the call, each later one a new call; the one token left admits one of them.
+        assert!(limits.check(Some(&alice), call("deploy")).is_ok());
+        let reached = (0..20)
+            .filter(|_| limits.check(Some(&alice), retry(1)).is_ok())
+            .count();
+        assert_eq!(reached, 2);
+        assert!(
+            limits.check(Some(&alice), call("deploy")).is_err(),
+            "the replays spent alice's calls"
+        );
+        let bob = Caller::from_principal("bob");
+        assert!(
+            limits.check(Some(&bob), call("deploy")).is_ok(),
+            "and no one else's"
+        );
+    }
+
+    #[test]
+    fn a_round_trip_is_not_cut_by_its_own_rounds() {
+        let limits = limits(DEPLOY_TWO_AN_HOUR);
+        let alice = Caller::from_principal("alice");
+        // Two calls of four rounds each (every round a new state): both whole.
+        for call_number in 0..2u8 {
+            assert!(limits.check(Some(&alice), call("deploy")).is_ok());
+            for round in 1..=3u8 {
+                assert!(
+                    limits
+                        .check(Some(&alice), retry(call_number * 10 + round))
+                        .is_ok(),
+                    "call {call_number}, retry of round {round}"
+                );
+            }
+        }
+        assert!(limits.check(Some(&alice), call("deploy")).is_err());
+    }
+
+    #[test]
+    fn a_retry_no_limit_applies_to_is_not_recorded() {
+        let limits = limits(DEPLOY_TWO_AN_HOUR);
+        let alice = Caller::from_principal("alice");
+        let other = Charge::retry(
+            "tools/call",
+            Some("other"),
+            EnvelopeId::from_nonce([7; 24]),
+            SystemTime::now() + Duration::from_secs(600),
+        );
+        for _ in 0..3 {
+            assert!(limits.check(Some(&alice), other).is_ok());
+        }
+        assert!(
+            limits.check(Some(&alice), retry(7)).is_ok(),
+            "the same envelope under a limit: its first use there"
         );
     }
 }

@@ -2,9 +2,28 @@
 //! which prompts and read which resources, by the names the gateway exposes (globs allowed).
 //!
 //! Once any rule exists, what no rule allows is denied. A rule with `effect = "deny"` refuses
-//! what it names even where another rule allows it. Methods that name no tool, prompt or
-//! resource (lists, `server/discover`, `ping`, `completion/complete`, `subscriptions/listen`)
-//! are not governed by the rules (lists are filtered).
+//! what it names even where another rule allows it. What each rule is matched against:
+//!
+//! * **a tool or prompt**: the name the client uses (`deploy`, or `alpha__deploy` where two
+//!   backends offer one) and, once routing knows its backend, `<backend>__<name>` whether or not
+//!   the name is prefixed today, so a rule written for `alpha__deploy` keeps holding when the
+//!   prefix goes away. A **deny** rule also matches the backend's own name, so `deploy` denied
+//!   stays denied when another backend starts offering a `deploy` and the exposed names become
+//!   `alpha__deploy` and `beta__deploy` (an allow rule does not widen that way: a new `deploy`
+//!   elsewhere is not allowed by a rule written before it existed);
+//! * **a resource URI**: its normal form (RFC 3986/3987: dot segments resolved, percent-encoded
+//!   unreserved characters decoded, scheme and host in lower case), so `file:///srv/*` does not
+//!   match `file:///srv/../etc/passwd`. A URI without a normal form is denied: one that does not
+//!   parse, whose dot segments climb above the root or cannot be resolved (a rootless path), or
+//!   whose path holds an encoded `/` or `\` (`%2F`, `%5C`), which a backend may decode into
+//!   another path than the one matched;
+//! * **a resource template** (in `resources/templates/list`): its `uriTemplate` text.
+//!
+//! What is governed: `tools/call`, `prompts/get`, `resources/read` (and their retries, and task
+//! follow-ups as the `tools/call` that created the task), `completion/complete` by the prompt or
+//! resource template it completes, `subscriptions/listen` and a legacy client's
+//! `resources/subscribe` by the resource rules; lists are filtered. Methods that name nothing
+//! (`server/discover`, `ping`) are not.
 //!
 //! ```
 //! use mrtr_gateway::policy::{Policy, PolicyRule};
@@ -104,6 +123,83 @@ impl Thing {
             _ => None,
         }
     }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Resource => "resource",
+        }
+    }
+}
+
+/// What a rule is matched against (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Subject<'a> {
+    /// A tool or prompt: the name the client uses, and its backend and the backend's own name
+    /// once routing knows them.
+    Named {
+        thing: Thing,
+        exposed: &'a str,
+        origin: Option<Origin<'a>>,
+    },
+    /// A resource URI, matched in its normal form.
+    Uri(&'a str),
+    /// A resource template's `uriTemplate`, matched as it is.
+    Template(&'a str),
+}
+
+/// Where a tool or prompt comes from: the name its backend gives it, and that name qualified
+/// with the backend's (`<backend>__<name>`, the naming rule's prefixed form, built by the
+/// catalog), whether or not the exposed name is prefixed today.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Origin<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) qualified: &'a str,
+}
+
+impl<'a> Subject<'a> {
+    /// The subject a governed method names: its tool or prompt (with `origin`, where known), or
+    /// its resource URI.
+    pub(crate) fn of(thing: Thing, target: &'a str, origin: Option<Origin<'a>>) -> Self {
+        match thing {
+            Thing::Resource => Self::Uri(target),
+            thing => Self::Named {
+                thing,
+                exposed: target,
+                origin,
+            },
+        }
+    }
+
+    fn thing(&self) -> Thing {
+        match self {
+            Self::Named { thing, .. } => *thing,
+            Self::Uri(_) | Self::Template(_) => Thing::Resource,
+        }
+    }
+}
+
+/// The normal form of a resource URI (see the [module docs](self)), or `None` when it has none.
+pub(crate) fn normal_uri(uri: &str) -> Option<String> {
+    use fluent_uri::Iri;
+    use fluent_uri::normalize::Normalizer;
+
+    let iri = Iri::parse(uri).ok()?;
+    let normal = Normalizer::new()
+        .allow_path_underflow(false)
+        .normalize(&iri)
+        .ok()?;
+    let path = normal.path().as_str();
+    // What normalisation leaves of dot segments (a rootless path's) cannot be resolved here, and
+    // an encoded separator may become one at the backend: either way the rules would match
+    // another path than the one the backend opens.
+    let unresolved = path.split('/').any(|segment| segment == "." || segment == "..");
+    let upper = path.to_ascii_uppercase();
+    if unresolved || upper.contains("%2F") || upper.contains("%5C") {
+        return None;
+    }
+    Some(normal.as_str().to_owned())
 }
 
 impl PolicyRule {
@@ -125,13 +221,27 @@ impl PolicyRule {
                 .any(|s| self.scopes.iter().any(|p| glob(p, s)))
     }
 
-    fn names(&self, thing: Thing, name: &str) -> bool {
-        let patterns = match thing {
+    fn patterns(&self, thing: Thing) -> &[String] {
+        match thing {
             Thing::Tool => &self.tools,
             Thing::Prompt => &self.prompts,
             Thing::Resource => &self.resources,
-        };
-        patterns.iter().any(|p| glob(p, name))
+        }
+    }
+
+    /// Whether the rule names `subject`, whose URI (if it is one) is already in `normal` form.
+    fn names(&self, subject: &Subject<'_>, normal: Option<&str>) -> bool {
+        let patterns = self.patterns(subject.thing());
+        let any = |name: &str| patterns.iter().any(|p| glob(p, name));
+        match *subject {
+            Subject::Named { exposed, origin, .. } => {
+                any(exposed)
+                    || origin
+                        .is_some_and(|o| any(o.qualified) || (self.effect == Effect::Deny && any(o.name)))
+            }
+            Subject::Uri(_) => normal.is_some_and(any),
+            Subject::Template(template) => any(template),
+        }
     }
 }
 
@@ -161,13 +271,21 @@ impl Policy {
         Ok(Self { rules })
     }
 
-    /// Whether `caller` may use `thing` `name`: some rule allows it, none denies it.
-    pub(crate) fn allows(&self, caller: Option<&Caller>, thing: Thing, name: &str) -> bool {
+    /// Whether `caller` may use `subject`: some rule allows it, none denies it. A URI without a
+    /// normal form is never allowed.
+    pub(crate) fn allows(&self, caller: Option<&Caller>, subject: &Subject<'_>) -> bool {
+        let normal = match subject {
+            Subject::Uri(uri) => match normal_uri(uri) {
+                Some(normal) => Some(normal),
+                None => return false,
+            },
+            _ => None,
+        };
         let mut allowed = false;
         for rule in self
             .rules
             .iter()
-            .filter(|r| r.applies_to(caller) && r.names(thing, name))
+            .filter(|r| r.applies_to(caller) && r.names(subject, normal.as_deref()))
         {
             match rule.effect {
                 Effect::Deny => return false,
@@ -177,43 +295,53 @@ impl Policy {
         allowed
     }
 
-    /// The MRTR layer's `authorize` check: a `tools/call`, `prompts/get` or `resources/read`
-    /// of something the caller may not use (or naming nothing) is refused.
+    /// The MRTR layer's `authorize` check and the proxy's after routing: a `tools/call`,
+    /// `prompts/get` or `resources/read` of something the caller may not use (or naming nothing)
+    /// is refused. `origin` is where the tool or prompt comes from, when the catalog knows.
     pub(crate) fn authorize(
         &self,
         caller: Option<&Caller>,
         method: &str,
         target: Option<&str>,
+        origin: Option<Origin<'_>>,
     ) -> Result<(), Denied> {
         let Some(thing) = Thing::of_method(method) else {
             return Ok(());
         };
         if let Some(name) = target
-            && self.allows(caller, thing, name)
+            && self.allows(caller, &Subject::of(thing, name, origin))
         {
             return Ok(());
         }
-        crate::observe::metrics::policy_denied(thing.method());
-        tracing::debug!(
-            method,
-            target,
-            principal = caller.map(|c| &*c.principal),
-            "call refused by the policy"
-        );
-        let what = match thing {
-            Thing::Tool => "tool",
-            Thing::Prompt => "prompt",
-            Thing::Resource => "resource",
-        };
-        Err(Denied::new(match target {
-            Some(name) => format!("The {what} {name} is not permitted for this caller"),
-            None => format!("This {what} is not permitted for this caller"),
-        }))
+        Err(self.denied(caller, thing, target))
     }
 
-    /// Whether `caller` may call the tool `name`.
+    /// The refusal of `thing` `target` to `caller`, counted and logged.
+    pub(crate) fn denied(&self, caller: Option<&Caller>, thing: Thing, target: Option<&str>) -> Denied {
+        crate::observe::metrics::policy_denied(thing.method());
+        tracing::debug!(
+            method = thing.method(),
+            target,
+            principal = caller.map(|c| &*c.principal),
+            "refused by the policy"
+        );
+        let what = thing.noun();
+        Denied::new(match target {
+            Some(name) => format!("The {what} {name} is not permitted for this caller"),
+            None => format!("This {what} is not permitted for this caller"),
+        })
+    }
+
+    /// Whether `caller` may call the tool `name` (as exposed; no backend known).
     pub fn allows_tool(&self, caller: Option<&Caller>, name: &str) -> bool {
-        self.allows(caller, Thing::Tool, name)
+        self.allows(
+            caller,
+            &Subject::Named {
+                thing: Thing::Tool,
+                exposed: name,
+                origin: None,
+            },
+        )
     }
 }
 
@@ -300,11 +428,97 @@ mod tests {
         assert!(policy.allows_tool(Some(&bob), "read_file"));
         assert!(!policy.allows_tool(Some(&bob), "deploy"));
         assert!(!policy.allows_tool(None, "read_file"));
-        assert!(
-            !policy.allows(Some(&ops), Thing::Prompt, "p"),
-            "no rule names prompts"
-        );
+        let prompt = Subject::Named {
+            thing: Thing::Prompt,
+            exposed: "p",
+            origin: None,
+        };
+        assert!(!policy.allows(Some(&ops), &prompt), "no rule names prompts");
         assert!(Policy::new(vec![rule(&[], &[], &["*"], Effect::Allow)]).is_err());
         assert!(Policy::new(vec![rule(&["*"], &[], &[], Effect::Allow)]).is_err());
+    }
+
+    fn policy(text: &str) -> Policy {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        Policy::new(table["policy"].clone().try_into().unwrap()).unwrap()
+    }
+
+    fn tool<'a>(exposed: &'a str, origin: Option<Origin<'a>>) -> Subject<'a> {
+        Subject::Named {
+            thing: Thing::Tool,
+            exposed,
+            origin,
+        }
+    }
+
+    #[test]
+    fn a_rule_holds_whether_or_not_the_name_is_prefixed_today() {
+        let policy = policy(
+            r#"
+[[policy]]
+principals = ["*"]
+tools = ["*"]
+
+[[policy]]
+principals = ["*"]
+tools = ["deploy", "alpha__migrate"]
+effect = "deny"
+"#,
+        );
+        let alpha = |name| {
+            Some(Origin {
+                name,
+                qualified: Box::leak(format!("alpha__{name}").into_boxed_str()),
+            })
+        };
+        // `deploy` denied: still denied once a second backend offers one and the exposed name
+        // becomes `alpha__deploy`.
+        assert!(!policy.allows(None, &tool("deploy", alpha("deploy"))));
+        assert!(!policy.allows(None, &tool("alpha__deploy", alpha("deploy"))));
+        // `alpha__migrate` denied: still denied once the name is no longer prefixed.
+        assert!(!policy.allows(None, &tool("migrate", alpha("migrate"))));
+        assert!(!policy.allows(None, &tool("alpha__migrate", alpha("migrate"))));
+        assert!(policy.allows(None, &tool("search", alpha("search"))));
+    }
+
+    #[test]
+    fn an_allow_rule_on_a_bare_name_does_not_widen_to_other_backends() {
+        let policy = policy("[[policy]]\nprincipals = [\"*\"]\ntools = [\"deploy\"]\n");
+        let beta = Origin {
+            name: "deploy",
+            qualified: "beta__deploy",
+        };
+        assert!(policy.allows(None, &tool("deploy", Some(beta))));
+        assert!(
+            !policy.allows(None, &tool("beta__deploy", Some(beta))),
+            "once prefixed, beta's deploy is not what the rule allowed"
+        );
+    }
+
+    #[test]
+    fn resource_rules_match_normal_uris_and_refuse_what_has_none() {
+        let policy =
+            policy("[[policy]]\nprincipals = [\"*\"]\nresources = [\"file:///srv/*\", \"docs://*\"]\n");
+        let allows = |uri| policy.allows(None, &Subject::Uri(uri));
+        assert!(allows("file:///srv/a.txt"));
+        assert!(allows("file:///srv/x/../b.txt"));
+        assert!(
+            allows("FILE:///srv/%61.txt"),
+            "scheme case and %61 (a) normalised"
+        );
+        assert!(!allows("file:///srv/../etc/passwd"));
+        assert!(
+            !allows("file:///srv/%2E%2E/etc/passwd"),
+            "encoded dot segments too"
+        );
+        assert!(!allows("file:///srv/..%2Fetc/passwd"), "an encoded slash");
+        assert!(!allows("file:///../srv/a"), "above the root");
+        assert!(!allows("docs:a/../b"), "a rootless path's dot segments");
+        assert!(!allows("not a uri"));
+        assert!(allows("docs://guide/intro"));
+        assert_eq!(
+            normal_uri("file:///srv/./x/%7e/../y").as_deref(),
+            Some("file:///srv/x/y")
+        );
     }
 }

@@ -271,6 +271,15 @@ impl Catalog {
             .map(|(b, n)| (b, n.to_owned()))
     }
 
+    /// Whether backend `index` listed a tool or prompt named `name` (its own name) last time.
+    pub(crate) fn offers(&self, kind: Kind, index: usize, name: &str) -> bool {
+        self.state(kind)
+            .offered
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|names| names.iter().any(|n| n == name))
+    }
+
     /// The backend that owns a resource URI: a listed resource, else a matching template.
     pub(crate) fn resolve_uri(&self, uri: &str) -> Option<usize> {
         let owner = |kind: Kind, matches: &dyn Fn(&str) -> bool| {
@@ -332,21 +341,31 @@ pub(crate) fn item_keys(kind: Kind, items: &[Box<RawValue>]) -> Vec<String> {
         .collect()
 }
 
+/// An item of a listing, as a list filter sees it: its backend, its key (the backend's own name
+/// of a tool or prompt, a resource's URI, a template's text) and the name it is exposed under.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Item<'a> {
+    pub(crate) backend: usize,
+    pub(crate) key: &'a str,
+    pub(crate) exposed: &'a str,
+}
+
 /// Merges the listings of the backends that answered (`(backend index, listing)`, in
-/// configuration order) into one list result, applying `names`.
+/// configuration order) into one list result, applying `names`, keeping only the items `keep`
+/// keeps.
 pub(crate) fn merge_listings(
     kind: Kind,
     names: &Names,
     listings: &[(usize, Listing)],
     server_info: &Value,
-    keep: Option<&dyn Fn(&str) -> bool>,
+    keep: Option<&dyn Fn(Item<'_>) -> bool>,
 ) -> Value {
     let mut items: Vec<Box<RawValue>> = Vec::new();
     let mut seen_uris: HashSet<String> = HashSet::new();
     let mut ttl_ms: Option<u64> = None;
     // A list filtered for its caller must not be shared with another by a cache.
     let mut private = keep.is_some();
-    let kept = |key: &str| keep.is_none_or(|keep| keep(key));
+    let kept = |item: Item<'_>| keep.is_none_or(|keep| keep(item));
     for (backend, listing) in listings {
         ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| {
             t.min(listing.ttl_ms.unwrap_or(0))
@@ -367,7 +386,12 @@ pub(crate) fn merge_listings(
                     let Some(exposed) = names.exposed(*backend, &key) else {
                         continue;
                     };
-                    if !kept(exposed) {
+                    let listed = Item {
+                        backend: *backend,
+                        key: &key,
+                        exposed,
+                    };
+                    if !kept(listed) {
                         continue;
                     }
                     if exposed != key
@@ -381,7 +405,12 @@ pub(crate) fn merge_listings(
                     }
                 }
                 Kind::Resources | Kind::Templates => {
-                    if kept(&key) && seen_uris.insert(key) {
+                    let listed = Item {
+                        backend: *backend,
+                        key: &key,
+                        exposed: &key,
+                    };
+                    if kept(listed) && seen_uris.insert(key) {
                         items.push(item.clone());
                     }
                 }
@@ -559,7 +588,7 @@ mod tests {
             None,
         );
         // A filter sees exposed names, and marks the list private even when nothing is left out.
-        let only_prefixed = |name: &str| name.contains("__");
+        let only_prefixed = |item: Item<'_>| item.exposed.contains("__");
         let filtered = merge_listings(
             Kind::Tools,
             &n,

@@ -23,10 +23,11 @@
 //!
 //! With a `[[policy]]`, lists are merged by the gateway even with one backend, so that they hold
 //! only what the caller may use (and are marked `cacheScope: "private"`). With
-//! `[[rate-limit]]`s, a request over a limit is answered 429 before it is routed; a request
-//! carrying a [`PinnedRoute`] (a verified retry, a task follow-up) is not counted.
+//! `[[rate-limit]]`s, a request over a limit is answered 429 before it is routed, a verified
+//! retry or task follow-up included (keyed as the call it continues: `policy/rate.rs`).
 
 pub(crate) mod catalog;
+mod govern;
 pub(crate) mod headers;
 mod listen;
 
@@ -46,17 +47,18 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
-use tower_mrtr::{McpRequestHead, PinnedRoute, RequestBody, Route};
+use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
 use self::catalog::{Catalog, Kind, Listing};
+pub(crate) use self::govern::KnownOrigin;
 use self::headers::SUPPORTED_VERSIONS;
 use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
     error_body,
 };
 use crate::observe::trace::TraceSlot;
-use crate::policy::{self, Policy, RateLimits};
+use crate::policy::{self, Charge, Policy, RateLimits, Subject};
 use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
@@ -120,8 +122,8 @@ impl Proxy {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let forwarder = Forwarder::new(&backends, response_timeout);
-        let legacy = LegacyBackends::new(&backends, principal_header.clone());
-        let stdio = StdioBackends::new(&backends, response_timeout, principal_header.clone());
+        let legacy = LegacyBackends::new(&backends);
+        let stdio = StdioBackends::new(&backends, response_timeout);
         Self {
             inner: Arc::new(Inner {
                 backends,
@@ -170,6 +172,18 @@ impl Proxy {
     /// The configured backends.
     pub fn backends(&self) -> &[Backend] {
         &self.inner.backends
+    }
+
+    /// Where the tool or prompt a `tools/call` or `prompts/get` of `target` names comes from, as
+    /// far as this replica's catalog knows without asking (for the MRTR layer's `authorize`
+    /// hook; `route/govern.rs`).
+    pub(crate) fn origin_of(&self, method: &str, target: &str) -> Option<KnownOrigin> {
+        let kind = match method {
+            "tools/call" => Kind::Tools,
+            "prompts/get" => Kind::Prompts,
+            _ => return None,
+        };
+        self.inner.known_origin(kind, target)
     }
 
     /// Finds what `backend` is (the health probe): its era, or why it is down. A stdio
@@ -290,9 +304,14 @@ impl Inner {
         body: Bytes,
     ) -> Result<Answer, ForwardError> {
         if StdioBackends::serves(backend) {
-            return self.stdio.exchange(backend, headers, body).await;
+            let principal = self.principal(headers, extensions);
+            return self
+                .stdio
+                .exchange(backend, headers, body, principal.as_deref())
+                .await;
         }
         if LegacyBackends::speaks_legacy(backend) {
+            let principal = self.principal(headers, extensions);
             return self
                 .legacy
                 .exchange(
@@ -300,6 +319,7 @@ impl Inner {
                     backend,
                     headers,
                     body,
+                    principal.as_deref(),
                     extensions.get::<ClientAsks>(),
                 )
                 .await;
@@ -307,8 +327,20 @@ impl Inner {
         self.forwarder.exchange(backend, headers, body).await
     }
 
+    /// The principal a request is relayed for: its caller's (`policy::caller_of`), so that
+    /// backend sessions and processes are keyed by the one reading of the principal header.
+    fn principal(&self, headers: &HeaderMap, extensions: &Extensions) -> Option<Arc<str>> {
+        policy::caller_of(extensions, headers, self.principal_header.as_ref()).map(|c| c.principal)
+    }
+
     fn own(&self, response: Response<ProxyBody>) -> Routed {
         (Route::new(GATEWAY_ROUTE), response)
+    }
+
+    /// The route a refusal of the gateway's own is reported under: a pinned request's answer
+    /// must come from its route (the layer refuses another), anything else is the gateway's.
+    fn answering(pinned: Option<&Route>) -> Route {
+        pinned.cloned().unwrap_or_else(|| Route::new(GATEWAY_ROUTE))
     }
 
     async fn dispatch(
@@ -348,14 +380,34 @@ impl Inner {
             let meta = || request_meta(&body).and_then(|raw| serde_json::from_str(raw.get()).ok());
             slot.begin(head, pinned.is_some(), meta, &mut parts.headers);
         }
+        if let Some(limits) = &self.limits {
+            let caller = self.caller(&parts);
+            // A retry is counted as the call it continues (its first use is part of it); a task
+            // follow-up, which runs no tool again, as a request of the principal.
+            let charge = match parts.extensions.get::<Continuation>() {
+                Some(c) if pinned.is_some() && c.round > 0 => {
+                    Charge::retry(c.call_method, c.call_target.as_deref(), c.envelope, c.expires_at)
+                }
+                _ => Charge::call(head.method(), head.target()),
+            };
+            if let Err(wait) = limits.check(caller.as_ref(), charge) {
+                return (Self::answering(pinned), rate_limited(id, wait));
+            }
+        }
+        let mut body = body;
+        if let Some(policy) = &self.policy {
+            let permitted = match head.method() {
+                "completion/complete" => self.permit_completion(policy, &parts, &body).map(|()| body),
+                "subscriptions/listen" => self.permit_listen(policy, &parts, body),
+                _ => Ok(body),
+            };
+            body = match permitted {
+                Ok(body) => body,
+                Err(denied) => return (Self::answering(pinned), govern::refusal(id, &denied)),
+            };
+        }
         if let Some(route) = pinned {
             return self.pinned(parts, head, route, body).await;
-        }
-        if let Some(limits) = &self.limits {
-            let caller = policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
-            if let Err(wait) = limits.check(caller.as_ref(), head.method(), head.target()) {
-                return self.own(rate_limited(id, wait));
-            }
         }
         if self.policy.is_some()
             && let Some(kind) = Kind::from_list_method(head.method())
@@ -421,11 +473,23 @@ impl Inner {
             }
         };
         let relayed = if StdioBackends::serves(backend) {
-            self.stdio.relay(backend, &headers, id, body).await
+            let principal = self.principal(&headers, &extensions);
+            self.stdio
+                .relay(backend, &headers, id, body, principal.as_deref())
+                .await
         } else if LegacyBackends::speaks_legacy(backend) {
+            let principal = self.principal(&headers, &extensions);
             let asks = extensions.get::<ClientAsks>();
             self.legacy
-                .relay(&self.forwarder, backend, headers, id, body, asks)
+                .relay(
+                    &self.forwarder,
+                    backend,
+                    headers,
+                    id,
+                    body,
+                    principal.as_deref(),
+                    asks,
+                )
                 .await
         } else {
             self.forwarder.relay(backend, headers, id, body).await
@@ -453,13 +517,23 @@ impl Inner {
             );
             return (route.clone(), invalid_params(head.id_json(), &message));
         };
+        if let Err(denied) = self.permit_follow_up(&parts, head, index, &body).await {
+            return (route.clone(), govern::refusal(head.id_json(), &denied));
+        }
         let kind = match head.method() {
             "tools/call" => Some(Kind::Tools),
             "prompts/get" => Some(Kind::Prompts),
             _ => None,
         };
-        // Only a name of several backends' catalog can need un-prefixing.
-        let exposed = head.target().filter(|_| self.backends.len() > 1);
+        // With one backend nothing is exposed prefixed, so a name without this backend's prefix
+        // is its own; one with it may have been exposed so by a replica with more backends.
+        let prefix = |name: &str| {
+            name.strip_prefix(self.backends[index].name())
+                .is_some_and(|rest| rest.starts_with(catalog::SEPARATOR))
+        };
+        let exposed = head
+            .target()
+            .filter(|name| self.backends.len() > 1 || prefix(name));
         let (Some(kind), Some(exposed)) = (kind, exposed) else {
             return self
                 .forward(
@@ -471,16 +545,17 @@ impl Inner {
                 )
                 .await;
         };
-        // The envelope pins the backend; the name only needs un-prefixing, and only the catalog
-        // knows how (a backend's own tool may be called `alpha__x`): a replica that has not
-        // listed this backend's names lists them first, and a name still unknown is refused.
-        let on_this_backend = |resolved: Option<(usize, String)>| resolved.filter(|(b, _)| *b == index);
-        let mut resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
-        if resolved.is_none() {
+        // The envelope pins the backend; the name is the one the client used in the first round,
+        // which may have gained or lost its `<backend>__` prefix since (a backend added or
+        // removed in between). Only the pinned backend's own listing says which of its names it
+        // is: a replica that has not listed it lists it first, and a name still unknown there is
+        // refused, never guessed.
+        let mut original = self.pinned_name(kind, index, exposed);
+        if original.is_none() {
             self.refresh(&[kind], &parts, &body).await;
-            resolved = on_this_backend(self.catalog.resolve_name(kind, exposed));
+            original = self.pinned_name(kind, index, exposed);
         }
-        let Some((_, original)) = resolved else {
+        let Some(original) = original else {
             let what = if kind == Kind::Tools { "tool" } else { "prompt" };
             let message = format!(
                 "Unknown {what} {exposed:?} on the backend {:?} that started this request; start the request again without requestState",
@@ -488,6 +563,9 @@ impl Inner {
             );
             return (route.clone(), invalid_params(head.id_json(), &message));
         };
+        if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
+            return (route.clone(), govern::refusal(head.id_json(), &denied));
+        }
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
         self.forward(
             index,
@@ -497,6 +575,25 @@ impl Inner {
             rename,
         )
         .await
+    }
+
+    /// The name backend `index` gives the tool or prompt a pinned retry calls `exposed`: what
+    /// the catalog exposes under that name today if it is this backend's, else the backend's
+    /// own name `exposed` (exposed unprefixed in the first round), else `<backend>__<name>`'s
+    /// `name` (exposed prefixed then); each only if the backend listed it.
+    fn pinned_name(&self, kind: Kind, index: usize, exposed: &str) -> Option<String> {
+        if let Some((backend, original)) = self.catalog.resolve_name(kind, exposed)
+            && backend == index
+        {
+            return Some(original);
+        }
+        if self.catalog.offers(kind, index, exposed) {
+            return Some(exposed.to_owned());
+        }
+        let own = exposed
+            .strip_prefix(self.backends[index].name())
+            .and_then(|rest| rest.strip_prefix(catalog::SEPARATOR))?;
+        self.catalog.offers(kind, index, own).then(|| own.to_owned())
     }
 
     /// `tools/call` or `prompts/get` with several backends.
@@ -517,6 +614,9 @@ impl Inner {
             let what = if kind == Kind::Tools { "tool" } else { "prompt" };
             return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
         };
+        if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
+            return self.own(govern::refusal(id, &denied));
+        }
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
         self.forward(index, (parts.headers, parts.extensions), id, body, rename)
             .await
@@ -729,7 +829,19 @@ impl Inner {
             Some(policy) => {
                 let caller =
                     policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
-                let keep = |name: &str| policy.allows(caller.as_ref(), kind.thing(), name);
+                let keep = |item: catalog::Item<'_>| {
+                    let origin = KnownOrigin::new(self.backends[item.backend].name(), item.key);
+                    let subject = match kind {
+                        Kind::Tools | Kind::Prompts => Subject::Named {
+                            thing: kind.thing(),
+                            exposed: item.exposed,
+                            origin: Some(origin.as_origin()),
+                        },
+                        Kind::Resources => Subject::Uri(item.key),
+                        Kind::Templates => Subject::Template(item.key),
+                    };
+                    policy.allows(caller.as_ref(), &subject)
+                };
                 catalog::merge_listings(kind, &names, &listings, &self.server_info, Some(&keep))
             }
             None => catalog::merge_listings(kind, &names, &listings, &self.server_info, None),

@@ -72,7 +72,6 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Debug)]
 pub(crate) struct LegacyBackends {
     pools: Vec<(Route, Pool)>,
-    principal_header: Option<HeaderName>,
 }
 
 /// One backend's sessions.
@@ -173,14 +172,13 @@ impl Drop for Lease {
 }
 
 impl LegacyBackends {
-    /// Empty pools for `backends`, sessions keyed by the value of `principal_header` (if any).
-    pub(crate) fn new(backends: &[Backend], principal_header: Option<HeaderName>) -> Self {
+    /// Empty pools for `backends`: sessions keyed by the principal each request is relayed for.
+    pub(crate) fn new(backends: &[Backend]) -> Self {
         Self {
             pools: backends
                 .iter()
                 .map(|b| (b.route().clone(), Pool::default()))
                 .collect(),
-            principal_header,
         }
     }
 
@@ -197,23 +195,20 @@ impl LegacyBackends {
             .map(|(_, pool)| pool)
     }
 
-    /// The session key of a request: its principal, and the capabilities of its client when it
-    /// takes the backend's requests (a legacy client's, `asks`), else none.
-    fn key(&self, headers: &HeaderMap, asks: Option<&ClientAsks>) -> Key {
-        let principal = self
-            .principal_header
-            .as_ref()
-            .and_then(|name| headers.get(name))
-            .and_then(|v| v.to_str().ok())
-            .map(Box::from);
+    /// The session key of a request: its principal (as the route read it, the one way every
+    /// principal is read), and the capabilities of its client when it takes the backend's
+    /// requests (a legacy client's, `asks`), else none.
+    fn key(principal: Option<&str>, asks: Option<&ClientAsks>) -> Key {
         Key {
-            principal,
+            principal: principal.map(Box::from),
             capabilities: asks.map_or_else(|| "{}".into(), |a| a.capabilities.as_ref().into()),
         }
     }
 
     /// A request of a 2026-07-28 client (its `headers` and `body`, the request's `id` as raw
-    /// JSON) relayed to `backend` in the key's session; the answer streams back translated.
+    /// JSON) relayed to `backend` in the session of its `principal` (and `asks`); the answer
+    /// streams back translated.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn relay(
         &self,
         forwarder: &Forwarder,
@@ -221,6 +216,7 @@ impl LegacyBackends {
         headers: HeaderMap,
         id: Option<&str>,
         body: Bytes,
+        principal: Option<&str>,
         asks: Option<&ClientAsks>,
     ) -> Result<Response<ProxyBody>, ForwardError> {
         let method = mcp_method(&headers);
@@ -229,15 +225,18 @@ impl LegacyBackends {
             return Ok(accepted());
         };
         if method == "subscriptions/listen" {
-            return self.listen(forwarder, backend, &headers, id, &body, asks).await;
+            let key = Self::key(principal, asks);
+            return self.listen(forwarder, backend, &headers, id, &body, &key).await;
         }
         if method == "server/discover" {
-            let result = self.discover(forwarder, backend, &headers, asks).await?;
+            let result = self
+                .discover(forwarder, backend, &headers, &Self::key(principal, asks))
+                .await?;
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
             return Ok(json(StatusCode::OK, Bytes::from(body)));
         }
         let (lease, ours, answered) = self
-            .send_in_session(forwarder, backend, &headers, &body, asks)
+            .send_in_session(forwarder, backend, &headers, &body, &Self::key(principal, asks))
             .await?;
         let answer = match answered {
             Answered::Streaming(response) => Ok(response),
@@ -291,11 +290,9 @@ impl LegacyBackends {
         headers: &HeaderMap,
         id: &str,
         body: &Bytes,
-        asks: Option<&ClientAsks>,
+        key: &Key,
     ) -> Result<Response<ProxyBody>, ForwardError> {
-        let lease = self
-            .lease(forwarder, backend, &self.key(headers, asks), headers)
-            .await?;
+        let lease = self.lease(forwarder, backend, key, headers).await?;
         let session = lease.session().ok_or_else(no_session)?;
         let (Some(session_id), version) = (session.id.clone(), session.version.clone()) else {
             // A backend without sessions has no stream to send notifications on.
@@ -360,17 +357,19 @@ impl LegacyBackends {
     }
 
     /// A read-only request of the gateway's own or a client's list (as
-    /// [`Forwarder::exchange`]), in the key's session.
+    /// [`Forwarder::exchange`]), in the session of its `principal` (and `asks`).
     pub(crate) async fn exchange(
         &self,
         forwarder: &Forwarder,
         backend: &Backend,
         headers: &HeaderMap,
         body: Bytes,
+        principal: Option<&str>,
         asks: Option<&ClientAsks>,
     ) -> Result<Answer, ForwardError> {
+        let key = Self::key(principal, asks);
         if mcp_method(headers) == "server/discover" {
-            let result = self.discover(forwarder, backend, headers, asks).await?;
+            let result = self.discover(forwarder, backend, headers, &key).await?;
             let message = format!(r#"{{"jsonrpc":"2.0","id":"mrtr-gateway","result":{result}}}"#);
             return Ok(Answer {
                 status: StatusCode::OK,
@@ -378,7 +377,7 @@ impl LegacyBackends {
             });
         }
         match self
-            .send_in_session(forwarder, backend, headers, &body, asks)
+            .send_in_session(forwarder, backend, headers, &body, &key)
             .await?
             .2
         {
@@ -396,11 +395,9 @@ impl LegacyBackends {
         forwarder: &Forwarder,
         backend: &Backend,
         headers: &HeaderMap,
-        asks: Option<&ClientAsks>,
+        key: &Key,
     ) -> Result<String, ForwardError> {
-        let lease = self
-            .lease(forwarder, backend, &self.key(headers, asks), headers)
-            .await?;
+        let lease = self.lease(forwarder, backend, key, headers).await?;
         let session = lease.session().ok_or_else(no_session)?;
         Ok(session.discover.to_string())
     }
@@ -414,13 +411,12 @@ impl LegacyBackends {
         backend: &Backend,
         headers: &HeaderMap,
         body: &Bytes,
-        asks: Option<&ClientAsks>,
+        key: &Key,
     ) -> Result<(Lease, String, Answered), ForwardError> {
-        let key = self.key(headers, asks);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let lease = self.lease(forwarder, backend, &key, headers).await?;
+            let lease = self.lease(forwarder, backend, key, headers).await?;
             let session = lease.session().ok_or_else(no_session)?;
             let ours = session.next_id();
             let Some(legacy) = outgoing(body, &ours, true, false) else {
@@ -440,7 +436,7 @@ impl LegacyBackends {
             }
             // Read the (small) refusal to tell a forgotten session from any other error.
             let answer = forwarder.read_answer(backend, response).await?;
-            if attempt == 1 && forgotten(&answer) {
+            if attempt == 1 && forgotten(&answer, &ours) {
                 tracing::info!(
                     backend = backend.name(),
                     "the backend forgot its session; opening another"
@@ -558,23 +554,30 @@ fn may_be_forgotten(status: StatusCode) -> bool {
     matches!(status, StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST)
 }
 
-/// Whether `answer` refuses the request for its session, unprocessed: `404` (what the transport
-/// specification prescribes for an unknown session), or a `400` whose JSON-RPC error names the
-/// session (the TypeScript SDK 1.x's servers, server-everything among them, answer "Bad Request:
-/// No valid session ID provided" after a restart).
-fn forgotten(answer: &Answer) -> bool {
+/// Whether `answer` refuses the request `ours` (its id, raw JSON) for its session, unprocessed:
+/// `404` (what the transport specification prescribes for an unknown session), or a `400` whose
+/// JSON-RPC error names the session (the TypeScript SDK 1.x's servers, server-everything among
+/// them, answer "Bad Request: No valid session ID provided" after a restart). An answer to the
+/// request itself, under its own id, is never such a refusal whatever its status: the backend
+/// read the request, and may have run it, so it must not be sent again.
+fn forgotten(answer: &Answer, ours: &str) -> bool {
+    let message = answer
+        .message
+        .as_ref()
+        .and_then(|m| serde_json::from_slice::<Value>(m).ok());
+    let answered = message
+        .as_ref()
+        .and_then(|m| m.get("id"))
+        .is_some_and(|id| serde_json::from_str::<Value>(ours).is_ok_and(|ours| *id == ours));
+    if answered {
+        return false;
+    }
     match answer.status {
         StatusCode::NOT_FOUND => true,
-        StatusCode::BAD_REQUEST => answer
-            .message
+        StatusCode::BAD_REQUEST => message
             .as_ref()
-            .and_then(|m| serde_json::from_slice::<Value>(m).ok())
-            .and_then(|m| {
-                m.pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .map(str::to_ascii_lowercase)
-            })
-            .is_some_and(|message| message.contains("session")),
+            .and_then(|m| m.pointer("/error/message").and_then(Value::as_str))
+            .is_some_and(|message| message.to_ascii_lowercase().contains("session")),
         _ => false,
     }
 }
@@ -819,16 +822,24 @@ mod tests {
             status: StatusCode::from_u16(status).unwrap(),
             message: Some(Bytes::copy_from_slice(message.as_bytes())),
         };
+        let ours = r#""mrtr-1""#;
         let no_session = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
-        assert!(forgotten(&answer(400, no_session)));
-        assert!(forgotten(&answer(
-            404,
-            r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#
-        )));
+        assert!(forgotten(&answer(400, no_session), ours));
+        let not_found =
+            r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#;
+        assert!(forgotten(&answer(404, not_found), ours));
+        assert!(forgotten(&answer(404, ""), ours));
         let invalid =
             r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid arguments"},"id":"mrtr-1"}"#;
-        assert!(!forgotten(&answer(400, invalid)));
-        assert!(!forgotten(&answer(200, no_session)));
+        assert!(!forgotten(&answer(400, invalid), ours));
+        assert!(!forgotten(&answer(200, no_session), ours));
+        // The request's own answer, whatever it says: the backend read it, and may have run it.
+        let answered =
+            r#"{"jsonrpc":"2.0","error":{"code":-32002,"message":"Resource not found"},"id":"mrtr-1"}"#;
+        assert!(!forgotten(&answer(404, answered), ours));
+        let named =
+            r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"no session named prod"},"id":"mrtr-1"}"#;
+        assert!(!forgotten(&answer(400, named), ours));
     }
 
     #[tokio::test]
@@ -837,10 +848,7 @@ mod tests {
         // up by eviction) as for one that opened.
         let backend = Backend::new("old", "http://127.0.0.1:1/mcp").unwrap();
         let forwarder = Forwarder::new(std::slice::from_ref(&backend), Duration::from_secs(5));
-        let legacy = LegacyBackends::new(
-            std::slice::from_ref(&backend),
-            Some(HeaderName::from_static("x-user")),
-        );
+        let legacy = LegacyBackends::new(std::slice::from_ref(&backend));
         let key = |user: &str, n: usize| Key {
             principal: Some(user.into()),
             capabilities: format!(r#"{{"n":{n}}}"#).into(),
@@ -874,29 +882,23 @@ mod tests {
 
     #[test]
     fn sessions_are_keyed_by_principal() {
-        let backend = Backend::new("old", "http://127.0.0.1:1/mcp").unwrap();
-        let legacy = LegacyBackends::new(&[backend], Some(HeaderName::from_static("x-user")));
-        let mut alice = HeaderMap::new();
-        alice.insert("x-user", "alice".parse().unwrap());
-        let mut bob = HeaderMap::new();
-        bob.insert("x-user", "bob".parse().unwrap());
-        assert_ne!(legacy.key(&alice, None), legacy.key(&bob, None));
-        assert_eq!(legacy.key(&alice, None), legacy.key(&alice.clone(), None));
+        let key = LegacyBackends::key;
+        assert_ne!(key(Some("alice"), None), key(Some("bob"), None));
+        assert_eq!(key(Some("alice"), None), key(Some("alice"), None));
+        assert_ne!(
+            key(Some("alice"), None),
+            key(None, None),
+            "a principal never shares the key of requests without one"
+        );
         let (asks, _) = tokio::sync::mpsc::channel(1);
         let legacy_client = ClientAsks {
             capabilities: r#"{"elicitation":{}}"#.into(),
             asks,
         };
         assert_ne!(
-            legacy.key(&alice, Some(&legacy_client)),
-            legacy.key(&alice, None),
+            key(Some("alice"), Some(&legacy_client)),
+            key(Some("alice"), None),
             "a legacy client's capabilities get a session of their own"
-        );
-        let nobody = LegacyBackends::new(&[], None);
-        assert_eq!(
-            nobody.key(&alice, None),
-            nobody.key(&bob, None),
-            "no principal configured: one key"
         );
     }
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use crate::upstream::BackendSpecError;
 
 /// The command a stdio backend is started with: a program, its arguments, the environment
-/// variables it gets besides `PATH` and `HOME`, its working directory, and whether each
-/// principal gets a process of its own.
+/// variables it gets besides `PATH` and `HOME`, its working directory, whether each principal
+/// gets a process of its own, and otherwise how many of the shared process's places one
+/// principal may hold.
 ///
 /// ```
 /// use mrtr_gateway::StdioCommand;
@@ -30,6 +31,7 @@ pub struct StdioCommand {
     pub(super) env: Vec<(String, String)>,
     pub(super) cwd: Option<PathBuf>,
     pub(super) per_principal: Option<NonZeroUsize>,
+    pub(super) calls_per_principal: Option<NonZeroUsize>,
 }
 
 impl StdioCommand {
@@ -51,6 +53,7 @@ impl StdioCommand {
             env: Vec::new(),
             cwd: None,
             per_principal: None,
+            calls_per_principal: None,
         })
     }
 
@@ -90,6 +93,22 @@ impl StdioCommand {
     pub fn processes_per_principal(&self) -> Option<NonZeroUsize> {
         self.per_principal
     }
+
+    /// Lets one principal hold at most `max` of the 64 places of requests in flight of the
+    /// process every principal shares (calls waiting for a place count too; more are refused at
+    /// once with a JSON-RPC error), instead of a quarter of them (16); requests without a
+    /// principal are one group with the same share. A `max` of 64 or more lets one principal
+    /// take every place (at most 64 calls at once, waiting ones included). No effect on a backend run [`per_principal`](Self::per_principal),
+    /// whose processes each serve one principal.
+    pub fn with_max_calls_per_principal(mut self, max: NonZeroUsize) -> Self {
+        self.calls_per_principal = Some(max);
+        self
+    }
+
+    /// The most places of the shared process one principal may hold, when set (else a quarter).
+    pub fn max_calls_per_principal(&self) -> Option<NonZeroUsize> {
+        self.calls_per_principal
+    }
 }
 
 impl fmt::Display for StdioCommand {
@@ -112,6 +131,7 @@ impl fmt::Debug for StdioCommand {
             .field("env", &env)
             .field("cwd", &self.cwd)
             .field("per_principal", &self.per_principal)
+            .field("calls_per_principal", &self.calls_per_principal)
             .finish()
     }
 }

@@ -1,7 +1,10 @@
 //! One running process's side of the conversation ([`Conn`]): requests written under ids of the
-//! gateway's own, and each line the process writes routed to the call it answers.
+//! gateway's own, and each line the process writes routed to the call it answers; and what a
+//! call holds while it lasts ([`Place`]): its place among the process's requests in flight and,
+//! on a process that principals share, a place of its principal's share of them ([`Shares`]).
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +24,12 @@ use crate::upstream::translate::{Reply, Translation, outgoing};
 
 /// Most requests in flight per process; more wait for one to finish.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;
+
+/// How many of a shared process's [`MAX_IN_FLIGHT`] places one principal may hold (in flight or
+/// waiting for one) by default: a quarter, so that one principal's calls, however slow, leave
+/// the other three quarters to everyone else.
+pub(crate) const DEFAULT_CALLS_PER_PRINCIPAL: NonZeroUsize =
+    NonZeroUsize::new(MAX_IN_FLIGHT / 4).expect("MAX_IN_FLIGHT is at least 4");
 
 /// Most notifications queued for one call that its client has not read yet; later progress is
 /// dropped (the response always has room).
@@ -48,13 +57,122 @@ pub(super) struct Hello {
 pub(super) struct CallGuard {
     pub(super) conn: Arc<Conn>,
     pub(super) ours: Box<str>,
-    pub(super) _permit: Option<OwnedSemaphorePermit>,
+    pub(super) _place: Option<Place>,
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
         if let Some(calls) = self.conn.calls().as_mut() {
             calls.remove(&self.ours);
+        }
+    }
+}
+
+/// What a call holds until it ends (its guard, hence its answer's body, is dropped: answered,
+/// failed, or its client gone): a place among the process's calls in flight (or among its
+/// listens), and its principal's share of them when the process is shared.
+pub(super) struct Place {
+    _permit: OwnedSemaphorePermit,
+    _share: Option<Share>,
+}
+
+impl Place {
+    pub(super) fn new(permit: OwnedSemaphorePermit, share: Option<Share>) -> Self {
+        Self {
+            _permit: permit,
+            _share: share,
+        }
+    }
+}
+
+/// The places of a process that several principals share, counted per principal, so that one
+/// principal's calls (slow ones, or ones that never answer) cannot take all of them: each
+/// principal may hold at most [`max`](Self::max), counting the calls in flight and those
+/// waiting for a place. A principal is forgotten when it holds none.
+///
+/// Requests without a principal are one group of their own, counted like a principal, and held
+/// to the same share once the process has served a request with a principal (then the gateway
+/// names principals, and a request without one is the gateway's own). Until then every request
+/// is the same nobody, on a gateway without a principal header: there is no one to share with,
+/// and a share would only take three quarters of the places from every client at once.
+#[derive(Debug)]
+pub(super) struct Shares {
+    max: usize,
+    held: Arc<Mutex<Held>>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    /// Places held, by principal (`None`: requests without one).
+    by: HashMap<Option<Arc<str>>, usize>,
+    /// Whether a request with a principal came.
+    principals: bool,
+}
+
+/// One place of a principal's share: given back when dropped.
+#[derive(Debug)]
+pub(super) struct Share {
+    held: Arc<Mutex<Held>>,
+    principal: Option<Arc<str>>,
+}
+
+impl Shares {
+    /// Shares of `max` places each (at most [`MAX_IN_FLIGHT`], what a process has).
+    pub(super) fn new(max: NonZeroUsize) -> Self {
+        Self {
+            max: max.get().min(MAX_IN_FLIGHT),
+            held: Arc::default(),
+        }
+    }
+
+    /// The most places one principal may hold.
+    pub(super) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A place of `principal`'s share, or `None` when it holds all of its share already (the
+    /// request is then refused at once, not queued).
+    pub(super) fn take(&self, principal: Option<&str>) -> Option<Share> {
+        let principal: Option<Arc<str>> = principal.map(Arc::from);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.principals |= principal.is_some();
+        let bounded = held.principals;
+        let count = held.by.entry(principal.clone()).or_default();
+        if bounded && *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(Share {
+            held: self.held.clone(),
+            principal,
+        })
+    }
+
+    /// How many places `principal` holds.
+    #[cfg(test)]
+    pub(super) fn held(&self, principal: Option<&str>) -> usize {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.by
+            .iter()
+            .find(|(p, _)| p.as_deref() == principal)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// How many principals (and the group without one) hold places.
+    #[cfg(test)]
+    pub(super) fn holders(&self) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).by.len()
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.by.get_mut(&self.principal) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.by.remove(&self.principal);
+            }
         }
     }
 }
@@ -118,12 +236,13 @@ impl Conn {
         self.hello.get().is_some_and(|h| h.found.modern)
     }
 
-    /// Sends `body`, a `method` request, under an id of the gateway's own.
+    /// Sends `body`, a `method` request, under an id of the gateway's own; the call holds
+    /// `place` until it ends.
     pub(super) fn send(
         self: &Arc<Self>,
         body: &[u8],
         method: &str,
-        permit: Option<OwnedSemaphorePermit>,
+        place: Option<Place>,
     ) -> Result<Call, Unsent> {
         let ours = format!("\"mrtr-{}\"", self.next_id.fetch_add(1, Ordering::Relaxed));
         // The handshake's own requests go as they are; after it, a legacy process's in legacy form.
@@ -137,7 +256,7 @@ impl Conn {
         let guard = CallGuard {
             conn: self.clone(),
             ours: ours.as_str().into(),
-            _permit: permit,
+            _place: place,
         };
         self.writer.try_send(request.body).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => Unsent::Stuck,
@@ -251,15 +370,16 @@ impl Conn {
         }
     }
 
-    /// Sends `body` (a `method` request) and waits up to `timeout` for the response, translated.
+    /// Sends `body` (a `method` request), holding `place`, and waits up to `timeout` for the
+    /// response, translated.
     pub(super) async fn request(
         self: &Arc<Self>,
         body: &[u8],
         method: &str,
-        permit: Option<OwnedSemaphorePermit>,
+        place: Option<Place>,
         timeout: Duration,
     ) -> Result<Answer, ForwardError> {
-        let mut call = self.send(body, method, permit).map_err(|unsent| match unsent {
+        let mut call = self.send(body, method, place).map_err(|unsent| match unsent {
             Unsent::NotJsonRpc => ForwardError::Unreachable("not a JSON-RPC request".to_owned()),
             Unsent::Gone => exited(),
             Unsent::Stuck => stuck(),
@@ -322,6 +442,75 @@ mod tests {
             hub: Arc::default(),
         };
         (conn, written, messages)
+    }
+
+    #[test]
+    fn a_stdio_principal_holds_at_most_its_share_of_the_places_and_gives_them_back_on_drop() {
+        let shares = Shares::new(NonZeroUsize::new(3).unwrap());
+        // No principal yet (a gateway without a principal header): everyone is the same nobody,
+        // with every place.
+        let everyone: Vec<Share> = (0..MAX_IN_FLIGHT).map(|_| shares.take(None).unwrap()).collect();
+        assert_eq!(shares.held(None), MAX_IN_FLIGHT);
+        drop(everyone);
+        let places = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+        let place = |share: Share| Place::new(places.clone().try_acquire_owned().unwrap(), Some(share));
+        let mut alice: Vec<Place> = (0..3)
+            .map(|_| place(shares.take(Some("alice")).expect("within alice's share")))
+            .collect();
+        assert_eq!(shares.held(Some("alice")), 3);
+        assert!(
+            shares.take(Some("alice")).is_none(),
+            "a fourth is beyond her share"
+        );
+        assert_eq!(shares.held(Some("alice")), 3, "a refusal takes nothing");
+        // Another principal, and (now that principals come) the requests without one, have
+        // shares of their own.
+        let bob = place(shares.take(Some("bob")).unwrap());
+        let nobody: Vec<Share> = (0..3).map(|_| shares.take(None).unwrap()).collect();
+        assert!(
+            shares.take(None).is_none(),
+            "no principal: one group, the same share"
+        );
+        assert_eq!((shares.held(Some("bob")), shares.held(None)), (1, 3));
+        assert_eq!(places.available_permits(), MAX_IN_FLIGHT - 4);
+        // A call that ends (answered, failed or its client gone) gives its place and its share
+        // back: alice may call again.
+        alice.pop();
+        assert_eq!(shares.held(Some("alice")), 2);
+        assert_eq!(places.available_permits(), MAX_IN_FLIGHT - 3);
+        alice.push(place(shares.take(Some("alice")).unwrap()));
+        drop((alice, bob, nobody));
+        assert_eq!(places.available_permits(), MAX_IN_FLIGHT);
+        assert_eq!(shares.holders(), 0, "principals holding nothing are forgotten");
+        // A share is never more than the process's places.
+        assert_eq!(Shares::new(NonZeroUsize::new(1000).unwrap()).max(), MAX_IN_FLIGHT);
+        assert_eq!(DEFAULT_CALLS_PER_PRINCIPAL.get(), 16);
+    }
+
+    #[test]
+    fn a_call_gives_its_place_and_share_back_when_its_guard_goes() {
+        let (conn, mut written, _) = listening();
+        let conn = Arc::new(conn);
+        let shares = Shares::new(NonZeroUsize::new(1).unwrap());
+        let places = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+        let place = Place::new(
+            places.clone().try_acquire_owned().unwrap(),
+            shares.take(Some("alice")),
+        );
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}"#;
+        let call = conn.send(body, "tools/call", Some(place)).ok().unwrap();
+        assert!(written.try_recv().is_ok(), "sent");
+        assert!(shares.take(Some("alice")).is_none());
+        assert_eq!(conn.calls().as_ref().map(HashMap::len), Some(2), "waited for");
+        // The client goes away: the call's body, and with it its guard, is dropped.
+        drop(call);
+        assert_eq!(
+            conn.calls().as_ref().map(HashMap::len),
+            Some(1),
+            "no longer waited for"
+        );
+        assert_eq!(places.available_permits(), MAX_IN_FLIGHT);
+        assert!(shares.take(Some("alice")).is_some());
     }
 
     #[test]

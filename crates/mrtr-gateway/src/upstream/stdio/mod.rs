@@ -17,9 +17,22 @@
 //!   with it, so that concurrent clients' ids and tokens never collide; answers get the client's
 //!   back. At most [`MAX_IN_FLIGHT`](conn::MAX_IN_FLIGHT) requests are in flight per process; more wait for a place,
 //!   up to the response timeout.
+//! * **Each principal's share** of a shared process's places: one principal may hold at most
+//!   [`StdioCommand::max_calls_per_principal`] of them (default
+//!   [`DEFAULT_CALLS_PER_PRINCIPAL`](conn::DEFAULT_CALLS_PER_PRINCIPAL), a quarter), in flight
+//!   or waiting, so that one client's slow calls, or calls that never answer, cannot take every
+//!   place and leave every other principal waiting for the stall timeout. A request beyond its
+//!   principal's share is refused at once with a JSON-RPC error naming the limit (counted as a
+//!   backend error, reason `principal_share`); requests without a principal are one group with
+//!   the same share once the process has served a principal (on a gateway without a principal
+//!   header, where every request is the same nobody, they have every place, as before). A
+//!   principal's own process (per principal) has no share.
 //! * **Answers**: one that comes within the response timeout is the HTTP answer (JSON); one that
 //!   streams progress first, or takes longer, is an SSE stream ([`ChannelBody`]) that ends with
-//!   it. A client that goes away gets `notifications/cancelled` sent for its request.
+//!   it, or with an error once the process sends nothing for it for the stall timeout (the
+//!   backend's own, else the gateway's `stdio-stall-timeout`, [`DEFAULT_STDIO_STALL_TIMEOUT`] by
+//!   default). A client that goes away gets `notifications/cancelled` sent for its request, and
+//!   its call's place and share are given back.
 //! * **`subscriptions/listen`**: a modern process's is relayed as a call, its notifications
 //!   routed by the `subscriptionId` they carry, its stream kept alive with comments, and it takes
 //!   no place among the calls in flight (a bound of its own,
@@ -50,37 +63,45 @@ mod pool;
 mod process;
 
 pub use command::StdioCommand;
+pub(crate) use conn::MAX_IN_FLIGHT;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName};
+use http::header::HeaderMap;
 use http::{Response, StatusCode};
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_mrtr::Route;
 
-use self::conn::{Call, Conn, Unsent, exited, stuck};
+use self::conn::{Call, Conn, Place, Share, Unsent, exited, stuck};
 use self::pool::Processes;
 use self::process::{Process, START_TIMEOUT, State, Waited};
+use super::Backend;
 use super::body::{ChannelBody, ProxyBody, accepted, json};
 use super::forward::{Answer, ForwardError, mcp_method};
 use super::health::{Down, Found};
-use super::{Backend, DEFAULT_STALL_TIMEOUT};
-use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::jsonrpc::{self, INTERNAL_ERROR, RawObject};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
 use crate::upstream::hub::{self, Offers, Subscriber};
 use crate::upstream::sse::set_stream_headers;
+
+/// How long a stdio backend's answer may send nothing before it is ended, by default (the
+/// gateway's `stdio-stall-timeout`; a backend's own `stall-timeout` wins). Shorter than an HTTP
+/// backend's 300 s: a silent call holds one of its process's 64 places, and one of its
+/// principal's 16, for as long as it lasts, and the process is shared, whereas a silent HTTP
+/// answer holds only its own connection. A minute still lets a tool work a while between
+/// progress notifications; a server whose tools work longer in silence gets its own
+/// `stall-timeout`.
+pub(crate) const DEFAULT_STDIO_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The processes of the stdio backends; see the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct StdioBackends {
     processes: Vec<(Route, Processes)>,
     response_timeout: Duration,
-    /// The header whose value is a request's principal, for backends run per principal.
-    principal_header: Option<HeaderName>,
 }
 
 impl Drop for StdioBackends {
@@ -96,13 +117,8 @@ impl Drop for StdioBackends {
 
 impl StdioBackends {
     /// The (not yet started) processes of the stdio backends among `backends`; requests wait at
-    /// most `response_timeout` (unless a backend has its own) for a process and an answer. A
-    /// backend run per principal finds a request's principal in `principal_header`.
-    pub(crate) fn new(
-        backends: &[Backend],
-        response_timeout: Duration,
-        principal_header: Option<HeaderName>,
-    ) -> Self {
+    /// most `response_timeout` (unless a backend has its own) for a process and an answer.
+    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
         let processes = backends
             .iter()
             .filter_map(|backend| Some((backend.route().clone(), Processes::new(backend)?)))
@@ -110,7 +126,6 @@ impl StdioBackends {
         Self {
             processes,
             response_timeout,
-            principal_header,
         }
     }
 
@@ -127,14 +142,9 @@ impl StdioBackends {
             .ok_or_else(|| ForwardError::Unreachable("not a configured stdio backend".to_owned()))
     }
 
-    /// The process that serves a request with `headers` (its principal's, for a backend run per
+    /// The process that serves a request of `principal` (its own, for a backend run per
     /// principal).
-    fn process(&self, backend: &Backend, headers: &HeaderMap) -> Result<Arc<Process>, ForwardError> {
-        let principal = self
-            .principal_header
-            .as_ref()
-            .and_then(|name| headers.get(name))
-            .and_then(|v| v.to_str().ok());
+    fn process(&self, backend: &Backend, principal: Option<&str>) -> Result<Arc<Process>, ForwardError> {
         self.processes(backend)?.for_principal(backend, principal)
     }
 
@@ -163,24 +173,37 @@ impl StdioBackends {
         }
     }
 
-    /// A client's request (its `headers`, `id` as raw JSON, and `body`) sent to `backend`'s
-    /// process; the answer is JSON, or an SSE stream when it streams (see the module docs).
+    /// A client's request (its `headers`, `id` as raw JSON, and `body`) of `principal` sent to
+    /// `backend`'s process; the answer is JSON, or an SSE stream when it streams (see the module
+    /// docs).
     pub(crate) async fn relay(
         &self,
         backend: &Backend,
         headers: &HeaderMap,
         id: Option<&str>,
         body: Bytes,
+        principal: Option<&str>,
     ) -> Result<Response<ProxyBody>, ForwardError> {
         let Some(id) = id else {
             // 2026-07-28 has no client notification over HTTP to pass on.
             return Ok(accepted());
         };
-        let process = self.process(backend, headers)?;
-        let timeout = self.timeout(backend);
+        let process = self.process(backend, principal)?;
         let started = Instant::now();
         let label = MethodLabel::of_headers(headers);
-        let result = self.relay_to(&process, backend, headers, id, body, timeout).await;
+        // A listen takes a place of its own, and none of the calls' nor of their shares.
+        let share = if mcp_method(headers) == "subscriptions/listen" {
+            None
+        } else {
+            match process.share(principal) {
+                Ok(share) => share,
+                Err(max) => {
+                    let refusal = beyond_share(&process, backend, label, Some(id), max, started);
+                    return Ok(json(StatusCode::OK, refusal));
+                }
+            }
+        };
+        let result = self.relay_to(&process, backend, headers, id, body, share).await;
         let failure = match &result {
             Ok(_) => None,
             Err(ForwardError::Timeout) => Some("timeout"),
@@ -190,6 +213,7 @@ impl StdioBackends {
         result
     }
 
+    /// [`relay`](Self::relay), for a call holding `share` (none for a listen).
     async fn relay_to(
         &self,
         process: &Arc<Process>,
@@ -197,12 +221,13 @@ impl StdioBackends {
         headers: &HeaderMap,
         id: &str,
         body: Bytes,
-        timeout: Duration,
+        share: Option<Share>,
     ) -> Result<Response<ProxyBody>, ForwardError> {
+        let timeout = self.timeout(backend);
         let deadline = tokio::time::Instant::now() + timeout;
         let method = mcp_method(headers);
         let listen = method == "subscriptions/listen";
-        let (conn, permit) = if listen {
+        let (conn, place) = if listen {
             // A listen stays open: it takes a place of its own, not one of the calls'.
             let conn = process.up(timeout).await?;
             let Ok(permit) = process.listens.clone().try_acquire_owned() else {
@@ -215,9 +240,9 @@ impl StdioBackends {
             if !conn.modern() {
                 return Ok(legacy_listen(&conn, id, &body, timeout, permit).await);
             }
-            (conn, permit)
+            (conn, Place::new(permit, None))
         } else {
-            process.place(timeout).await?
+            process.place(timeout, share).await?
         };
         if !conn.modern()
             && method == "server/discover"
@@ -226,7 +251,7 @@ impl StdioBackends {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{discover}}}"#);
             return Ok(json(StatusCode::OK, Bytes::from(body)));
         }
-        let mut call = match conn.send(&body, method, Some(permit)) {
+        let mut call = match conn.send(&body, method, Some(place)) {
             Ok(call) => call,
             Err(Unsent::Gone) => return Err(exited()),
             Err(Unsent::Stuck) => return Err(stuck()),
@@ -257,7 +282,7 @@ impl StdioBackends {
             translation,
             guard,
         } = call;
-        let stall = backend.stall_timeout().unwrap_or(DEFAULT_STALL_TIMEOUT);
+        let stall = backend.stall_timeout().unwrap_or(DEFAULT_STDIO_STALL_TIMEOUT);
         let body = ChannelBody::new(
             messages,
             first,
@@ -280,10 +305,25 @@ impl StdioBackends {
         backend: &Backend,
         headers: &HeaderMap,
         body: Bytes,
+        principal: Option<&str>,
     ) -> Result<Answer, ForwardError> {
-        let process = self.process(backend, headers)?;
+        let process = self.process(backend, principal)?;
         let timeout = self.timeout(backend);
-        let (conn, permit) = process.place(timeout).await?;
+        let share = match process.share(principal) {
+            Ok(share) => share,
+            Err(max) => {
+                let label = MethodLabel::of_headers(headers);
+                let id = serde_json::from_slice::<RawObject>(&body)
+                    .ok()
+                    .and_then(|request| request.get("id").map(|id| id.get().to_owned()));
+                let refusal = beyond_share(&process, backend, label, id.as_deref(), max, Instant::now());
+                return Ok(Answer {
+                    status: StatusCode::OK,
+                    message: Some(refusal),
+                });
+            }
+        };
+        let (conn, place) = process.place(timeout, share).await?;
         let method = mcp_method(headers);
         if method == "server/discover"
             && let Some(discover) = conn.hello.get().and_then(|h| h.discover.as_ref())
@@ -294,7 +334,7 @@ impl StdioBackends {
                 message: Some(Bytes::from(message)),
             });
         }
-        conn.request(&body, method, Some(permit), timeout).await
+        conn.request(&body, method, Some(place), timeout).await
     }
 
     /// Stops every process (stdin closed, then signals; see the module docs) and waits for them.
@@ -317,6 +357,34 @@ impl StdioBackends {
             }
         }
     }
+}
+
+/// The refusal of a request (`id`, raw JSON) to `backend`'s `process` whose principal holds its
+/// whole share (`max`) of the process's places already: a JSON-RPC error naming the limit,
+/// worded as the legacy front words its per-principal limits, counted as a failed backend
+/// request (reason `principal_share`) and logged at debug.
+fn beyond_share(
+    process: &Process,
+    backend: &Backend,
+    label: MethodLabel,
+    id: Option<&str>,
+    max: usize,
+    started: Instant,
+) -> Bytes {
+    process
+        .metrics
+        .request(label, Some("principal_share"), started.elapsed());
+    tracing::debug!(
+        backend = backend.name(),
+        method = label.as_str(),
+        max,
+        "a principal's request beyond its share of the stdio process's places refused"
+    );
+    let message = format!(
+        "This principal already has {max} requests in flight to backend {:?}, its share of a process other principals share too (max-calls-per-principal); wait for one to end",
+        backend.name()
+    );
+    jsonrpc::error_body(id, INTERNAL_ERROR, &message, None)
 }
 
 /// A `subscriptions/listen` of a legacy process's: served from its own notifications by its

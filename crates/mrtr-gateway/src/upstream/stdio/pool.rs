@@ -8,12 +8,20 @@
 //! stopped by the health probe's round ([`Processes::take_idle`]). One more process serves what
 //! has no principal: the health probe's requests (and a request without one, where the MRTR
 //! layer does not refuse it).
+//!
+//! The process every principal shares (that of a backend not run per principal) gives each
+//! principal at most a share of its places ([`StdioCommand::max_calls_per_principal`], a quarter
+//! by default), requests without a principal being one group with the same share once
+//! principals come (see `conn::Shares`). A principal's own process, and the one that serves only
+//! what has no principal, have no share: no one else uses them.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::command::StdioCommand;
+use super::conn::DEFAULT_CALLS_PER_PRINCIPAL;
 use super::process::Process;
 use crate::upstream::Backend;
 use crate::upstream::forward::ForwardError;
@@ -39,8 +47,14 @@ impl Processes {
             max: max.get(),
             by: Mutex::new(HashMap::new()),
         });
+        // Shared by the principals unless each has its own.
+        let share = principals.is_none().then(|| {
+            command
+                .max_calls_per_principal()
+                .unwrap_or(DEFAULT_CALLS_PER_PRINCIPAL)
+        });
         Some(Self {
-            shared: Arc::new(process_of(backend, command)),
+            shared: Arc::new(process_of(backend, command, share)),
             principals,
         })
     }
@@ -85,7 +99,7 @@ impl Processes {
                 };
                 evicted = by.remove(&idle);
             }
-            let process = Arc::new(process_of(backend, command));
+            let process = Arc::new(process_of(backend, command, None));
             by.insert(principal.into(), process.clone());
             (process, evicted)
         };
@@ -124,14 +138,12 @@ impl Processes {
     }
 }
 
-fn process_of(backend: &Backend, command: &StdioCommand) -> Process {
-    Process::new(backend.name(), command.clone(), backend.era())
+fn process_of(backend: &Backend, command: &StdioCommand, share: Option<NonZeroUsize>) -> Process {
+    Process::new(backend.name(), command.clone(), backend.era(), share)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::num::NonZeroUsize;
-
     use super::*;
 
     fn backend(max: Option<usize>) -> Backend {
@@ -180,5 +192,34 @@ mod tests {
         let alice = processes.for_principal(&backend, Some("alice")).unwrap();
         assert!(Arc::ptr_eq(&alice, processes.shared()));
         assert!(processes.take_idle(Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn only_a_stdio_process_principals_share_gives_each_a_share_of_its_places() {
+        // Shared: a quarter of the places each by default, or what the backend says.
+        let backend = backend(None);
+        let shared = Processes::new(&backend).unwrap().shared().clone();
+        let alice: Vec<_> = (0..16).map(|_| shared.share(Some("alice")).unwrap()).collect();
+        assert!(alice.iter().all(Option::is_some));
+        assert_eq!(shared.share(Some("alice")).err(), Some(16));
+        assert!(matches!(shared.share(Some("bob")), Ok(Some(_))));
+        assert!(matches!(shared.share(None), Ok(Some(_))));
+        let command = StdioCommand::new(["true"])
+            .unwrap()
+            .with_max_calls_per_principal(NonZeroUsize::new(2).unwrap());
+        let backend = Backend::stdio("local", command).unwrap();
+        let shared = Processes::new(&backend).unwrap().shared().clone();
+        let _two = [shared.share(Some("alice")), shared.share(Some("alice"))];
+        assert_eq!(shared.share(Some("alice")).err(), Some(2));
+        let _two = [shared.share(None), shared.share(None)];
+        assert_eq!(shared.share(None).err(), Some(2));
+        // Per principal: each process has one user, so no share.
+        let backend = self::backend(Some(2));
+        let processes = Processes::new(&backend).unwrap();
+        let alice = processes.for_principal(&backend, Some("alice")).unwrap();
+        for process in [&alice, processes.shared()] {
+            let held: Vec<_> = (0..64).map(|_| process.share(Some("alice")).unwrap()).collect();
+            assert!(held.iter().all(Option::is_none));
+        }
     }
 }

@@ -1,21 +1,24 @@
 //! One backend's process over its restarts ([`Process`]): started when first needed, its era
-//! found by a handshake, supervised (started again with backoff when it exits), and stopped.
+//! found by a handshake, supervised (started again with backoff when it exits), and stopped; and
+//! the places of its calls in flight, with each principal's share of them when principals share
+//! it ([`Process::share`], [`Process::place`]).
 
 use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::child;
 use super::command::StdioCommand;
-use super::conn::{Conn, Hello, MAX_IN_FLIGHT, exited};
+use super::conn::{Conn, Hello, MAX_IN_FLIGHT, Place, Share, Shares, exited};
 use crate::observe::metrics::BackendMetrics;
 use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
 use crate::upstream::forward::ForwardError;
@@ -51,6 +54,8 @@ pub(super) struct Process {
     pub(super) stop: CancellationToken,
     pub(super) supervisor: Mutex<Option<JoinHandle<()>>>,
     pub(super) in_flight: Arc<Semaphore>,
+    /// Each principal's share of `in_flight`, for a process that several principals share.
+    pub(super) shares: Option<Shares>,
     /// Places for the process's `subscriptions/listen` streams, which take none of
     /// `in_flight`'s (they stay open).
     pub(super) listens: Arc<Semaphore>,
@@ -101,8 +106,10 @@ impl From<Waited> for ForwardError {
 }
 
 impl Process {
-    /// The (not yet started) process of the backend `name`, run with `command`, speaking `era`.
-    pub(super) fn new(name: &str, command: StdioCommand, era: Era) -> Self {
+    /// The (not yet started) process of the backend `name`, run with `command`, speaking `era`;
+    /// with `share`, a process that principals share, each holding at most `share` of its
+    /// places.
+    pub(super) fn new(name: &str, command: StdioCommand, era: Era, share: Option<NonZeroUsize>) -> Self {
         Self {
             name: name.into(),
             command,
@@ -112,6 +119,7 @@ impl Process {
             stop: CancellationToken::new(),
             supervisor: Mutex::new(None),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            shares: share.map(Shares::new),
             listens: Arc::new(Semaphore::new(MAX_LISTENS)),
             last_used: Mutex::new(Instant::now()),
             metrics: BackendMetrics::new(name),
@@ -185,18 +193,30 @@ impl Process {
             .map_err(|_| Waited::Timeout)?
     }
 
-    /// The running process and a place among its requests in flight, within `timeout`.
+    /// A place of `principal`'s share of the places, taken before waiting for one (so that
+    /// calls waiting count too): `Ok(None)` for a process no principals share, `Err` with the
+    /// share's size when the principal holds all of it already.
+    pub(super) fn share(&self, principal: Option<&str>) -> Result<Option<Share>, usize> {
+        match &self.shares {
+            None => Ok(None),
+            Some(shares) => shares.take(principal).map(Some).ok_or(shares.max()),
+        }
+    }
+
+    /// The running process and a place among its requests in flight, within `timeout`, held
+    /// with `share` (see [`share`](Self::share)).
     pub(super) async fn place(
         self: &Arc<Self>,
         timeout: Duration,
-    ) -> Result<(Arc<Conn>, OwnedSemaphorePermit), ForwardError> {
+        share: Option<Share>,
+    ) -> Result<(Arc<Conn>, Place), ForwardError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let conn = self.up(timeout).await?;
         let permit = tokio::time::timeout_at(deadline, self.in_flight.clone().acquire_owned())
             .await
             .map_err(|_| ForwardError::Timeout)?
             .map_err(|_| ForwardError::Unreachable("the process is stopped".to_owned()))?;
-        Ok((conn, permit))
+        Ok((conn, Place::new(permit, share)))
     }
 
     /// Runs the process until it is stopped, starting it again after each exit.
