@@ -6,7 +6,6 @@
 //! could otherwise read an unverified `requestState` the layer never saw.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -385,13 +384,13 @@ impl Request<'_> {
                     json::member_removal_range(self.body, span).map(|cut| json::splice(self.body, cut, &[]))
                 }
             };
-            let continuation = Continuation {
-                call_method: method,
-                call_target: target.map(Arc::from),
-                round: opened.round,
-                expires_at: opened.expires_at,
-                envelope: EnvelopeId::from_nonce(opened.nonce),
-            };
+            let continuation = Continuation::new(
+                method,
+                target.map(|target| self.shared(target)),
+                opened.round,
+                opened.expires_at,
+                EnvelopeId::from_nonce(opened.nonce),
+            );
             (opened.route, continuation, rewritten)
         };
         let (route, continuation, rewritten) = self
@@ -399,7 +398,7 @@ impl Request<'_> {
             .map_err(|reason| self.refuse(method, Purpose::REQUEST_STATE, &reason))?;
         // A retry of round r is answered, if again input_required, by round r + 1: refused once
         // r reaches the limit, before the backend is asked once more.
-        let round = continuation.round;
+        let round = continuation.round();
         let limit = self.config.max_rounds;
         let next_round = round.checked_add(1).filter(|_| round < limit);
         let Some(next_round) = next_round else {
@@ -487,14 +486,14 @@ impl Request<'_> {
         parts.headers.insert(MCP_NAME, name);
         set_body_length(&mut parts.headers, rewritten.len());
         parts.extensions.insert(PinnedRoute(opened.route.clone()));
-        parts.extensions.insert(Continuation {
-            call_method: "tools/call",
-            call_target: opened.call_target.as_deref().map(Arc::from),
+        parts.extensions.insert(Continuation::new(
+            "tools/call",
+            opened.call_target.as_deref().map(SharedStr::from),
             // A task handle belongs to no round (one sealed as v2 opens as round 1).
-            round: 0,
-            expires_at: opened.expires_at,
-            envelope: EnvelopeId::from_nonce(nonce),
-        });
+            0,
+            opened.expires_at,
+            EnvelopeId::from_nonce(nonce),
+        ));
         parts.extensions.insert(McpRequestHead::parsed(
             self.body,
             method,

@@ -192,27 +192,65 @@ pub struct PinnedRoute(pub Route);
 /// use tower_mrtr::Continuation;
 ///
 /// fn tool_of<B>(request: &Request<B>) -> Option<&str> {
-///     request.extensions().get::<Continuation>()?.call_target.as_deref()
+///     request.extensions().get::<Continuation>()?.call_target()
 /// }
 /// # assert!(tool_of(&Request::new(())).is_none());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Continuation {
+    call_method: &'static str,
+    /// Shares the request body's buffer on a retry; a copy of the handle's on a task follow-up.
+    call_target: Option<SharedStr>,
+    round: u16,
+    expires_at: SystemTime,
+    envelope: EnvelopeId,
+}
+
+impl Continuation {
+    pub(crate) fn new(
+        call_method: &'static str,
+        call_target: Option<SharedStr>,
+        round: u16,
+        expires_at: SystemTime,
+        envelope: EnvelopeId,
+    ) -> Self {
+        Self {
+            call_method,
+            call_target,
+            round,
+            expires_at,
+            envelope,
+        }
+    }
+
     /// The method of the call this request continues: the request's own on a retry,
     /// `tools/call` on a task follow-up.
-    pub call_method: &'static str,
+    pub fn call_method(&self) -> &'static str {
+        self.call_method
+    }
+
     /// That call's target as the client named it: on a retry, the request's own (bound to the
     /// envelope); on a task follow-up, the tool whose call created the task, sealed in the handle
     /// (`None` for a handle sealed before envelope format v4).
-    pub call_target: Option<Arc<str>>,
+    pub fn call_target(&self) -> Option<&str> {
+        self.call_target.as_ref().map(SharedStr::as_str)
+    }
+
     /// The round of the envelope presented: on a retry, `r` for the state of the call's `r`-th
     /// `input_required` (1 for the first); 0 for a task handle.
-    pub round: u16,
+    pub fn round(&self) -> u16 {
+        self.round
+    }
+
     /// When the envelope stops opening.
-    pub expires_at: SystemTime,
+    pub fn expires_at(&self) -> SystemTime {
+        self.expires_at
+    }
+
     /// The envelope's id.
-    pub envelope: EnvelopeId,
+    pub fn envelope(&self) -> EnvelopeId {
+        self.envelope
+    }
 }
 
 /// The id of one envelope: its 24-byte nonce, drawn at random when it was sealed and

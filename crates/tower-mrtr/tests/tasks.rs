@@ -680,14 +680,14 @@ async fn follow_ups_are_checked_and_continued_as_the_call_that_created_the_task(
         let continuation = backend.last().continuation.expect("a follow-up continues a call");
         assert_eq!(
             (
-                continuation.call_method,
-                continuation.call_target.as_deref(),
-                continuation.round
+                continuation.call_method(),
+                continuation.call_target(),
+                continuation.round()
             ),
             ("tools/call", Some("slow_compute"), 0),
             "{method}"
         );
-        ids.push(continuation.envelope);
+        ids.push(continuation.envelope());
     }
     assert!(ids.iter().all(|id| *id == ids[0]), "one handle, one id: {ids:?}");
 
@@ -769,13 +769,13 @@ async fn a_v3_task_handle_still_opens_and_its_follow_ups_name_no_tool() {
     let continuation = seen.continuation.expect("a follow-up continues a call");
     assert_eq!(
         (
-            continuation.call_method,
-            continuation.call_target,
-            continuation.round
+            continuation.call_method(),
+            continuation.call_target(),
+            continuation.round()
         ),
         ("tools/call", None, 0)
     );
-    assert_eq!(continuation.envelope.as_bytes(), &[7; 24]);
+    assert_eq!(continuation.envelope().as_bytes(), &[7; 24]);
 
     // A check that refuses calls naming no tool refuses it.
     revoked.store(true, Ordering::SeqCst);
@@ -840,7 +840,7 @@ async fn retries_are_continued_with_their_round_and_the_envelopes_id() {
 
     let seen: Vec<_> = continued
         .iter()
-        .map(|c| (c.call_method, c.call_target.as_deref(), c.round))
+        .map(|c| (c.call_method(), c.call_target(), c.round()))
         .collect();
     assert_eq!(
         seen,
@@ -851,9 +851,9 @@ async fn retries_are_continued_with_their_round_and_the_envelopes_id() {
         ]
     );
     assert_eq!(
-        continued[0].envelope, continued[1].envelope,
+        continued[0].envelope(), continued[1].envelope(),
         "two uses of one envelope"
     );
-    assert_ne!(continued[1].envelope, continued[2].envelope, "two envelopes");
-    assert!(continued.iter().all(|c| c.expires_at > SystemTime::now()));
+    assert_ne!(continued[1].envelope(), continued[2].envelope(), "two envelopes");
+    assert!(continued.iter().all(|c| c.expires_at() > SystemTime::now()));
 }

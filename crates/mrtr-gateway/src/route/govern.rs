@@ -113,7 +113,7 @@ impl Inner {
         if !head.method().starts_with("tasks/") {
             return Ok(());
         }
-        let tool = continuation.call_target.as_deref();
+        let tool = continuation.call_target();
         let mut original = None;
         if let Some(tool) = tool {
             original = self.pinned_name(Kind::Tools, index, tool);
@@ -126,7 +126,7 @@ impl Inner {
         let caller = self.caller(parts);
         policy.authorize(
             caller.as_ref(),
-            continuation.call_method,
+            continuation.call_method(),
             tool,
             origin.as_ref().map(KnownOrigin::as_origin),
         )

@@ -385,8 +385,8 @@ impl Inner {
             // A retry is counted as the call it continues (its first use is part of it); a task
             // follow-up, which runs no tool again, as a request of the principal.
             let charge = match parts.extensions.get::<Continuation>() {
-                Some(c) if pinned.is_some() && c.round > 0 => {
-                    Charge::retry(c.call_method, c.call_target.as_deref(), c.envelope, c.expires_at)
+                Some(c) if pinned.is_some() && c.round() > 0 => {
+                    Charge::retry(c.call_method(), c.call_target(), c.envelope(), c.expires_at())
                 }
                 _ => Charge::call(head.method(), head.target()),
             };
