@@ -17,14 +17,14 @@
 #    `json` block right after it (same JSON; a string ending in `…` there matches any string
 #    starting with what precedes the `…`). Then it runs the commands the gateway printed on start
 #    (its `--demo` banner) the same way and compares their answers with the same README blocks.
-# 4. The key-file blocks of docs/gateway.md ("Keys and rotation": make the file, then the three
+# 4. The key-file blocks of docs/operations.md ("Keys and rotation": make the file, then the three
 #    rotation edits) run in a scratch directory under dash and bash, and the file must then hold
 #    exactly the new key.
 #
 # Only syntax-checked (step 2), not run: blocks that need Kubernetes (`kubectl`), a container
 # engine (`docker`), TLS files, the npm conformance suite or minutes of benchmarking, and blocks
 # that start long-running servers on fixed ports (the fixture backends in the README, the
-# examples, the gateway's start commands in docs/gateway.md).
+# examples, the gateway's start commands in docs/gateway.md and docs/operations.md).
 #
 # Needs: bash, dash, curl, jq, shellcheck (installed with apt-get when missing and possible).
 set -euo pipefail
@@ -215,25 +215,25 @@ $(cat "$WORK/banner-$shell/out.$k")"
     echo "$PROG: --demo banner under $shell: $k answers as in the README"
 done
 
-# --- 4: the keys file and its rotation, from docs/gateway.md -----------------------------------
-mapfile -t keys < <(awk '$2 == "docs/gateway.md" && $5 == "sh" && $6 == "Keys_and_rotation"' "$WORK/blocks/index")
-[ ${#keys[@]} -eq 2 ] || fail "docs/gateway.md: expected 2 sh blocks in 'Keys and rotation', found ${#keys[@]}"
+# --- 4: the keys file and its rotation, from docs/operations.md --------------------------------
+mapfile -t keys < <(awk '$2 == "docs/operations.md" && $5 == "sh" && $6 == "Keys_and_rotation"' "$WORK/blocks/index")
+[ ${#keys[@]} -eq 2 ] || fail "docs/operations.md: expected 2 sh blocks in 'Keys and rotation', found ${#keys[@]}"
 {
     echo 'set -e'
     read -r n _ line _ <<<"${keys[0]}"
     # The first block: make the file (its start command is not run: it serves until stopped).
-    grep -e '--generate-key' "$WORK/blocks/$n" || fail "docs/gateway.md:$line: no --generate-key"
+    grep -e '--generate-key' "$WORK/blocks/$n" || fail "docs/operations.md:$line: no --generate-key"
     read -r n _ _ <<<"${keys[1]}"
     cat "$WORK/blocks/$n"
 } | sed "s|target/release/|$bin_dir/|g" >"$WORK/keys.sh"
 for shell in dash bash; do
     run_in "$shell" "keys-$shell" "$WORK/keys.sh"
     [ "$(cut -d: -f1 "$WORK/keys-$shell/keys")" = k2 ] \
-        || fail "docs/gateway.md rotation under $shell: the keys file does not hold exactly k2 at the end"
+        || fail "docs/operations.md rotation under $shell: the keys file does not hold exactly k2 at the end"
     [ "$(stat -c %a "$WORK/keys-$shell/keys")" = 600 ] \
-        || fail "docs/gateway.md rotation under $shell: the keys file is readable by others"
+        || fail "docs/operations.md rotation under $shell: the keys file is readable by others"
 done
-echo "$PROG: docs/gateway.md keys file and three-step rotation under dash and bash"
+echo "$PROG: docs/operations.md keys file and three-step rotation under dash and bash"
 
 stop_gateway
 echo "$PROG: all checks passed in $((SECONDS - started)) s"

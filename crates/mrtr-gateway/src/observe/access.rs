@@ -21,7 +21,7 @@
 //! `duration_ms` has three decimals (a microsecond) instead of a float's seventeen digits, and
 //! handed to the gatherer of stderr (a write per tenth of a second). No `tracing` event is made
 //! for it: dispatching one and formatting its fields through `Visit` cost more than the line
-//! (`docs/benchmarks.md`). Inside a span (debug logging), on a terminal (colors), or without
+//! (`docs/benchmarks-log.md`). Inside a span (debug logging), on a terminal (colors), or without
 //! that setup (a gateway embedded as a library, tests), the line is a `tracing` event as
 //! before, so the subscriber writes the span's context and colors and nothing is lost. Turn it
 //! off with `RUST_LOG=info,mrtr_gateway::access=off`.

@@ -12,7 +12,7 @@
 //! The per-request metrics keep their handles: each label set is registered with the recorder
 //! the first time it is counted and the handle is kept, so counting a request costs an index and
 //! an atomic add instead of building a key and asking the recorder again, which costs even with
-//! no recorder installed, since the `metrics` facade cannot tell (`docs/benchmarks.md`).
+//! no recorder installed, since the `metrics` facade cannot tell (`docs/benchmarks-log.md`).
 //! The price is that a label set first counted before any recorder was installed stays
 //! uncounted: install the recorder before the gateway serves its first request, as
 //! `mrtr-gateway` does (and as the [`crate::ops::admin`] example shows).

@@ -25,7 +25,7 @@
 //! Written by hand rather than with a JSON crate: on messages of MCP's shape (a few hundred bytes
 //! of short strings and small objects) serde_json's visitors take twice as long to read one, and
 //! the SIMD parsers simd-json and sonic-rs take as long as this whole reader just to validate it,
-//! with the reading still to do (`docs/benchmarks.md`, "Reading requests and answers"). UTF-8 is
+//! with the reading still to do (`docs/benchmarks-log.md`, "Reading requests and answers"). UTF-8 is
 //! checked by `simdutf8`.
 
 use std::borrow::Cow;
