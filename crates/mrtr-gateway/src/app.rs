@@ -4,7 +4,7 @@
 //! A request meets, outermost first:
 //!
 //! 0. hyper's HTTP/1.1 and HTTP/2 server, plain or TLS, one task per connection, with its
-//!    connection limits and graceful drain (`front/server.rs`);
+//!    connection limits and graceful drain (`serve/`);
 //! 1. the HTTP layer (`front::http_layers::HttpLayer`): credentials marked sensitive, a request id, a trace
 //!    span per request, the id copied onto the answer;
 //! 2. request decompression (`front::http_layers::DecompressRequestLayer`): gzip and deflate bodies decoded so
@@ -39,11 +39,11 @@ use tower::ServiceBuilder;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::config::GatewayConfig;
-use crate::front::drain::Lifecycle;
+use crate::serve::drain::Lifecycle;
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, HttpLayer, HttpService};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
 use crate::front::origin::Guard;
-use crate::front::server::Server;
+use crate::serve::Server;
 use crate::front::shed::LoadShed;
 use crate::front::{FrontLayer, Gateway, MCP_PATH};
 use crate::legacy::{self, DualEra};
@@ -226,7 +226,7 @@ impl RunningGateway {
         &self.keys
     }
 
-    /// Whether the gateway drains (see `front/drain.rs`).
+    /// Whether the gateway drains (see `serve/drain.rs`).
     pub fn lifecycle(&self) -> &Lifecycle {
         &self.lifecycle
     }
@@ -260,7 +260,7 @@ impl RunningGateway {
         self.wait().await
     }
 
-    /// Drains as on SIGTERM (`front/drain.rs`): not ready at once, `Connection: close` on answers,
+    /// Drains as on SIGTERM (`serve/drain.rs`): not ready at once, `Connection: close` on answers,
     /// stops accepting after the drain delay, and waits for open requests up to the drain
     /// timeout.
     pub async fn drain(self) -> io::Result<()> {

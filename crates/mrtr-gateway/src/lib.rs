@@ -55,12 +55,13 @@ mod observe;
 mod ops;
 pub mod policy;
 mod route;
+mod serve;
 pub mod tls;
 mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
 pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
-pub use front::drain::Lifecycle;
+pub use serve::drain::Lifecycle;
 pub use front::{FrontLayer, Gateway, GatewayBody, GatewayFuture, MCP_PATH};
 pub use observe::logging::LogFormat;
 pub use observe::trace::Traces;

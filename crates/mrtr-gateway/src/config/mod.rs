@@ -36,9 +36,9 @@ use tower_mrtr::Clock;
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
 pub use self::values::{PositiveSeconds, Seconds};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
-use crate::front::drain::DrainConfig;
+use crate::serve::drain::DrainConfig;
 use crate::front::origin::{HostPolicy, OriginPolicy};
-use crate::front::server::ClientLimits;
+use crate::serve::ClientLimits;
 use crate::front::{deadline, shed};
 use crate::legacy::LegacyConfig;
 use crate::observe::logging::LogFormat;
@@ -304,7 +304,7 @@ impl Settings {
             max_header_bytes: self.max_header_bytes,
             max_headers: self.max_headers,
             max_connections: self.max_connections.get(),
-            park_after: crate::front::server::PARK_AFTER,
+            park_after: crate::serve::PARK_AFTER,
         }
     }
 

@@ -1,7 +1,7 @@
-//! The client side: what every request meets before the MCP stack. The accept loop and the
-//! limits of a client connection ([`server`]), the HTTP layers ([`http_layers`]), the
-//! `Origin`, `Host` and media-type checks ([`origin`]), load shedding ([`shed`]), request-body
-//! deadlines ([`deadline`]), graceful drain ([`drain`]) and request metrics ([`metrics`]).
+//! The client side: what every request meets before the MCP stack (the accept loop that
+//! serves it is `serve/`). The HTTP layers ([`http_layers`]), the `Origin`, `Host` and
+//! media-type checks ([`origin`]), load shedding ([`shed`]), request-body deadlines
+//! ([`deadline`]) and request metrics ([`metrics`]).
 //! Imports `auth`, `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
 //! only names it takes from the stages below are `route`'s [`GATEWAY_ROUTE`](crate::route::GATEWAY_ROUTE).
 //!
@@ -17,13 +17,10 @@
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
 //! boxing). A new front door (another path) is one more arm in [`Gateway::call`].
 
-mod connection;
 pub(crate) mod deadline;
-pub(crate) mod drain;
 pub(crate) mod http_layers;
 pub(crate) mod metrics;
 pub(crate) mod origin;
-pub(crate) mod server;
 pub(crate) mod shed;
 
 use std::convert::Infallible;

@@ -36,7 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::front::server::{ClientLimits, Server};
+use crate::serve::{ClientLimits, Server};
 use crate::observe::metrics::{BYTES_BUCKETS, SECONDS_BUCKETS};
 use crate::ops::readiness::Readiness;
 
@@ -67,7 +67,7 @@ const ADMIN_LIMITS: ClientLimits = ClientLimits {
     max_header_bytes: 16 * 1024,
     max_headers: 100,
     max_connections: 64,
-    park_after: crate::front::server::PARK_AFTER,
+    park_after: crate::serve::PARK_AFTER,
 };
 
 /// What the admin endpoints read.

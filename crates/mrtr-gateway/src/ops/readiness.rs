@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tower_mrtr::KeyringHandle;
 
-use crate::front::drain::Lifecycle;
+use crate::serve::drain::Lifecycle;
 use crate::route::Proxy;
 use crate::upstream::Backend;
 use crate::upstream::legacy::IDLE_TIMEOUT;

@@ -1,10 +1,13 @@
 //! The accept loop: serves a tower HTTP service over HTTP/1.1 and HTTP/2 (plain, or TLS with a
 //! [`ListenerTls`] whose certificate can be replaced while running), and drains as
-//! [`crate::front::drain`] describes.
+//! [`drain`] describes.
 //!
 //! One loop serves both listeners: the MCP one (with a [`Lifecycle`]: it drains) and the admin
 //! one (without: it serves until the process exits, so `/readyz` can say 503 during the drain).
 
+
+mod connection;
+pub(crate) mod drain;
 use std::error::Error as _;
 use std::future::Future;
 use std::io;
@@ -32,10 +35,10 @@ use tokio_util::task::TaskTracker;
 use tower_mrtr::BoxError;
 use tower_service::Service;
 
-use super::connection::{
-    self, Activity, Prefix, Prefixed, Protocol, ReadReady, Tracked, serve_until_closed, serve_until_told,
+use self::connection::{
+    Activity, Prefix, Prefixed, Protocol, ReadReady, Tracked, serve_until_closed, serve_until_told,
 };
-use crate::front::drain::{DrainConfig, Lifecycle};
+use self::drain::{DrainConfig, Lifecycle};
 use crate::tls::ListenerTls;
 
 /// How long an HTTP/2 keep-alive ping may go unanswered before the connection is closed.
@@ -117,7 +120,7 @@ where
             limits,
         } = self;
         // hyper's own servers, not hyper-util's `auto` one: the protocol is read before hyper sees
-        // the connection (`front/connection.rs`), and `auto`'s connection holds room for both
+        // the connection (`connection.rs`), and `auto`'s connection holds room for both
         // protocols' state in every connection's task.
         let mut http1 = http1::Builder::new();
         // hyper's header read timer is also what tells that a connection has been idle long
