@@ -39,11 +39,9 @@ use tower::ServiceBuilder;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::config::GatewayConfig;
-use crate::serve::drain::Lifecycle;
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, HttpLayer, HttpService};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
 use crate::front::origin::Guard;
-use crate::serve::Server;
 use crate::front::shed::LoadShed;
 use crate::front::{FrontLayer, Gateway, MCP_PATH};
 use crate::legacy::{self, DualEra};
@@ -51,6 +49,8 @@ use crate::observe::trace::Traces;
 use crate::ops::readiness::{self, Readiness, ReadyRule};
 use crate::policy;
 use crate::route::{KnownOrigin, Proxy};
+use crate::serve::Server;
+use crate::serve::drain::Lifecycle;
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it.

@@ -61,7 +61,6 @@ mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
 pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
-pub use serve::drain::Lifecycle;
 pub use front::{FrontLayer, Gateway, GatewayBody, GatewayFuture, MCP_PATH};
 pub use observe::logging::LogFormat;
 pub use observe::trace::Traces;
@@ -69,6 +68,7 @@ pub use ops::readiness::{Readiness, ReadyRule};
 pub use ops::{admin, reload};
 pub use route::Proxy;
 pub use route::headers::SUPPORTED_VERSIONS;
+pub use serve::drain::Lifecycle;
 pub use upstream::era::Era;
 pub use upstream::stdio::StdioCommand;
 pub use upstream::{Backend, BackendSpecError};

@@ -36,15 +36,15 @@ use tower_mrtr::Clock;
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
 pub use self::values::{PositiveSeconds, Seconds};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
-use crate::serve::drain::DrainConfig;
 use crate::front::origin::{HostPolicy, OriginPolicy};
-use crate::serve::ClientLimits;
 use crate::front::{deadline, shed};
 use crate::legacy::LegacyConfig;
 use crate::observe::logging::LogFormat;
 use crate::observe::trace::Traces;
 use crate::ops::readiness::ReadyRule;
 use crate::policy::{Policy, PolicyRule, RateLimitSpec, RateLimits};
+use crate::serve::ClientLimits;
+use crate::serve::drain::DrainConfig;
 use crate::tls::ListenerTls;
 use crate::upstream::{self, Backend};
 

@@ -54,6 +54,8 @@ pub(crate) const DRAINING: &str = "mrtr_gateway_draining";
 pub(crate) const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 /// Gauge: client connections open on the MCP listener.
 pub(crate) const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
+/// Counter: HTTP/1.1 client connections parked while idle (their hyper connection dropped).
+pub(crate) const CONNECTIONS_PARKED_TOTAL: &str = "mrtr_gateway_connections_parked_total";
 /// Counter: requests refused by the OAuth resource server, by `reason`.
 pub(crate) const AUTH_REFUSED_TOTAL: &str = "mrtr_gateway_auth_refused_total";
 /// Counter: calls the policy refused, by `method`.
@@ -234,6 +236,10 @@ pub(crate) fn describe() {
     describe_gauge!(DRAINING, "1 while the gateway drains before exiting");
     describe_gauge!(OPEN_CONNECTIONS, "Client connections open on the MCP listener");
     describe_counter!(
+        CONNECTIONS_PARKED_TOTAL,
+        "HTTP/1.1 client connections parked while idle (hyper's connection and buffers dropped)"
+    );
+    describe_counter!(
         SHED_TOTAL,
         "Requests answered 503 at once because the in-flight limit was reached"
     );
@@ -326,6 +332,11 @@ pub(crate) fn draining() {
 /// Records a client connection opening (`+1`) or closing (`-1`).
 pub(crate) fn connection(delta: f64) {
     metrics::gauge!(OPEN_CONNECTIONS).increment(delta);
+}
+
+/// Records an idle HTTP/1.1 client connection parked.
+pub(crate) fn parked() {
+    metrics::counter!(CONNECTIONS_PARKED_TOTAL).increment(1);
 }
 
 #[cfg(test)]

@@ -36,9 +36,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::serve::{ClientLimits, Server};
 use crate::observe::metrics::{BYTES_BUCKETS, SECONDS_BUCKETS};
 use crate::ops::readiness::Readiness;
+use crate::serve::{ClientLimits, Server};
 
 /// Installs the process-wide Prometheus recorder (histograms with the buckets in
 /// `observe/metrics.rs`) and describes the gateway's metrics. Call once per process.

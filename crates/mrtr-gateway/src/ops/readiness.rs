@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tower_mrtr::KeyringHandle;
 
-use crate::serve::drain::Lifecycle;
 use crate::route::Proxy;
+use crate::serve::drain::Lifecycle;
 use crate::upstream::Backend;
 use crate::upstream::legacy::IDLE_TIMEOUT;
 
