@@ -29,7 +29,7 @@ use tower_mrtr::KeyringHandle;
 use crate::route::Proxy;
 use crate::serve::drain::Lifecycle;
 use crate::upstream::Backend;
-use crate::upstream::legacy::IDLE_TIMEOUT;
+use crate::upstream::session::IDLE_TIMEOUT;
 
 /// Which backends must be up for the gateway to be ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]

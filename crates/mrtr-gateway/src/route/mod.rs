@@ -63,7 +63,7 @@ use crate::upstream::Backend;
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::forward::{Answer, ForwardError, Forwarder};
 use crate::upstream::health::{Down, Found};
-use crate::upstream::legacy::LegacyBackends;
+use crate::upstream::session::LegacyBackends;
 use crate::upstream::stdio::StdioBackends;
 use crate::upstream::translate::ClientAsks;
 
@@ -112,7 +112,7 @@ impl Proxy {
 
     /// As [`new`](Self::new), keeping the sessions of `initialize`-era backends apart per value
     /// of `principal_header` (the header the MRTR layer binds envelopes to), so that no two
-    /// principals ever share one (see `upstream/legacy.rs`).
+    /// principals ever share one (see `upstream/session/`).
     pub fn with_principal_header(
         backends: Vec<Backend>,
         catalog_ttl: Duration,

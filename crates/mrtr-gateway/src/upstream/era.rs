@@ -11,7 +11,7 @@
 //! answers with the one it speaks. The probe's legacy session is closed (`DELETE`) at once.
 //!
 //! The era found decides how requests reach the backend: as they come (modern), or in sessions of
-//! the gateway's own (`upstream/legacy.rs`). A backend whose era cannot be found is down, with
+//! the gateway's own (`upstream/session/`). A backend whose era cannot be found is down, with
 //! the reason.
 //!
 //! ```

@@ -109,7 +109,7 @@ impl BackendHealth {
     }
 
     /// Whether a probe found this backend to be an `initialize`-era server (spoken to through
-    /// `upstream/legacy.rs`); a probe that failed keeps what an earlier one found.
+    /// `upstream/session/`); a probe that failed keeps what an earlier one found.
     pub(crate) fn is_legacy(&self) -> bool {
         self.legacy.load(Ordering::Relaxed)
     }

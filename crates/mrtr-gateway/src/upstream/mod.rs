@@ -20,7 +20,7 @@ pub(crate) mod era;
 pub(crate) mod forward;
 pub(crate) mod health;
 pub(crate) mod hub;
-pub(crate) mod legacy;
+pub(crate) mod session;
 pub(crate) mod sse;
 pub(crate) mod stdio;
 pub(crate) mod translate;

@@ -9,7 +9,7 @@
 //! * **Its era**, as for an HTTP backend: `auto` sends `server/discover` first and falls back to
 //!   `initialize` on any answer that is not a modern one, or none within [`DISCOVER_TIMEOUT`](process::DISCOVER_TIMEOUT)
 //!   (the stdio transport's rule: the fallback must not depend on one error code); `modern` and
-//!   `legacy` send only theirs. A legacy process is spoken to as `upstream/legacy.rs` speaks to a
+//!   `legacy` send only theirs. A legacy process is spoken to as `upstream/session/` speaks to a
 //!   legacy HTTP backend (its requests lose the 2026-07-28 `_meta` keys, its answers come back in
 //!   modern form through `upstream/translate.rs`, `server/discover` is answered from its
 //!   `initialize` result).

@@ -24,7 +24,7 @@ use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_B
 use crate::upstream::forward::ForwardError;
 use crate::upstream::health::Down;
 use crate::upstream::hub::MAX_LISTENS;
-use crate::upstream::legacy::discover_result;
+use crate::upstream::session::discover_result;
 
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
