@@ -30,7 +30,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -274,8 +273,7 @@ impl RunningGateway {
         if let Some(probe) = self.probe {
             probe.abort();
         }
-        self.proxy.close_idle_sessions(Duration::ZERO).await;
-        self.proxy.stop_processes().await;
+        self.proxy.upstreams().shutdown(self.proxy.backends()).await;
         if let Some(traces) = self.traces {
             // The exporter's client blocks; off the runtime's threads.
             let _ = tokio::task::spawn_blocking(move || traces.flush()).await;

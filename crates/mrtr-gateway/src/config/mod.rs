@@ -154,11 +154,11 @@ pub struct Settings {
     pub ready_backends: ReadyRule,
 
     /// Close a backend connection idle this long; keep it below the backends' own keep-alive timeouts (a `[[backend]]` idle-timeout wins)
-    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_IDLE_TIMEOUT))]
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::backend::DEFAULT_IDLE_TIMEOUT))]
     pub backend_idle_timeout: PositiveSeconds,
 
     /// End an HTTP backend's answer that sends nothing this long (a `[[backend]]` stall-timeout wins; stdio backends have --stdio-stall-timeout)
-    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::DEFAULT_STALL_TIMEOUT))]
+    #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::backend::DEFAULT_STALL_TIMEOUT))]
     pub backend_stall_timeout: PositiveSeconds,
 
     /// End a stdio backend's answer that sends nothing this long, counted once it streams (a `[[backend]]` stall-timeout wins). Shorter than --backend-stall-timeout because a silent call holds one of its shared process's 64 places (and one of its principal's share) while it lasts; a minute still lets a tool work between progress notifications

@@ -33,7 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
-use http::{HeaderName, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderName, Request, Response, StatusCode, header};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -46,7 +46,6 @@ use crate::auth::resource::Check;
 use crate::auth::{Authenticator, Caller, principal};
 use crate::observe::access;
 use crate::observe::trace::{RequestTrace, Traces};
-use crate::upstream::forward::remove_connection_options;
 
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
@@ -283,6 +282,36 @@ where
     }
 }
 
+/// Removes the headers a request's `Connection` lists (they are meant for this hop alone, RFC
+/// 9110 §7.6.1) and `Connection` itself, as the request arrives: a header the MRTR layer binds
+/// (the principal) or checks against the body (`Mcp-Name`) must then be one the backend gets,
+/// where removing it on the way out would let a client be bound to what the backend never sees.
+fn remove_connection_options(headers: &mut HeaderMap) {
+    if !headers.contains_key(header::CONNECTION) {
+        return;
+    }
+    let mut keep_alive = false;
+    let mut listed: Vec<HeaderName> = Vec::new();
+    for value in headers.get_all(header::CONNECTION) {
+        for option in value.to_str().unwrap_or_default().split(',').map(str::trim) {
+            // The usual options, `close` and `keep-alive`, need no list (and `close` names no
+            // header).
+            if option.eq_ignore_ascii_case("keep-alive") {
+                keep_alive = true;
+            } else if !option.is_empty() && !option.eq_ignore_ascii_case("close") {
+                listed.extend(HeaderName::from_bytes(option.as_bytes()).ok());
+            }
+        }
+    }
+    headers.remove(header::CONNECTION);
+    if keep_alive {
+        headers.remove("keep-alive");
+    }
+    for name in listed {
+        headers.remove(name);
+    }
+}
+
 /// Whether answering `request` now leaves a body of it unread on an HTTP/1 connection. hyper
 /// then reads on only if the rest of the body has already arrived, else closes the connection
 /// after the answer, and a client that sends its next request on it meanwhile sees the
@@ -326,4 +355,35 @@ fn close_connection<B>(response: &mut Response<B>) {
     response
         .headers_mut()
         .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderMap;
+
+    use super::*;
+
+    #[test]
+    fn headers_named_by_connection_are_removed_as_the_request_arrives() {
+        let mut headers = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, X-Authenticated-User"),
+            ("connection", "mcp-name"),
+            ("keep-alive", "timeout=5"),
+            ("x-authenticated-user", "alice"),
+            ("mcp-name", "deploy"),
+            ("mcp-method", "tools/call"),
+        ] {
+            headers.append(k, v.parse().unwrap());
+        }
+        remove_connection_options(&mut headers);
+        let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["mcp-method"]);
+        let mut usual = HeaderMap::new();
+        usual.insert("connection", "close".parse().unwrap());
+        usual.insert("mcp-name", "deploy".parse().unwrap());
+        remove_connection_options(&mut usual);
+        assert_eq!(usual.len(), 1, "only Connection itself goes");
+    }
 }

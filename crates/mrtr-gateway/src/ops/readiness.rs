@@ -134,12 +134,13 @@ pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        let upstreams = proxy.upstreams();
         let probes = proxy.backends().iter().map(|backend| async {
-            let outcome = proxy.detect(backend).await;
+            let outcome = upstreams.detect(backend).await;
             backend.health().record(backend.name(), outcome);
         });
         futures_util::future::join_all(probes).await;
-        proxy.close_idle_sessions(IDLE_TIMEOUT).await;
+        upstreams.sweep(proxy.backends(), IDLE_TIMEOUT).await;
     }
 }
 

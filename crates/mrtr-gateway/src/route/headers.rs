@@ -104,7 +104,7 @@ fn single<'h>(
 #[cfg(test)]
 mod tests {
     // `McpRequestHead` can only be built by the layer, so these checks are covered end to end
-    // in the workspace tests (`tests/gateway_http.rs`); here only the method table.
+    // in the workspace tests (`tests/it/gateway_http.rs`); here only the method table.
     use super::*;
 
     #[test]

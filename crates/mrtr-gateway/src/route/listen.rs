@@ -14,17 +14,25 @@
 //!   A client that goes away drops the merged body, and every backend's stream with it (MCP's
 //!   cancellation).
 //!
-//! A listen whose filter is one backend's resources alone does not come here: it is routed to
-//! that backend and passes through untouched (`route/mod.rs`).
+//! A listen whose filter is one backend's resources alone is routed to that backend and passes
+//! through untouched ([`listen`](Inner::listen), which decides).
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::join_all;
+use http::request::Parts;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use tower_mrtr::McpRequestHead;
+
+use super::{
+    INTERNAL_ERROR, INVALID_PARAMS, Inner, Routed, URIS, error_response, invalid_params, request_params,
+};
+use crate::jsonrpc;
 use crate::upstream::body::{EventsBody, ProxyBody};
 use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse, message_event, set_stream_headers};
 
@@ -236,9 +244,127 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
     }
 }
 
+impl Inner {
+    /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
+    /// a filter of one backend's resources alone goes to that backend and its stream passes
+    /// through; any other is asked of every backend it concerns (each in its kind and era) and
+    /// their streams are merged (`route/listen.rs`).
+    pub(super) async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
+        let id = head.id_json();
+        let Some(filter) = request_params(&body)
+            .and_then(|p| p.get("notifications").map(|n| n.get().to_owned()))
+            .and_then(|n| serde_json::from_str::<serde_json::Map<String, Value>>(&n).ok())
+        else {
+            return self.own(invalid_params(id, "Missing params.notifications"));
+        };
+        let uris: Vec<String> = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|u| u.as_str().map(str::to_owned))
+            .collect();
+        let all_owned = |proxy: &Inner| -> Option<Vec<usize>> {
+            uris.iter().map(|uri| proxy.catalog.resolve_uri(uri)).collect()
+        };
+        let owners = self.catalog(&URIS, false, &parts, &body, all_owned).await;
+        let unknown = uris
+            .iter()
+            .position(|uri| self.catalog.resolve_uri(uri).is_none());
+        if let (None, Some(unknown)) = (&owners, unknown) {
+            return self.own(error_response(
+                StatusCode::OK,
+                id,
+                INVALID_PARAMS,
+                "Resource not found",
+                Some(serde_json::json!({ "uri": uris[unknown] })),
+            ));
+        }
+        let owners: Vec<usize> = owners.into_iter().flatten().collect();
+        if let Some(index) = owners.first()
+            && resources_alone(&filter)
+            && owners.iter().all(|o| o == index)
+        {
+            return self
+                .forward(*index, (parts.headers, parts.extensions), id, body, None)
+                .await;
+        }
+        let mut asked = Vec::new();
+        for index in 0..self.backends.len() {
+            let mine: Vec<String> = uris
+                .iter()
+                .zip(&owners)
+                .filter(|(_, owner)| **owner == index)
+                .map(|(uri, _)| uri.clone())
+                .collect();
+            let Some(narrowed) = filter_for(&filter, &mine)
+                .and_then(|f| serde_json::value::to_raw_value(&f).ok())
+                .and_then(|f| jsonrpc::set_param(&body, "notifications", f))
+            else {
+                continue;
+            };
+            asked.push((index, narrowed));
+        }
+        if asked.is_empty() {
+            return self.own(invalid_params(
+                id,
+                "No backend offers what this subscription asks for",
+            ));
+        }
+        // Each backend in its kind and era; one that cannot be reached answers with an error,
+        // which the merge leaves out as a refusal.
+        let mut answers = join_all(asked.iter().map(|(index, narrowed)| {
+            let head = (parts.headers.clone(), parts.extensions.clone());
+            self.forward(*index, head, id, narrowed.clone(), None)
+        }))
+        .await;
+        if answers.len() == 1 {
+            return answers.remove(0);
+        }
+        let streams = answers.into_iter().map(|(_, answer)| answer).collect();
+        match merge(streams, self.upstreams.response_timeout()).await {
+            Ok(merged) => self.own(merged),
+            Err(Some(refusal)) => self.own(refusal),
+            Err(None) => self.own(error_response(
+                StatusCode::BAD_GATEWAY,
+                id,
+                INTERNAL_ERROR,
+                "No backend could answer",
+                None,
+            )),
+        }
+    }
+}
+
+/// Whether a `subscriptions/listen` filter (`params.notifications`) asks for resource
+/// subscriptions and nothing else (every other category absent or `false`).
+fn resources_alone(filter: &serde_json::Map<String, Value>) -> bool {
+    filter.iter().all(|(key, value)| match key.as_str() {
+        "resourceSubscriptions" => value.as_array().is_some_and(|uris| !uris.is_empty()),
+        _ => value == &Value::Bool(false),
+    }) && filter.contains_key("resourceSubscriptions")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_filter_of_resources_alone_is_told_from_any_other() {
+        let filter = |text: &str| serde_json::from_str::<serde_json::Map<String, Value>>(text).unwrap();
+        assert!(resources_alone(&filter(
+            r#"{"resourceSubscriptions":["a://1","b://2"],"toolsListChanged":false}"#
+        )));
+        for other in [
+            r#"{"resourceSubscriptions":["a://1"],"toolsListChanged":true}"#,
+            r#"{"resourceSubscriptions":[]}"#,
+            r#"{"taskIds":["t"]}"#,
+            r#"{"toolsListChanged":false}"#,
+            r#"{}"#,
+        ] {
+            assert!(!resources_alone(&filter(other)), "{other}");
+        }
+    }
 
     #[test]
     fn each_backend_gets_its_resources_and_the_categories() {

@@ -27,56 +27,45 @@
 //! retry or task follow-up included (keyed as the call it continues: `policy/rate.rs`).
 
 pub(crate) mod catalog;
+mod fanout;
 mod govern;
 pub(crate) mod headers;
 mod listen;
+mod named;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::future::join_all;
 use http::request::Parts;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
+use tower_mrtr::mcp_headers::{MCP_NAME, encode_header_value};
 use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
-use self::catalog::{Catalog, Kind, Listing};
+use self::catalog::{Catalog, Kind};
 pub(crate) use self::govern::KnownOrigin;
-use self::headers::SUPPORTED_VERSIONS;
 use crate::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
     error_body,
 };
 use crate::observe::trace::TraceSlot;
-use crate::policy::{self, Charge, Policy, RateLimits, Subject};
-use crate::upstream::Backend;
+use crate::policy::{self, Charge, Policy, RateLimits};
+use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::body::{self, ProxyBody};
-use crate::upstream::forward::{Answer, ForwardError, Forwarder};
-use crate::upstream::health::{Down, Found};
-use crate::upstream::session::LegacyBackends;
-use crate::upstream::stdio::StdioBackends;
 use crate::upstream::translate::ClientAsks;
+use crate::upstream::{Backend, Client, Upstreams};
 
 /// Route reported for answers the gateway writes itself (merged lists, its own errors). Not a
 /// valid backend name, so it can never be confused with one.
 pub(crate) const GATEWAY_ROUTE: &str = "@gateway";
-
-/// Most pages fetched from one backend for one list call.
-const MAX_PAGES: usize = 64;
-
-/// Shortest interval between two on-demand catalog refreshes of one kind, so that calls naming
-/// unknown things cannot make the gateway hammer its backends.
-const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The routing and forwarding service. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -87,11 +76,8 @@ pub struct Proxy {
 #[derive(Debug)]
 struct Inner {
     backends: Vec<Backend>,
-    forwarder: Forwarder,
-    /// Sessions with `initialize`-era backends.
-    legacy: LegacyBackends,
-    /// The processes of stdio backends.
-    stdio: StdioBackends,
+    /// Every backend's door (`upstream/`).
+    upstreams: Upstreams,
     catalog: Catalog,
     server_info: Value,
     /// The header naming each request's principal, for the policy and the limits.
@@ -121,15 +107,11 @@ impl Proxy {
     ) -> Self {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
-        let forwarder = Forwarder::new(&backends, response_timeout);
-        let legacy = LegacyBackends::new(&backends);
-        let stdio = StdioBackends::new(&backends, response_timeout);
+        let upstreams = Upstreams::new(&backends, response_timeout);
         Self {
             inner: Arc::new(Inner {
                 backends,
-                forwarder,
-                legacy,
-                stdio,
+                upstreams,
                 catalog: Catalog::new(names, catalog_ttl),
                 server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
                 principal_header,
@@ -186,26 +168,9 @@ impl Proxy {
         self.inner.known_origin(kind, target)
     }
 
-    /// Finds what `backend` is (the health probe): its era, or why it is down. A stdio
-    /// backend's process is started if it is not running.
-    pub(crate) async fn detect(&self, backend: &Backend) -> Result<Found, Down> {
-        if StdioBackends::serves(backend) {
-            return self.inner.stdio.detect(backend).await;
-        }
-        crate::upstream::era::detect(&self.inner.forwarder, backend).await
-    }
-
-    /// Stops the processes of stdio backends (stdin closed, then signals) and waits for them.
-    pub(crate) async fn stop_processes(&self) {
-        self.inner.stdio.stop().await;
-    }
-
-    /// Closes the sessions with `initialize`-era backends, and stops the principals' stdio
-    /// processes, unused for `idle` (the health probe's round calls it).
-    pub(crate) async fn close_idle_sessions(&self, idle: Duration) {
-        let inner = &self.inner;
-        inner.legacy.sweep(&inner.forwarder, &inner.backends, idle).await;
-        inner.stdio.sweep(idle).await;
+    /// The doors to the backends (the health probe and the gateway's stop reach them).
+    pub(crate) fn upstreams(&self) -> &Upstreams {
+        &self.inner.upstreams
     }
 }
 
@@ -272,27 +237,10 @@ async fn read_buffered<B: http_body::Body<Data = Bytes>>(body: B) -> Result<Byte
     Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
-/// Why a fan-out to one backend gave nothing to merge.
-#[derive(Debug)]
-enum Failure {
-    /// A JSON-RPC error, or a non-JSON-RPC HTTP answer.
-    Answer(Answer),
-    Unavailable(ForwardError),
-    Malformed,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Answer(answer) if answer.is_error() => write!(f, "JSON-RPC error (HTTP {})", answer.status),
-            Self::Answer(answer) => write!(f, "no JSON-RPC result (HTTP {})", answer.status),
-            Self::Unavailable(error) => error.fmt(f),
-            Self::Malformed => f.write_str("malformed list result"),
-        }
-    }
-}
-
 type Routed = (Route, Response<ProxyBody>);
+
+/// The kinds a resource URI is resolved against: resources, then templates.
+const URIS: [Kind; 2] = [Kind::Resources, Kind::Templates];
 
 impl Inner {
     /// A read-only request to `backend`, in its era.
@@ -302,29 +250,13 @@ impl Inner {
         headers: &HeaderMap,
         extensions: &Extensions,
         body: Bytes,
-    ) -> Result<Answer, ForwardError> {
-        if StdioBackends::serves(backend) {
-            let principal = self.principal(headers, extensions);
-            return self
-                .stdio
-                .exchange(backend, headers, body, principal.as_deref())
-                .await;
-        }
-        if LegacyBackends::speaks_legacy(backend) {
-            let principal = self.principal(headers, extensions);
-            return self
-                .legacy
-                .exchange(
-                    &self.forwarder,
-                    backend,
-                    headers,
-                    body,
-                    principal.as_deref(),
-                    extensions.get::<ClientAsks>(),
-                )
-                .await;
-        }
-        self.forwarder.exchange(backend, headers, body).await
+    ) -> Result<Answer, UpstreamError> {
+        let principal = self.principal(headers, extensions);
+        let client = Client {
+            principal: principal.as_deref(),
+            asks: extensions.get::<ClientAsks>(),
+        };
+        self.upstreams.exchange(backend, headers, body, client).await
     }
 
     /// The principal a request is relayed for: its caller's (`policy::caller_of`), so that
@@ -341,6 +273,25 @@ impl Inner {
     /// must come from its route (the layer refuses another), anything else is the gateway's.
     fn answering(pinned: Option<&Route>) -> Route {
         pinned.cloned().unwrap_or_else(|| Route::new(GATEWAY_ROUTE))
+    }
+
+    /// What `look` finds in the catalog; when it finds nothing, or when `fresh` asks for tables
+    /// of `kinds` younger than the TTL and one is not, what it finds once `kinds` are listed again
+    /// (as the client of `parts`, reusing `body`'s `_meta`).
+    async fn catalog<T>(
+        &self,
+        kinds: &[Kind],
+        fresh: bool,
+        parts: &Parts,
+        body: &Bytes,
+        look: impl Fn(&Self) -> Option<T>,
+    ) -> Option<T> {
+        let fresh_enough = !fresh || kinds.iter().all(|&k| self.catalog.fresh_since(k).is_some());
+        if fresh_enough && let Some(found) = look(self) {
+            return Some(found);
+        }
+        self.refresh(kinds, parts, body).await;
+        look(self)
     }
 
     async fn dispatch(
@@ -472,28 +423,12 @@ impl Inner {
                 body
             }
         };
-        let relayed = if StdioBackends::serves(backend) {
-            let principal = self.principal(&headers, &extensions);
-            self.stdio
-                .relay(backend, &headers, id, body, principal.as_deref())
-                .await
-        } else if LegacyBackends::speaks_legacy(backend) {
-            let principal = self.principal(&headers, &extensions);
-            let asks = extensions.get::<ClientAsks>();
-            self.legacy
-                .relay(
-                    &self.forwarder,
-                    backend,
-                    headers,
-                    id,
-                    body,
-                    principal.as_deref(),
-                    asks,
-                )
-                .await
-        } else {
-            self.forwarder.relay(backend, headers, id, body).await
+        let principal = self.principal(&headers, &extensions);
+        let client = Client {
+            principal: principal.as_deref(),
+            asks: extensions.get::<ClientAsks>(),
         };
+        let relayed = self.upstreams.relay(backend, headers, id, body, client).await;
         match relayed {
             Ok(response) => (backend.route().clone(), response),
             Err(error) => {
@@ -504,508 +439,6 @@ impl Inner {
                     error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
                 )
             }
-        }
-    }
-
-    /// An MRTR retry: it must reach the backend that minted the state.
-    async fn pinned(&self, parts: Parts, head: &McpRequestHead, route: &Route, body: Bytes) -> Routed {
-        let Some(index) = self.backends.iter().position(|b| b.route() == route) else {
-            tracing::info!(backend = %route, "retry pinned to a backend that is no longer configured");
-            let message = format!(
-                "The backend {:?} that started this request is no longer configured; start the request again without requestState",
-                route.as_str()
-            );
-            return (route.clone(), invalid_params(head.id_json(), &message));
-        };
-        if let Err(denied) = self.permit_follow_up(&parts, head, index, &body).await {
-            return (route.clone(), govern::refusal(head.id_json(), &denied));
-        }
-        let kind = match head.method() {
-            "tools/call" => Some(Kind::Tools),
-            "prompts/get" => Some(Kind::Prompts),
-            _ => None,
-        };
-        // With one backend nothing is exposed prefixed, so a name without this backend's prefix
-        // is its own; one with it may have been exposed so by a replica with more backends.
-        let prefix = |name: &str| {
-            name.strip_prefix(self.backends[index].name())
-                .is_some_and(|rest| rest.starts_with(catalog::SEPARATOR))
-        };
-        let exposed = head
-            .target()
-            .filter(|name| self.backends.len() > 1 || prefix(name));
-        let (Some(kind), Some(exposed)) = (kind, exposed) else {
-            return self
-                .forward(
-                    index,
-                    (parts.headers, parts.extensions),
-                    head.id_json(),
-                    body,
-                    None,
-                )
-                .await;
-        };
-        // The envelope pins the backend; the name is the one the client used in the first round,
-        // which may have gained or lost its `<backend>__` prefix since (a backend added or
-        // removed in between). Only the pinned backend's own listing says which of its names it
-        // is: a replica that has not listed it lists it first, and a name still unknown there is
-        // refused, never guessed.
-        let mut original = self.pinned_name(kind, index, exposed);
-        if original.is_none() {
-            self.refresh(&[kind], &parts, &body).await;
-            original = self.pinned_name(kind, index, exposed);
-        }
-        let Some(original) = original else {
-            let what = if kind == Kind::Tools { "tool" } else { "prompt" };
-            let message = format!(
-                "Unknown {what} {exposed:?} on the backend {:?} that started this request; start the request again without requestState",
-                route.as_str()
-            );
-            return (route.clone(), invalid_params(head.id_json(), &message));
-        };
-        if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
-            return (route.clone(), govern::refusal(head.id_json(), &denied));
-        }
-        let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(
-            index,
-            (parts.headers, parts.extensions),
-            head.id_json(),
-            body,
-            rename,
-        )
-        .await
-    }
-
-    /// The name backend `index` gives the tool or prompt a pinned retry calls `exposed`: what
-    /// the catalog exposes under that name today if it is this backend's, else the backend's
-    /// own name `exposed` (exposed unprefixed in the first round), else `<backend>__<name>`'s
-    /// `name` (exposed prefixed then); each only if the backend listed it.
-    fn pinned_name(&self, kind: Kind, index: usize, exposed: &str) -> Option<String> {
-        if let Some((backend, original)) = self.catalog.resolve_name(kind, exposed)
-            && backend == index
-        {
-            return Some(original);
-        }
-        if self.catalog.offers(kind, index, exposed) {
-            return Some(exposed.to_owned());
-        }
-        let own = exposed
-            .strip_prefix(self.backends[index].name())
-            .and_then(|rest| rest.strip_prefix(catalog::SEPARATOR))?;
-        self.catalog.offers(kind, index, own).then(|| own.to_owned())
-    }
-
-    /// `tools/call` or `prompts/get` with several backends.
-    async fn named(&self, kind: Kind, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        let id = head.id_json();
-        let Some(exposed) = head.target() else {
-            return self.own(invalid_params(id, "Missing params.name"));
-        };
-        let mut resolved = self
-            .catalog
-            .resolve_name(kind, exposed)
-            .filter(|_| self.catalog.fresh_since(kind).is_some());
-        if resolved.is_none() {
-            self.refresh(&[kind], &parts, &body).await;
-            resolved = self.catalog.resolve_name(kind, exposed);
-        }
-        let Some((index, original)) = resolved else {
-            let what = if kind == Kind::Tools { "tool" } else { "prompt" };
-            return self.own(invalid_params(id, &format!("Unknown {what}: {exposed}")));
-        };
-        if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
-            return self.own(govern::refusal(id, &denied));
-        }
-        let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
-        self.forward(index, (parts.headers, parts.extensions), id, body, rename)
-            .await
-    }
-
-    /// `resources/read` with several backends: by the URI's owner.
-    async fn resource(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        let id = head.id_json();
-        let Some(uri) = head.target() else {
-            return self.own(invalid_params(id, "Missing params.uri"));
-        };
-        let fresh = self.catalog.fresh_since(Kind::Resources).is_some()
-            && self.catalog.fresh_since(Kind::Templates).is_some();
-        let mut owner = self.catalog.resolve_uri(uri).filter(|_| fresh);
-        if owner.is_none() {
-            self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
-                .await;
-            owner = self.catalog.resolve_uri(uri);
-        }
-        match owner {
-            Some(index) => {
-                self.forward(index, (parts.headers, parts.extensions), id, body, None)
-                    .await
-            }
-            None => self.own(error_response(
-                StatusCode::OK,
-                id,
-                INVALID_PARAMS,
-                "Resource not found",
-                Some(serde_json::json!({ "uri": uri })),
-            )),
-        }
-    }
-
-    /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
-    /// a filter of one backend's resources alone goes to that backend and its stream passes
-    /// through; any other is asked of every backend it concerns (each in its kind and era) and
-    /// their streams are merged (`route/listen.rs`).
-    async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        let id = head.id_json();
-        let Some(filter) = request_params(&body)
-            .and_then(|p| p.get("notifications").map(|n| n.get().to_owned()))
-            .and_then(|n| serde_json::from_str::<serde_json::Map<String, Value>>(&n).ok())
-        else {
-            return self.own(invalid_params(id, "Missing params.notifications"));
-        };
-        let uris: Vec<String> = filter
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|u| u.as_str().map(str::to_owned))
-            .collect();
-        let resolve = |catalog: &Catalog| -> Vec<Option<usize>> {
-            uris.iter().map(|uri| catalog.resolve_uri(uri)).collect()
-        };
-        let mut owners = resolve(&self.catalog);
-        if owners.iter().any(Option::is_none) {
-            self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
-                .await;
-            owners = resolve(&self.catalog);
-        }
-        if let Some(unknown) = owners.iter().position(Option::is_none) {
-            return self.own(error_response(
-                StatusCode::OK,
-                id,
-                INVALID_PARAMS,
-                "Resource not found",
-                Some(serde_json::json!({ "uri": uris[unknown] })),
-            ));
-        }
-        let owners: Vec<usize> = owners.into_iter().flatten().collect();
-        if let Some(index) = owners.first()
-            && resources_alone(&filter)
-            && owners.iter().all(|o| o == index)
-        {
-            return self
-                .forward(*index, (parts.headers, parts.extensions), id, body, None)
-                .await;
-        }
-        let mut asked = Vec::new();
-        for index in 0..self.backends.len() {
-            let mine: Vec<String> = uris
-                .iter()
-                .zip(&owners)
-                .filter(|(_, owner)| **owner == index)
-                .map(|(uri, _)| uri.clone())
-                .collect();
-            let Some(narrowed) = listen::filter_for(&filter, &mine)
-                .and_then(|f| serde_json::value::to_raw_value(&f).ok())
-                .and_then(|f| jsonrpc::set_param(&body, "notifications", f))
-            else {
-                continue;
-            };
-            asked.push((index, narrowed));
-        }
-        if asked.is_empty() {
-            return self.own(invalid_params(
-                id,
-                "No backend offers what this subscription asks for",
-            ));
-        }
-        // Each backend in its kind and era; one that cannot be reached answers with an error,
-        // which the merge leaves out as a refusal.
-        let mut answers = join_all(asked.iter().map(|(index, narrowed)| {
-            let head = (parts.headers.clone(), parts.extensions.clone());
-            self.forward(*index, head, id, narrowed.clone(), None)
-        }))
-        .await;
-        if answers.len() == 1 {
-            return answers.remove(0);
-        }
-        let streams = answers.into_iter().map(|(_, answer)| answer).collect();
-        match listen::merge(streams, self.forwarder.response_timeout()).await {
-            Ok(merged) => self.own(merged),
-            Err(Some(refusal)) => self.own(refusal),
-            Err(None) => self.own(error_response(
-                StatusCode::BAD_GATEWAY,
-                id,
-                INTERNAL_ERROR,
-                "No backend could answer",
-                None,
-            )),
-        }
-    }
-
-    /// `completion/complete` with several backends: by the prompt or resource it completes for.
-    async fn completion(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        #[derive(Deserialize)]
-        struct Message {
-            params: Params,
-        }
-        #[derive(Deserialize)]
-        struct Params {
-            #[serde(rename = "ref")]
-            reference: Reference,
-        }
-        #[derive(Deserialize)]
-        struct Reference {
-            #[serde(rename = "type")]
-            kind: String,
-            name: Option<String>,
-            uri: Option<String>,
-        }
-        let id = head.id_json();
-        let Ok(message) = serde_json::from_slice::<Message>(&body) else {
-            return self.own(invalid_params(id, "Invalid params.ref"));
-        };
-        let reference = message.params.reference;
-        match (reference.kind.as_str(), reference.name, reference.uri) {
-            ("ref/prompt", Some(exposed), _) => {
-                let mut resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
-                if resolved.is_none() || self.catalog.fresh_since(Kind::Prompts).is_none() {
-                    self.refresh(&[Kind::Prompts], &parts, &body).await;
-                    resolved = self.catalog.resolve_name(Kind::Prompts, &exposed);
-                }
-                match resolved {
-                    Some((index, original)) => {
-                        let rename = (original != exposed)
-                            .then_some((&["params", "ref", "name"][..], original.as_str()));
-                        self.forward(index, (parts.headers, parts.extensions), id, body, rename)
-                            .await
-                    }
-                    None => self.own(invalid_params(id, &format!("Unknown prompt: {exposed}"))),
-                }
-            }
-            ("ref/resource", _, Some(uri)) => {
-                let mut owner = self.catalog.resolve_uri(&uri);
-                if owner.is_none() {
-                    self.refresh(&[Kind::Resources, Kind::Templates], &parts, &body)
-                        .await;
-                    owner = self.catalog.resolve_uri(&uri);
-                }
-                match owner {
-                    Some(index) => {
-                        self.forward(index, (parts.headers, parts.extensions), id, body, None)
-                            .await
-                    }
-                    None => self.own(invalid_params(id, "Resource not found")),
-                }
-            }
-            _ => self.own(invalid_params(id, "Invalid params.ref")),
-        }
-    }
-
-    /// A `*/list` call with several backends: every page of every backend, merged.
-    async fn list(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        let id = head.id_json();
-        if request_cursor(&body).is_some() {
-            // The merged list is always one page, so no cursor the gateway handed out exists.
-            return self.own(invalid_params(id, "Invalid cursor"));
-        }
-        let outcomes = self.list_all(kind, &parts.headers, &parts.extensions, body).await;
-        let names = self.record(kind, &outcomes);
-        let mut listings = Vec::new();
-        let mut failures = Vec::new();
-        for (index, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                Ok(listing) => listings.push((index, listing)),
-                Err(failure) => failures.push((index, failure)),
-            }
-        }
-        if listings.is_empty() {
-            return self.own(self.all_failed(id, failures));
-        }
-        for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
-        }
-        let result = match &self.policy {
-            Some(policy) => {
-                let caller =
-                    policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
-                let keep = |item: catalog::Item<'_>| {
-                    let origin = KnownOrigin::new(self.backends[item.backend].name(), item.key);
-                    let subject = match kind {
-                        Kind::Tools | Kind::Prompts => Subject::Named {
-                            thing: kind.thing(),
-                            exposed: item.exposed,
-                            origin: Some(origin.as_origin()),
-                        },
-                        Kind::Resources => Subject::Uri(item.key),
-                        Kind::Templates => Subject::Template(item.key),
-                    };
-                    policy.allows(caller.as_ref(), &subject)
-                };
-                catalog::merge_listings(kind, &names, &listings, &self.server_info, Some(&keep))
-            }
-            None => catalog::merge_listings(kind, &names, &listings, &self.server_info, None),
-        };
-        self.own(success(id, &result))
-    }
-
-    /// `server/discover` with several backends.
-    async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
-        let id = head.id_json();
-        let answers = join_all(
-            self.backends
-                .iter()
-                .map(|backend| self.exchange(backend, &parts.headers, &parts.extensions, body.clone())),
-        )
-        .await;
-        let mut results = Vec::new();
-        let mut failures = Vec::new();
-        for (index, answer) in answers.into_iter().enumerate() {
-            let backend = self.backends[index].name();
-            match answer {
-                Ok(answer) => match answer
-                    .result()
-                    .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-                {
-                    Some(result) => results.push((backend, result)),
-                    None => failures.push((index, Failure::Answer(answer))),
-                },
-                Err(error) => failures.push((index, Failure::Unavailable(error))),
-            }
-        }
-        if results.is_empty() {
-            return self.own(self.all_failed(id, failures));
-        }
-        for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), %failure, "left out of server/discover");
-        }
-        let result = catalog::merge_discover(SUPPORTED_VERSIONS, &results, &self.server_info);
-        self.own(success(id, &result))
-    }
-
-    /// When no backend gave a usable answer: the first backend's own JSON-RPC error (it is about
-    /// the client's request), else 502.
-    fn all_failed(&self, id: Option<&str>, failures: Vec<(usize, Failure)>) -> Response<ProxyBody> {
-        for (_, failure) in &failures {
-            if let Failure::Answer(answer) = failure
-                && let (true, Some(message)) = (answer.is_error(), answer.message.clone())
-            {
-                return body::json(answer.status, message);
-            }
-        }
-        for (index, failure) in &failures {
-            tracing::warn!(backend = self.backends[*index].name(), %failure, "backend failed");
-        }
-        error_response(
-            StatusCode::BAD_GATEWAY,
-            id,
-            INTERNAL_ERROR,
-            "No backend could answer",
-            None,
-        )
-    }
-
-    /// Every backend's full listing of `kind`, in configuration order.
-    async fn list_all(
-        &self,
-        kind: Kind,
-        headers: &HeaderMap,
-        extensions: &Extensions,
-        body: Bytes,
-    ) -> Vec<Result<Listing, Failure>> {
-        join_all(
-            (0..self.backends.len())
-                .map(|index| self.list_backend(index, kind, headers, extensions, body.clone())),
-        )
-        .await
-    }
-
-    async fn list_backend(
-        &self,
-        index: usize,
-        kind: Kind,
-        headers: &HeaderMap,
-        extensions: &Extensions,
-        mut body: Bytes,
-    ) -> Result<Listing, Failure> {
-        let backend = &self.backends[index];
-        let mut listing = Listing::default();
-        for _ in 0..MAX_PAGES {
-            let answer = self
-                .exchange(backend, headers, extensions, body.clone())
-                .await
-                .map_err(Failure::Unavailable)?;
-            let Some(result) = answer.result().map(ToOwned::to_owned) else {
-                return Err(Failure::Answer(answer));
-            };
-            match catalog::read_page(kind, &result, &mut listing).map_err(|()| Failure::Malformed)? {
-                None => return Ok(listing),
-                Some(cursor) => {
-                    body = jsonrpc::set_param(&body, "cursor", cursor).ok_or(Failure::Malformed)?
-                }
-            }
-        }
-        tracing::warn!(
-            backend = backend.name(),
-            "more than {MAX_PAGES} pages; listing truncated"
-        );
-        Ok(listing)
-    }
-
-    fn record(&self, kind: Kind, outcomes: &[Result<Listing, Failure>]) -> catalog::Names {
-        let listed = outcomes
-            .iter()
-            .map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items)))
-            .collect();
-        self.catalog.record(kind, listed)
-    }
-
-    /// Re-lists `kinds` from every backend (on a catalog miss), reusing the client's `_meta` so
-    /// each backend sees the same protocol version and capabilities as for the call itself.
-    /// Lists `kinds` again for the catalog, as the client of `parts` (its headers, principal and,
-    /// for a legacy client, its capabilities).
-    async fn refresh(&self, kinds: &[Kind], parts: &Parts, body: &Bytes) {
-        let client_headers = &parts.headers;
-        let requested = Instant::now();
-        let meta = request_meta(body);
-        for &kind in kinds {
-            let _one_at_a_time = self.catalog.refresh_lock(kind).await;
-            if self
-                .catalog
-                .refreshed_at(kind)
-                .is_some_and(|at| at >= requested || at.elapsed() < MIN_REFRESH_INTERVAL)
-            {
-                continue; // someone refreshed while we waited, or very recently
-            }
-            let mut list_body = format!(
-                r#"{{"jsonrpc":"2.0","id":"mrtr-gateway-catalog","method":"{}","params":{{"#,
-                kind.list_method()
-            );
-            if let Some(meta) = &meta {
-                list_body.push_str(r#""_meta":"#);
-                list_body.push_str(meta.get());
-            }
-            list_body.push_str("}}");
-            let mut headers = client_headers.clone();
-            headers.insert(MCP_METHOD, HeaderValue::from_static(kind.list_method()));
-            headers.remove(MCP_NAME);
-            let params: Vec<_> = headers
-                .keys()
-                .filter(|k| k.as_str().starts_with("mcp-param-"))
-                .cloned()
-                .collect();
-            for name in params {
-                headers.remove(name);
-            }
-            let outcomes = self
-                .list_all(kind, &headers, &parts.extensions, Bytes::from(list_body))
-                .await;
-            for (index, outcome) in outcomes.iter().enumerate() {
-                if let Err(failure) = outcome {
-                    tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
-                }
-            }
-            self.record(kind, &outcomes);
         }
     }
 }
@@ -1057,15 +490,6 @@ fn request_params(body: &[u8]) -> Option<RawObject> {
     serde_json::from_str(message.get("params")?.get()).ok()
 }
 
-/// Whether a `subscriptions/listen` filter (`params.notifications`) asks for resource
-/// subscriptions and nothing else (every other category absent or `false`).
-fn resources_alone(filter: &serde_json::Map<String, Value>) -> bool {
-    filter.iter().all(|(key, value)| match key.as_str() {
-        "resourceSubscriptions" => value.as_array().is_some_and(|uris| !uris.is_empty()),
-        _ => value == &Value::Bool(false),
-    }) && filter.contains_key("resourceSubscriptions")
-}
-
 fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
     request_params(body)?
         .get("cursor")
@@ -1075,26 +499,4 @@ fn request_cursor(body: &[u8]) -> Option<Box<RawValue>> {
 
 fn request_meta(body: &[u8]) -> Option<Box<RawValue>> {
     request_params(body)?.get("_meta").map(ToOwned::to_owned)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_listen_filter_of_resources_alone_is_told_from_any_other() {
-        let filter = |text: &str| serde_json::from_str::<serde_json::Map<String, Value>>(text).unwrap();
-        assert!(resources_alone(&filter(
-            r#"{"resourceSubscriptions":["a://1","b://2"],"toolsListChanged":false}"#
-        )));
-        for other in [
-            r#"{"resourceSubscriptions":["a://1"],"toolsListChanged":true}"#,
-            r#"{"resourceSubscriptions":[]}"#,
-            r#"{"taskIds":["t"]}"#,
-            r#"{"toolsListChanged":false}"#,
-            r#"{}"#,
-        ] {
-            assert!(!resources_alone(&filter(other)), "{other}");
-        }
-    }
 }

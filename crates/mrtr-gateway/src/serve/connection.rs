@@ -37,7 +37,7 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The most request header fields hyper's HTTP/1.1 server accepts when no limit is set (its
-/// `DEFAULT_MAX_HEADERS`, private to hyper; `tests/overload.rs` checks that 101 fields are
+/// `DEFAULT_MAX_HEADERS`, private to hyper; `tests/it/overload.rs` checks that 101 fields are
 /// refused with the default limits).
 pub(super) const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 

@@ -1,7 +1,9 @@
 //! A backend's era: whether it speaks the 2026-07-28 revision (`server/discover`, per-request
 //! `_meta`, no sessions) or an earlier one (`initialize`, `Mcp-Session-Id`), as the operator
-//! configured it ([`Era`]) and as the health probe found it ([`detect`], giving a
-//! [`Found`](super::health::Found)).
+//! configured it ([`Era`]), and what the probe's answers mean (giving a
+//! [`Found`](super::health::Found)): the vocabulary the probes of HTTP backends
+//! (`session/probe.rs`) and of stdio processes (`stdio/process.rs`) share, and the
+//! `server/discover` result made from an `initialize` result ([`discover_result`]).
 //!
 //! Detection follows the specification's advice to clients (basic/versioning, backward
 //! compatibility): send a modern request first; a success, or one of the modern JSON-RPC errors
@@ -25,13 +27,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::Backend;
-use super::forward::{Answer, ForwardError, Forwarder};
+use super::answer::{Answer, UpstreamError};
 use super::health::{Down, Found};
 
 /// The revision the gateway speaks with modern backends.
@@ -90,7 +90,7 @@ pub(crate) const INITIALIZE_BODY: &str = concat!(
     r#""}}}"#
 );
 
-fn discover_headers() -> HeaderMap {
+pub(crate) fn discover_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in [
         ("content-type", "application/json"),
@@ -202,11 +202,11 @@ pub(crate) fn initialized(answer: &Answer, discover: Option<&str>) -> Result<Fou
     })
 }
 
-pub(crate) fn unavailable(error: ForwardError) -> Down {
+pub(crate) fn unavailable(error: UpstreamError) -> Down {
     Down {
         reason: match error {
-            ForwardError::Timeout => "timeout",
-            ForwardError::Unreachable(_) => "unreachable",
+            UpstreamError::Timeout => "timeout",
+            UpstreamError::Unreachable(_) => "unreachable",
         },
         detail: error.to_string(),
     }
@@ -238,44 +238,62 @@ pub(crate) fn after_discover(answer: &Answer, era: Era) -> Result<AfterDiscover,
     }
 }
 
-/// Finds `backend`'s era as its configured [`Era`] allows: what it is, or why it is down.
-pub(crate) async fn detect(forwarder: &Forwarder, backend: &Backend) -> Result<Found, Down> {
-    let mut not_modern = None;
-    if backend.era() != Era::Legacy {
-        let answer = forwarder
-            .exchange(
-                backend,
-                &discover_headers(),
-                Bytes::from_static(DISCOVER_BODY.as_bytes()),
-            )
-            .await
-            .map_err(unavailable)?;
-        match after_discover(&answer, backend.era())? {
-            AfterDiscover::Modern(found) => return Ok(found),
-            AfterDiscover::Fallback(what) => not_modern = Some(what),
+/// A `server/discover` result for a 2026-07-28 client from an `initialize` result: the features
+/// the backend offers, with the list changes and resource subscriptions it announces (which a
+/// `subscriptions/listen` gets through `upstream/hub.rs`), without `logging` (per request in
+/// 2026-07-28).
+pub(crate) fn discover_result(initialize: &Value) -> Value {
+    let mut capabilities = serde_json::Map::new();
+    for feature in ["tools", "prompts", "resources", "completions"] {
+        let offered = &initialize["capabilities"][feature];
+        if offered.is_object() {
+            let mut kept = serde_json::Map::new();
+            for flag in ["listChanged", "subscribe"] {
+                if offered[flag] == true && (flag == "listChanged" || feature == "resources") {
+                    kept.insert(flag.to_owned(), Value::Bool(true));
+                }
+            }
+            capabilities.insert(feature.to_owned(), Value::Object(kept));
         }
     }
-    let (answer, session) = forwarder
-        .legacy_exchange(
-            backend,
-            HeaderMap::new(),
-            None,
-            None,
-            Bytes::from_static(INITIALIZE_BODY.as_bytes()),
-        )
-        .await
-        .map_err(unavailable)?;
-    let found = initialized(&answer, not_modern.as_deref());
-    if let (Ok(found), Some(session)) = (&found, session) {
-        // The probe's session ends now rather than when the backend's own timeout ends it.
-        forwarder.legacy_close(backend, &found.version, session).await;
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": [MODERN_VERSION],
+        "capabilities": capabilities,
+        "serverInfo": initialize["serverInfo"],
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(instructions) = initialize["instructions"].as_str() {
+        result["instructions"] = json!(instructions);
     }
-    found
+    result
 }
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
+
+    #[test]
+    fn discovery_offers_the_features_and_their_notifications_without_logging() {
+        let initialize = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true, "x": 1 },
+                "prompts": { "subscribe": true }, "logging": {} },
+            "serverInfo": { "name": "everything", "version": "2.0.0" },
+            "instructions": "be kind"
+        });
+        let result = discover_result(&initialize);
+        assert_eq!(
+            result["capabilities"],
+            json!({ "tools": { "listChanged": true }, "resources": { "subscribe": true }, "prompts": {} })
+        );
+        assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(result["serverInfo"]["name"], "everything");
+        assert_eq!(result["instructions"], "be kind");
+    }
     use http::StatusCode;
 
     fn answer(status: u16, message: &str) -> Answer {

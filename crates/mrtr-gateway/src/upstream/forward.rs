@@ -22,24 +22,22 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use serde_json::value::RawValue;
 use tower_mrtr::Route;
-use tower_mrtr::mcp_headers::MCP_METHOD;
 
+use super::answer::{Answer, UpstreamError};
+use super::backend::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use super::body::{BackendBody, ProxyBody};
-use super::sse::{EventReader, ResponseMessage, is_response, is_sse};
-use super::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
+use super::sse::{EventReader, is_response, is_sse};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::send`] replaces them.
@@ -59,15 +57,6 @@ fn request_drops(name: &str) -> bool {
             | "authorization"
             | "cookie"
     )
-}
-
-/// The `Mcp-Method` header of a request (empty when absent): which method it is, without
-/// reading its body.
-pub(crate) fn mcp_method(headers: &HeaderMap) -> &str {
-    headers
-        .get(&MCP_METHOD)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
 }
 
 /// The bytes of a request's one `Content-Length` value (empty without one, or with several).
@@ -124,24 +113,6 @@ impl Pools {
     }
 }
 
-/// Why a backend could not be reached or gave no usable answer.
-#[derive(Debug)]
-pub(crate) enum ForwardError {
-    /// Connection refused, reset, or an invalid response.
-    Unreachable(String),
-    /// No response head within the timeout.
-    Timeout,
-}
-
-impl std::fmt::Display for ForwardError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Unreachable(e) => write!(f, "unreachable: {e}"),
-            Self::Timeout => f.write_str("no answer within the timeout"),
-        }
-    }
-}
-
 impl Forwarder {
     /// Clients for `backends`, waiting at most `response_timeout` (unless a backend has its own)
     /// for a response head.
@@ -165,7 +136,7 @@ impl Forwarder {
         headers: HeaderMap,
         id: Option<&str>,
         body: Bytes,
-    ) -> Result<Response<ProxyBody>, ForwardError> {
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
         let (response, _) = self
             .send_on(
                 backend,
@@ -194,7 +165,7 @@ impl Forwarder {
         headers: HeaderMap,
         body: Bytes,
         session: Option<&HeaderValue>,
-    ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
+    ) -> Result<(Response<Incoming>, Option<HeaderValue>), UpstreamError> {
         self.send_on(backend, method, headers, body, Connection::Pooled, session, true)
             .await
     }
@@ -212,9 +183,9 @@ impl Forwarder {
         connection: Connection,
         session: Option<&HeaderValue>,
         read_session: bool,
-    ) -> Result<(Response<Incoming>, Option<HeaderValue>), ForwardError> {
+    ) -> Result<(Response<Incoming>, Option<HeaderValue>), UpstreamError> {
         let (Some(url), Some(host)) = (backend.url(), backend.host()) else {
-            return Err(ForwardError::Unreachable("not an HTTP backend".to_owned()));
+            return Err(UpstreamError::Unreachable("not an HTTP backend".to_owned()));
         };
         drop_headers(&mut headers, request_drops);
         headers.insert(header::HOST, host.clone());
@@ -258,15 +229,15 @@ impl Forwarder {
         let timeout = backend.timeout().unwrap_or(self.response_timeout);
         let started = Instant::now();
         let outcome = match tokio::time::timeout(timeout, sent).await {
-            Err(_) => Err(ForwardError::Timeout),
-            Ok(result) => result.map_err(|e| ForwardError::Unreachable(error_chain(&e))),
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(result) => result.map_err(|e| UpstreamError::Unreachable(error_chain(&e))),
         };
         let failure = match &outcome {
             Ok(response) if response.status().is_server_error() => Some("http_5xx"),
             Ok(response) if response.status().is_client_error() => Some("http_4xx"),
             Ok(_) => None,
-            Err(ForwardError::Timeout) => Some("timeout"),
-            Err(ForwardError::Unreachable(_)) => Some("unreachable"),
+            Err(UpstreamError::Timeout) => Some("timeout"),
+            Err(UpstreamError::Unreachable(_)) => Some("unreachable"),
         };
         pools.metrics.request(label, failure, started.elapsed());
         let (mut parts, body) = outcome?.into_parts();
@@ -286,12 +257,12 @@ impl Forwarder {
         backend: &Backend,
         client_headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<Answer, ForwardError> {
+    ) -> Result<Answer, UpstreamError> {
         match self
             .exchange_once(backend, client_headers, body.clone(), Connection::Pooled)
             .await
         {
-            Err(ForwardError::Unreachable(error)) => {
+            Err(UpstreamError::Unreachable(error)) => {
                 tracing::debug!(backend = backend.name(), %error, "read-only request failed; once more on a fresh connection");
                 self.exchange_once(backend, client_headers, body, Connection::Fresh)
                     .await
@@ -306,7 +277,7 @@ impl Forwarder {
         client_headers: &HeaderMap,
         body: Bytes,
         connection: Connection,
-    ) -> Result<Answer, ForwardError> {
+    ) -> Result<Answer, UpstreamError> {
         let (response, _) = self
             .send_on(
                 backend,
@@ -321,89 +292,23 @@ impl Forwarder {
         self.read_answer(backend, response).await
     }
 
-    /// A message of the gateway's own to an `initialize`-era backend: `body` POSTed with
-    /// `headers` (the client's, or none) at the negotiated `version` (none for `initialize`),
-    /// in `session` (none for `initialize`, which opens one, and for a server that keeps none).
-    /// Returns the answer and the session id the backend gave, if any.
-    pub(crate) async fn legacy_exchange(
-        &self,
-        backend: &Backend,
-        mut headers: HeaderMap,
-        version: Option<&str>,
-        session: Option<&HeaderValue>,
-        body: Bytes,
-    ) -> Result<(Answer, Option<HeaderValue>), ForwardError> {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        if let Some(version) = version.and_then(|v| HeaderValue::from_str(v).ok()) {
-            headers.insert(MCP_PROTOCOL_VERSION, version);
-        }
-        let (response, opened) = self.send(backend, Method::POST, headers, body, session).await?;
-        Ok((self.read_answer(backend, response).await?, opened))
-    }
-
-    /// Opens a legacy backend's `GET` stream for `session`, on which the backend sends what it
-    /// sends of its own (list changes, resource updates); `headers` identify the client as the
-    /// session's requests do.
-    pub(crate) async fn legacy_stream(
-        &self,
-        backend: &Backend,
-        mut headers: HeaderMap,
-        version: &str,
-        session: &HeaderValue,
-    ) -> Result<Response<Incoming>, ForwardError> {
-        headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Ok(version) = HeaderValue::from_str(version) {
-            headers.insert(MCP_PROTOCOL_VERSION, version);
-        }
-        let (response, _) = self
-            .send(backend, Method::GET, headers, Bytes::new(), Some(session))
-            .await?;
-        Ok(response)
-    }
-
-    /// Ends a legacy backend's `session` with `DELETE`, as a client that is done with it should.
-    /// What the backend answers does not matter (a server may refuse with 405): it is logged.
-    pub(crate) async fn legacy_close(&self, backend: &Backend, version: &str, session: HeaderValue) {
-        let mut headers = HeaderMap::new();
-        if let Ok(version) = HeaderValue::from_str(version) {
-            headers.insert(MCP_PROTOCOL_VERSION, version);
-        }
-        let outcome = self
-            .send(backend, Method::DELETE, headers, Bytes::new(), Some(&session))
-            .await;
-        match outcome {
-            Ok((response, _)) => {
-                let status = response.status();
-                // The body is not read: dropping it lets the connection go.
-                tracing::debug!(backend = backend.name(), %status, "legacy session closed");
-            }
-            Err(error) => {
-                tracing::debug!(backend = backend.name(), %error, "closing a legacy session failed")
-            }
-        }
-    }
-
     /// Reads the JSON-RPC response message from `response`, a JSON or an SSE answer, within the
     /// backend's timeout and [`MAX_MERGED_ANSWER`].
     pub(crate) async fn read_answer(
         &self,
         backend: &Backend,
         response: Response<Incoming>,
-    ) -> Result<Answer, ForwardError> {
+    ) -> Result<Answer, UpstreamError> {
         let status = response.status();
         let is_sse = is_sse(response.headers());
         let mut body = response.into_body();
-        let too_large = || ForwardError::Unreachable("answer too large to merge".to_owned());
+        let too_large = || UpstreamError::Unreachable("answer too large to merge".to_owned());
         let read = async {
             let mut buffer = Vec::new();
             let mut events = EventReader::new();
             while let Some(frame) = body.frame().await {
                 let frame =
-                    frame.map_err(|e| ForwardError::Unreachable(format!("reading the answer: {e}")))?;
+                    frame.map_err(|e| UpstreamError::Unreachable(format!("reading the answer: {e}")))?;
                 let Ok(data) = frame.into_data() else { continue };
                 if !is_sse {
                     buffer.extend_from_slice(&data);
@@ -433,7 +338,7 @@ impl Forwarder {
         let timeout = backend.timeout().unwrap_or(self.response_timeout);
         let message = tokio::time::timeout(timeout, read)
             .await
-            .map_err(|_| ForwardError::Timeout)??;
+            .map_err(|_| UpstreamError::Timeout)??;
         Ok(Answer { status, message })
     }
 }
@@ -446,30 +351,6 @@ enum Connection {
     Pooled,
     /// A connection of its own.
     Fresh,
-}
-
-/// A backend's answer to an exchange: HTTP status and the JSON-RPC response message, if any.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    pub(crate) status: StatusCode,
-    pub(crate) message: Option<Bytes>,
-}
-
-impl Answer {
-    /// The `result` member, if the answer is a JSON-RPC success.
-    pub(crate) fn result(&self) -> Option<&RawValue> {
-        let message = self.message.as_ref()?;
-        let parsed: ResponseMessage<'_> = serde_json::from_slice(message).ok()?;
-        parsed.result.filter(|_| parsed.error.is_none())
-    }
-
-    /// Whether the answer is a JSON-RPC error response.
-    pub(crate) fn is_error(&self) -> bool {
-        self.message
-            .as_ref()
-            .and_then(|m| serde_json::from_slice::<ResponseMessage<'_>>(m).ok())
-            .is_some_and(|m| m.error.is_some())
-    }
 }
 
 /// A client for `backend`: plain HTTP, or TLS with the backend's own configuration (else the
@@ -522,36 +403,6 @@ fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
             .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
     );
     for name in names {
-        headers.remove(name);
-    }
-}
-
-/// Removes the headers a request's `Connection` lists (they are meant for this hop alone, RFC
-/// 9110 §7.6.1) and `Connection` itself, as the request arrives: a header the MRTR layer binds
-/// (the principal) or checks against the body (`Mcp-Name`) must then be one the backend gets,
-/// where removing it on the way out would let a client be bound to what the backend never sees.
-pub(crate) fn remove_connection_options(headers: &mut HeaderMap) {
-    if !headers.contains_key(header::CONNECTION) {
-        return;
-    }
-    let mut keep_alive = false;
-    let mut listed: Vec<HeaderName> = Vec::new();
-    for value in headers.get_all(header::CONNECTION) {
-        for option in value.to_str().unwrap_or_default().split(',').map(str::trim) {
-            // The usual options, `close` and `keep-alive`, need no list (and `close` names no
-            // header).
-            if option.eq_ignore_ascii_case("keep-alive") {
-                keep_alive = true;
-            } else if !option.is_empty() && !option.eq_ignore_ascii_case("close") {
-                listed.extend(HeaderName::from_bytes(option.as_bytes()).ok());
-            }
-        }
-    }
-    headers.remove(header::CONNECTION);
-    if keep_alive {
-        headers.remove("keep-alive");
-    }
-    for name in listed {
         headers.remove(name);
     }
 }
@@ -628,29 +479,5 @@ mod tests {
             ("x-request-id", "7"),
         ];
         assert_eq!(kept(&answer, response_drops), ["content-type", "x-request-id"]);
-    }
-
-    #[test]
-    fn headers_named_by_connection_are_removed_as_the_request_arrives() {
-        let mut headers = HeaderMap::new();
-        for (k, v) in [
-            ("connection", "keep-alive, X-Authenticated-User"),
-            ("connection", "mcp-name"),
-            ("keep-alive", "timeout=5"),
-            ("x-authenticated-user", "alice"),
-            ("mcp-name", "deploy"),
-            ("mcp-method", "tools/call"),
-        ] {
-            headers.append(k, v.parse().unwrap());
-        }
-        remove_connection_options(&mut headers);
-        let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        kept.sort_unstable();
-        assert_eq!(kept, ["mcp-method"]);
-        let mut usual = HeaderMap::new();
-        usual.insert("connection", "close".parse().unwrap());
-        usual.insert("mcp-name", "deploy".parse().unwrap());
-        remove_connection_options(&mut usual);
-        assert_eq!(usual.len(), 1, "only Connection itself goes");
     }
 }

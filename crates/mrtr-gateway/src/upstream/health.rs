@@ -1,5 +1,5 @@
 //! One backend's health: what the gateway's last probe of it gave, shared by every clone of its
-//! [`Backend`](crate::upstream::Backend). `ops/readiness.rs` probes and reads it for `/readyz`,
+//! `Backend`. `ops/readiness.rs` probes and reads it for `/readyz`,
 //! which shows a down backend's reason as a class only ([`Down::reason`]); what exactly failed
 //! goes to the log, which is not served to whoever can reach the admin listener.
 //!
@@ -59,7 +59,7 @@ struct Check {
     at: SystemTime,
 }
 
-/// One backend's health, shared by every clone of its [`Backend`](crate::upstream::Backend).
+/// One backend's health, shared by every clone of its `Backend`.
 #[derive(Debug, Default)]
 pub struct BackendHealth {
     last: Mutex<Option<Check>>,

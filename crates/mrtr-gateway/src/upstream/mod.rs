@@ -1,20 +1,30 @@
-//! The backend side: what a backend is ([`Backend`]), forwarding to it ([`forward`]), its
-//! answer bodies on their way back ([`body`]), the one reader of its SSE answers ([`sse`]), its
-//! health state ([`health`]) and era ([`era`]: the probe that finds it), the sessions in
-//! which `initialize`-era backends are spoken to ([`legacy`], whose answers [`translate`] puts
-//! in modern form, and whose notifications of their own [`hub`] fans out to listens), and the
-//! processes of stdio backends ([`stdio`]). Imports `observe` and the
-//! ground floor only. A new kind of backend (another transport) goes here.
+//! The backend side, behind one seam ([`Upstreams`]): a request reaches a backend through one of
+//! three doors, chosen in one place ([`Upstreams::door`]) by the backend's transport and the
+//! era it speaks:
 //!
-//! Within the room, imports run from `stdio`, `legacy` and `era` to `forward` and `hub`, then
-//! `body`, `translate` and `sse`; `stdio` also uses `era`'s probe messages and `legacy`'s discovery
-//! result, and `era`, `legacy` and `stdio` read `health`.
+//! | transport | era | door |
+//! |---|---|---|
+//! | Streamable HTTP | 2026-07-28 | [`forward`]: relayed as it came, the answer streamed back |
+//! | Streamable HTTP | `initialize` era | [`session`]: in a session of the gateway's own per principal, translated both ways |
+//! | stdio | either | [`stdio`]: a process the gateway runs, ids rewritten, each era spoken in its own way |
 //!
-//! A backend is a name (which is also the [`Route`] sealed into envelopes), a Streamable HTTP
-//! URL or a command to run (a stdio server), the [`Era`] it is expected to speak ([`era`] finds
-//! the one it does), and per-backend settings: a response timeout, TLS, and static headers
-//! (credentials).
+//! Imports `observe` and the ground floor only. A new transport (WebSocket, an in-process
+//! backend) is one more folder and one more arm of [`Upstreams::door`].
+//!
+//! The room, lowest first, each file importing only below it:
+//!
+//! * the ground of the room, what every door shares: [`backend`] (what a backend is: name,
+//!   transport, address or command, era expected, settings), [`answer`] (an exchange's answer and error types), [`health`] (the last probe's findings),
+//!   [`era`] (what the probes' answers mean), [`sse`] (the one reader of SSE answers),
+//!   [`translate`] (an answer's messages rewritten on their way back: ids, legacy forms),
+//!   [`body`] (every answer body), [`hub`] (a legacy backend's notifications fanned out to
+//!   listens);
+//! * the doors: [`forward`] (HTTP connections to backends, the modern door), [`session`] (over
+//!   the forwarder's connections), [`stdio`];
+//! * this file: the seam the router calls ([`Upstreams`]).
 
+pub(crate) mod answer;
+pub(crate) mod backend;
 pub(crate) mod body;
 pub(crate) mod era;
 pub(crate) mod forward;
@@ -25,391 +35,127 @@ pub(crate) mod sse;
 pub(crate) mod stdio;
 pub(crate) mod translate;
 
-use std::fmt;
-use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue, Uri};
-use rustls::ClientConfig;
-use tower_mrtr::{Route, RouteIdentity};
+use bytes::Bytes;
+use http::{HeaderMap, Response};
 
-use crate::upstream::era::Era;
-use crate::upstream::health::BackendHealth;
-use crate::upstream::stdio::StdioCommand;
+use self::answer::{Answer, UpstreamError};
+use self::backend::Transport;
+pub use self::backend::{Backend, BackendSpecError, SEPARATOR};
+use self::body::ProxyBody;
+use self::era::Era;
+use self::forward::Forwarder;
+use self::health::{Down, Found};
+pub(crate) use self::session::Client;
+use self::session::Sessions;
+use self::stdio::StdioBackends;
 
-/// Separator between a backend's name and an original name in the catalog's prefixed names
-/// (`alpha__deploy`), which is why no backend name may contain it.
-pub const SEPARATOR: &str = "__";
-
-/// How long an idle connection to a backend is kept by default: below the keep-alive timeout
-/// of common servers (uvicorn closes idle connections after 5 s, Node.js after 5 s).
-pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// How long a backend's answer may send nothing before it is ended, by default. Long, because
-/// a tool may legitimately work for minutes without a progress notification.
-pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// One backend MCP server the gateway forwards to.
-///
-/// ```
-/// use std::time::Duration;
-/// use mrtr_gateway::Backend;
-///
-/// let backend: Backend = "github=http://127.0.0.1:9001/mcp".parse().unwrap();
-/// assert_eq!(backend.name(), "github");
-/// assert_eq!(backend.endpoint(), "http://127.0.0.1:9001/mcp");
-/// assert!("git hub=http://x/mcp".parse::<Backend>().is_err());
-/// assert!("github=ftp://x/mcp".parse::<Backend>().is_err());
-///
-/// // Credentials are headers the backend receives; Debug shows their names, never their values.
-/// let backend = Backend::new("jira", "https://jira.example/mcp")
-///     .unwrap()
-///     .with_timeout(Duration::from_secs(5))
-///     .with_header("authorization".parse().unwrap(), "Bearer s3cret".parse().unwrap());
-/// let debug = format!("{backend:?}");
-/// assert!(debug.contains("authorization") && !debug.contains("s3cret"), "{debug}");
-/// ```
-#[derive(Clone)]
-pub struct Backend {
-    route: Route,
-    transport: Transport,
-    timeout: Option<Duration>,
-    idle_timeout: Option<Duration>,
-    stall_timeout: Option<Duration>,
-    tls: Option<Arc<ClientConfig>>,
-    headers: HeaderMap,
-    era: Era,
-    health: Arc<BackendHealth>,
+/// The door a backend is reached through; see the [module docs](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Door {
+    Forward,
+    Session,
+    Stdio,
 }
 
-/// How a backend is reached.
-#[derive(Clone, Debug)]
-enum Transport {
-    /// Streamable HTTP at `url`, whose authority is `host`.
-    Http { url: Uri, host: HeaderValue },
-    /// A process the gateway starts and speaks to over its stdin and stdout.
-    Stdio(Arc<StdioCommand>),
+/// Every backend's door: the forwarder, the sessions with `initialize`-era backends and the
+/// processes of stdio backends; the one place the router reaches backends through.
+#[derive(Debug)]
+pub(crate) struct Upstreams {
+    forwarder: Forwarder,
+    sessions: Sessions,
+    stdio: StdioBackends,
 }
 
-impl fmt::Debug for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Header values are credentials: only their names are shown.
-        let headers: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
-        f.debug_struct("Backend")
-            .field("name", &self.name())
-            .field("transport", &self.transport)
-            .field("era", &self.era)
-            .field("timeout", &self.timeout)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("stall_timeout", &self.stall_timeout)
-            .field("custom_tls", &self.tls.is_some())
-            .field("headers", &headers)
-            .finish()
-    }
-}
-
-/// Why a `NAME=URL` backend specification was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendSpecError(String);
-
-impl fmt::Display for BackendSpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BackendSpecError {}
-
-impl BackendSpecError {
-    pub(crate) fn new(message: String) -> Self {
-        Self(message)
-    }
-}
-
-impl Backend {
-    /// Whether `name` may name a backend: ASCII letters, digits, `-` and `_`, 1 to 64 bytes, and
-    /// no [`SEPARATOR`].
-    pub fn check_name(name: &str) -> Result<(), BackendSpecError> {
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            && !name.contains(SEPARATOR);
-        if valid {
-            return Ok(());
-        }
-        Err(BackendSpecError(format!(
-            "invalid backend name {name:?}: use 1-64 ASCII letters, digits, '-' or '_' (and no {SEPARATOR:?})"
-        )))
-    }
-
-    /// Whether `url` may be a backend's endpoint: `http://` or `https://`, with a host.
-    pub fn check_url(url: &str) -> Result<(), BackendSpecError> {
-        Self::parse_url("", url).map(|_| ())
-    }
-
-    /// The URL and the `Host` header it gives, or why it cannot be a backend's (naming `name`).
-    fn parse_url(name: &str, url: &str) -> Result<(Uri, HeaderValue), BackendSpecError> {
-        let whose = if name.is_empty() {
-            String::new()
-        } else {
-            format!(" for backend {name:?}")
-        };
-        let url: Uri = url
-            .parse()
-            .map_err(|e| BackendSpecError(format!("invalid URL{whose}: {e}")))?;
-        if !matches!(url.scheme_str(), Some("http" | "https")) {
-            return Err(BackendSpecError(format!(
-                "the URL{whose} must start with http:// or https://"
-            )));
-        }
-        let authority = url
-            .authority()
-            .ok_or_else(|| BackendSpecError(format!("the URL{whose} has no host")))?;
-        // Credentials in the URL would reach the startup log and the backend's `Host` header.
-        if authority.as_str().contains('@') {
-            return Err(BackendSpecError(format!(
-                "the URL{whose} carries credentials (user:password@host): give them as a header instead, \
-                 e.g. `headers.authorization = {{ env = \"BACKEND_TOKEN\", prefix = \"Basic \" }}` in its [[backend]] section"
-            )));
-        }
-        let host = HeaderValue::from_str(authority.as_str())
-            .map_err(|e| BackendSpecError(format!("the URL{whose}: {e}")))?;
-        Ok((url, host))
-    }
-
-    /// A backend named `name` (ASCII letters, digits, `-` and `_`, at most 64 bytes, no `__`)
-    /// at `url` (`http://host:port/path` or `https://…`).
-    pub fn new(name: &str, url: &str) -> Result<Self, BackendSpecError> {
-        Self::check_name(name)?;
-        let (url, host) = Self::parse_url(name, url)?;
-        // By default a backend is its URL: another gateway's backend of the same name at
-        // another URL never opens this one's envelopes.
-        let identity = RouteIdentity::digest(url.to_string());
-        Ok(Self::reached_by(name, identity, Transport::Http { url, host }))
-    }
-
-    /// A backend named `name` (as for [`new`](Self::new)) that is a process the gateway starts
-    /// with `command` and speaks to over stdio (see `upstream/stdio/`).
-    ///
-    /// ```
-    /// use mrtr_gateway::{Backend, StdioCommand};
-    ///
-    /// let command = StdioCommand::new(["npx", "-y", "@modelcontextprotocol/server-memory"]).unwrap();
-    /// let backend = Backend::stdio("memory", command).unwrap();
-    /// assert!(backend.url().is_none());
-    /// assert_eq!(backend.endpoint(), "stdio: npx -y @modelcontextprotocol/server-memory");
-    /// ```
-    pub fn stdio(name: &str, command: StdioCommand) -> Result<Self, BackendSpecError> {
-        Self::check_name(name)?;
-        // By default a stdio backend is its command line.
-        let identity = RouteIdentity::digest(command.to_string());
-        Ok(Self::reached_by(
-            name,
-            identity,
-            Transport::Stdio(Arc::new(command)),
-        ))
-    }
-
-    /// A backend `name` (checked) sealed as `identity`, reached by `transport`, with the
-    /// gateway's defaults.
-    fn reached_by(name: &str, identity: RouteIdentity, transport: Transport) -> Self {
+impl Upstreams {
+    /// The doors to `backends`; answers are waited for at most `response_timeout`, unless a
+    /// backend has its own.
+    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+        let forwarder = Forwarder::new(backends, response_timeout);
         Self {
-            route: Route::new(name).with_identity(identity),
-            transport,
-            timeout: None,
-            idle_timeout: None,
-            stall_timeout: None,
-            tls: None,
-            headers: HeaderMap::new(),
-            era: Era::Auto,
-            health: Arc::default(),
+            sessions: Sessions::new(backends, forwarder.clone()),
+            stdio: StdioBackends::new(backends, response_timeout),
+            forwarder,
         }
     }
 
-    /// Seals `identity` with this backend's route instead of its URL, so that envelopes stay
-    /// valid when the backend moves to another URL: give it the old URL (or any name every
-    /// replica of every deployment that should share envelopes uses for this backend).
-    pub fn with_identity(mut self, identity: &str) -> Self {
-        self.route = Route::new(self.route.as_str()).with_identity(RouteIdentity::digest(identity));
-        self
+    /// How long an answer is waited for, unless a backend has its own timeout.
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.forwarder.response_timeout()
     }
 
-    /// Waits at most `timeout` for this backend's response head (instead of the gateway's
-    /// default).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Keeps an idle connection to this backend open for at most `idle` (instead of the
-    /// gateway's default, `backend-idle-timeout`). Keep it below the backend server's own
-    /// keep-alive timeout, so that the gateway never writes a request onto a connection the
-    /// backend is closing.
-    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
-        self.idle_timeout = Some(idle);
-        self
-    }
-
-    /// Ends an answer of this backend that sends nothing for `stall` (instead of the
-    /// gateway's default, `backend-stall-timeout`; see `upstream/body.rs`).
-    pub fn with_stall_timeout(mut self, stall: Duration) -> Self {
-        self.stall_timeout = Some(stall);
-        self
-    }
-
-    /// This backend's own idle connection timeout, if it has one.
-    pub fn idle_timeout(&self) -> Option<Duration> {
-        self.idle_timeout
-    }
-
-    /// This backend's own stall timeout, if it has one.
-    pub fn stall_timeout(&self) -> Option<Duration> {
-        self.stall_timeout
-    }
-
-    /// Connects to this backend with `tls` (its own CA, a client certificate) instead of the
-    /// system's roots. See [`crate::tls::BackendTls`].
-    pub fn with_tls(mut self, tls: Arc<ClientConfig>) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
-    /// Sends `name: value` with every request to this backend, replacing any client value of
-    /// that header (credentials such as `Authorization: Bearer …`). The value is marked
-    /// sensitive, so HTTP/2 never indexes it, and it never appears in `Debug` output.
-    pub fn with_header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
-        value.set_sensitive(true);
-        self.headers.append(name, value);
-        self
-    }
-
-    /// Expects this backend to speak `era` (the default, [`Era::Auto`], finds out; see
-    /// `upstream/era.rs`).
-    pub fn with_era(mut self, era: Era) -> Self {
-        self.era = era;
-        self
-    }
-
-    /// The era this backend is expected to speak.
-    pub fn era(&self) -> Era {
-        self.era
-    }
-
-    /// This backend's own response timeout, if it has one.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-
-    /// This backend's own TLS client configuration, if it has one.
-    pub fn tls(&self) -> Option<&Arc<ClientConfig>> {
-        self.tls.as_ref()
-    }
-
-    /// This backend's health, shared by every clone (see `upstream/health.rs`).
-    pub fn health(&self) -> &BackendHealth {
-        &self.health
-    }
-
-    /// The static headers sent to this backend.
-    pub fn headers(&self) -> &HeaderMap {
-        &self.headers
-    }
-
-    /// The backend's name.
-    pub fn name(&self) -> &str {
-        self.route.as_str()
-    }
-
-    /// The route reported to (and pinned by) the MRTR layer: the name.
-    pub fn route(&self) -> &Route {
-        &self.route
-    }
-
-    /// The backend's MCP endpoint; `None` for a stdio backend.
-    pub fn url(&self) -> Option<&Uri> {
-        match &self.transport {
-            Transport::Http { url, .. } => Some(url),
-            Transport::Stdio(_) => None,
+    /// The one match of a backend's transport and era: the door its requests go through. An
+    /// HTTP backend is spoken to in sessions when configured so, or found so by the last probe.
+    fn door(backend: &Backend) -> Door {
+        match (backend.transport(), backend.era(), backend.health().is_legacy()) {
+            (Transport::Stdio, _, _) => Door::Stdio,
+            (Transport::Http, Era::Legacy, _) | (Transport::Http, _, true) => Door::Session,
+            (Transport::Http, _, false) => Door::Forward,
         }
     }
 
-    /// The `Host` header the backend expects: its own authority; `None` for a stdio backend.
-    pub fn host(&self) -> Option<&HeaderValue> {
-        match &self.transport {
-            Transport::Http { host, .. } => Some(host),
-            Transport::Stdio(_) => None,
+    /// A client's request (its `headers` and `body`, its JSON-RPC `id` as raw JSON, `None` for
+    /// a notification) relayed to `backend` for `client`: the answer, streamed back.
+    pub(crate) async fn relay(
+        &self,
+        backend: &Backend,
+        headers: HeaderMap,
+        id: Option<&str>,
+        body: Bytes,
+        client: Client<'_>,
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
+        match Self::door(backend) {
+            Door::Forward => self.forwarder.relay(backend, headers, id, body).await,
+            Door::Session => self.sessions.relay(backend, headers, id, body, client).await,
+            Door::Stdio => {
+                self.stdio
+                    .relay(backend, &headers, id, body, client.principal)
+                    .await
+            }
         }
     }
 
-    /// The command of a stdio backend.
-    pub fn command(&self) -> Option<&StdioCommand> {
-        match &self.transport {
-            Transport::Http { .. } => None,
-            Transport::Stdio(command) => Some(command),
+    /// A request whose answer the gateway reads whole (a list for the catalog, a fan-out, a
+    /// `server/discover`), sent to `backend` for `client`.
+    pub(crate) async fn exchange(
+        &self,
+        backend: &Backend,
+        headers: &HeaderMap,
+        body: Bytes,
+        client: Client<'_>,
+    ) -> Result<Answer, UpstreamError> {
+        match Self::door(backend) {
+            Door::Forward => self.forwarder.exchange(backend, headers, body).await,
+            Door::Session => self.sessions.exchange(backend, headers, body, client).await,
+            Door::Stdio => {
+                self.stdio
+                    .exchange(backend, headers, body, client.principal)
+                    .await
+            }
         }
     }
 
-    /// Where the backend is, for logs: its URL, or `stdio: ` and its command line.
-    pub fn endpoint(&self) -> String {
-        match &self.transport {
-            Transport::Http { url, .. } => url.to_string(),
-            Transport::Stdio(command) => format!("stdio: {command}"),
+    /// The health probe: what `backend` is (its era), or why it is down. A stdio backend's
+    /// process is started if it is not running.
+    pub(crate) async fn detect(&self, backend: &Backend) -> Result<Found, Down> {
+        match backend.transport() {
+            Transport::Stdio => self.stdio.detect(backend).await,
+            Transport::Http => session::probe::detect(&self.forwarder, backend).await,
         }
     }
-}
 
-impl FromStr for Backend {
-    type Err = BackendSpecError;
-
-    /// Parses `NAME=URL`.
-    fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let (name, url) = spec
-            .split_once('=')
-            .ok_or_else(|| BackendSpecError(format!("expected NAME=URL, got {spec:?}")))?;
-        Self::new(name.trim(), url.trim())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_with_credentials_are_refused_without_showing_them() {
-        for url in [
-            "http://user:s3cret@127.0.0.1:9001/mcp",
-            "https://token@backend.internal/mcp",
-        ] {
-            let error = Backend::new("crm", url).unwrap_err().to_string();
-            assert!(
-                error.contains("carries credentials") && error.contains("headers.authorization"),
-                "{error}"
-            );
-            assert!(!error.contains("s3cret") && !error.contains("token@"), "{error}");
-        }
-        assert!(Backend::new("crm", "http://127.0.0.1:9001/mcp").is_ok());
+    /// Closes the sessions with `initialize`-era backends, and stops the principals' stdio
+    /// processes, unused for `idle` (the health probe's round calls it).
+    pub(crate) async fn sweep(&self, backends: &[Backend], idle: Duration) {
+        self.sessions.sweep(backends, idle).await;
+        self.stdio.sweep(idle).await;
     }
 
-    #[test]
-    fn a_backend_is_its_url_unless_given_an_identity() {
-        let x = Backend::new("alpha", "http://127.0.0.1:9001/mcp").unwrap();
-        let y = Backend::new("alpha", "http://127.0.0.1:9002/mcp").unwrap();
-        assert_ne!(x.route(), y.route(), "same name, another backend");
-        assert_eq!(
-            x.route(),
-            Backend::new("alpha", "http://127.0.0.1:9001/mcp")
-                .unwrap()
-                .route()
-        );
-        let moved = y.with_identity("http://127.0.0.1:9001/mcp");
-        assert_eq!(
-            x.route(),
-            moved.route(),
-            "moved, keeping the old URL as its identity"
-        );
-        assert_eq!(moved.endpoint(), "http://127.0.0.1:9002/mcp");
+    /// Once the gateway has stopped serving: every session closed, every stdio process stopped
+    /// (stdin closed, then signals) and waited for.
+    pub(crate) async fn shutdown(&self, backends: &[Backend]) {
+        self.sessions.sweep(backends, Duration::ZERO).await;
+        self.stdio.stop().await;
     }
 }

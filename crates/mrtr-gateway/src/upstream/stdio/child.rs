@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
-use super::StdioCommand;
+use crate::upstream::backend::StdioCommand;
 
 /// Longest line read from a process's stdout: one JSON-RPC message (as much as the gateway
 /// reads of any backend answer it translates). A longer one is dropped, with a warning.

@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
+use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::body::Relayed;
-use crate::upstream::forward::{Answer, ForwardError};
 use crate::upstream::health::Found;
 use crate::upstream::hub::Hub;
 use crate::upstream::translate::{Reply, Translation, outgoing};
@@ -378,9 +378,9 @@ impl Conn {
         method: &str,
         place: Option<Place>,
         timeout: Duration,
-    ) -> Result<Answer, ForwardError> {
+    ) -> Result<Answer, UpstreamError> {
         let mut call = self.send(body, method, place).map_err(|unsent| match unsent {
-            Unsent::NotJsonRpc => ForwardError::Unreachable("not a JSON-RPC request".to_owned()),
+            Unsent::NotJsonRpc => UpstreamError::Unreachable("not a JSON-RPC request".to_owned()),
             Unsent::Gone => exited(),
             Unsent::Stuck => stuck(),
         })?;
@@ -393,7 +393,7 @@ impl Conn {
 }
 
 /// Waits up to `timeout` for `call`'s response (its notifications skipped), as it came.
-pub(super) async fn response(call: &mut Call, timeout: Duration) -> Result<Bytes, ForwardError> {
+pub(super) async fn response(call: &mut Call, timeout: Duration) -> Result<Bytes, UpstreamError> {
     let wait = async {
         while let Some(relayed) = call.messages.recv().await {
             if relayed.response {
@@ -404,15 +404,15 @@ pub(super) async fn response(call: &mut Call, timeout: Duration) -> Result<Bytes
     };
     tokio::time::timeout(timeout, wait)
         .await
-        .map_err(|_| ForwardError::Timeout)?
+        .map_err(|_| UpstreamError::Timeout)?
 }
 
-pub(super) fn exited() -> ForwardError {
-    ForwardError::Unreachable("the process exited before answering".to_owned())
+pub(super) fn exited() -> UpstreamError {
+    UpstreamError::Unreachable("the process exited before answering".to_owned())
 }
 
-pub(super) fn stuck() -> ForwardError {
-    ForwardError::Unreachable("the process does not read its input".to_owned())
+pub(super) fn stuck() -> UpstreamError {
+    UpstreamError::Unreachable("the process does not read its input".to_owned())
 }
 
 /// The gateway's answer to a request a shared process sent: no one client can answer it.

@@ -57,12 +57,11 @@
 //! exchange, probe, sweep, stop).
 
 mod child;
-mod command;
 mod conn;
 mod pool;
 mod process;
 
-pub use command::StdioCommand;
+pub use crate::upstream::backend::StdioCommand;
 pub(crate) use conn::MAX_IN_FLIGHT;
 
 use std::sync::Arc;
@@ -78,9 +77,9 @@ use tower_mrtr::Route;
 use self::conn::{Call, Conn, Place, Share, Unsent, exited, stuck};
 use self::pool::Processes;
 use self::process::{Process, START_TIMEOUT, State, Waited};
-use super::Backend;
+use super::answer::{Answer, UpstreamError, mcp_method};
+use super::backend::Backend;
 use super::body::{ChannelBody, ProxyBody, accepted, json};
-use super::forward::{Answer, ForwardError, mcp_method};
 use super::health::{Down, Found};
 use crate::jsonrpc::{self, INTERNAL_ERROR, RawObject};
 use crate::observe::metrics::MethodLabel;
@@ -129,22 +128,17 @@ impl StdioBackends {
         }
     }
 
-    /// Whether `backend` is a stdio backend.
-    pub(crate) fn serves(backend: &Backend) -> bool {
-        backend.command().is_some()
-    }
-
-    fn processes(&self, backend: &Backend) -> Result<&Processes, ForwardError> {
+    fn processes(&self, backend: &Backend) -> Result<&Processes, UpstreamError> {
         self.processes
             .iter()
             .find(|(route, _)| route == backend.route())
             .map(|(_, processes)| processes)
-            .ok_or_else(|| ForwardError::Unreachable("not a configured stdio backend".to_owned()))
+            .ok_or_else(|| UpstreamError::Unreachable("not a configured stdio backend".to_owned()))
     }
 
     /// The process that serves a request of `principal` (its own, for a backend run per
     /// principal).
-    fn process(&self, backend: &Backend, principal: Option<&str>) -> Result<Arc<Process>, ForwardError> {
+    fn process(&self, backend: &Backend, principal: Option<&str>) -> Result<Arc<Process>, UpstreamError> {
         self.processes(backend)?.for_principal(backend, principal)
     }
 
@@ -167,7 +161,7 @@ impl StdioBackends {
                 .hello
                 .get()
                 .map(|h| h.found.clone())
-                .ok_or_else(|| era::unavailable(ForwardError::Unreachable("no handshake".to_owned()))),
+                .ok_or_else(|| era::unavailable(UpstreamError::Unreachable("no handshake".to_owned()))),
             Err(Waited::Down(down)) => Err(down),
             Err(waited) => Err(era::unavailable(waited.into())),
         }
@@ -183,7 +177,7 @@ impl StdioBackends {
         id: Option<&str>,
         body: Bytes,
         principal: Option<&str>,
-    ) -> Result<Response<ProxyBody>, ForwardError> {
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
         let Some(id) = id else {
             // 2026-07-28 has no client notification over HTTP to pass on.
             return Ok(accepted());
@@ -206,8 +200,8 @@ impl StdioBackends {
         let result = self.relay_to(&process, backend, headers, id, body, share).await;
         let failure = match &result {
             Ok(_) => None,
-            Err(ForwardError::Timeout) => Some("timeout"),
-            Err(ForwardError::Unreachable(_)) => Some("unreachable"),
+            Err(UpstreamError::Timeout) => Some("timeout"),
+            Err(UpstreamError::Unreachable(_)) => Some("unreachable"),
         };
         process.metrics.request(label, failure, started.elapsed());
         result
@@ -222,7 +216,7 @@ impl StdioBackends {
         id: &str,
         body: Bytes,
         share: Option<Share>,
-    ) -> Result<Response<ProxyBody>, ForwardError> {
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
         let timeout = self.timeout(backend);
         let deadline = tokio::time::Instant::now() + timeout;
         let method = mcp_method(headers);
@@ -306,7 +300,7 @@ impl StdioBackends {
         headers: &HeaderMap,
         body: Bytes,
         principal: Option<&str>,
-    ) -> Result<Answer, ForwardError> {
+    ) -> Result<Answer, UpstreamError> {
         let process = self.process(backend, principal)?;
         let timeout = self.timeout(backend);
         let share = match process.share(principal) {

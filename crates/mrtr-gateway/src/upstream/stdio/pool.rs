@@ -20,11 +20,11 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::command::StdioCommand;
 use super::conn::DEFAULT_CALLS_PER_PRINCIPAL;
 use super::process::Process;
-use crate::upstream::Backend;
-use crate::upstream::forward::ForwardError;
+use crate::upstream::answer::UpstreamError;
+use crate::upstream::backend::Backend;
+use crate::upstream::backend::StdioCommand;
 
 /// One stdio backend's processes; see the [module docs](self).
 #[derive(Debug)]
@@ -71,7 +71,7 @@ impl Processes {
         &self,
         backend: &Backend,
         principal: Option<&str>,
-    ) -> Result<Arc<Process>, ForwardError> {
+    ) -> Result<Arc<Process>, UpstreamError> {
         let (Some(principals), Some(principal), Some(command)) =
             (&self.principals, principal, backend.command())
         else {
@@ -92,7 +92,7 @@ impl Processes {
                     .min_by_key(|(_, p)| p.last_used())
                     .map(|(k, _)| k.clone());
                 let Some(idle) = idle else {
-                    return Err(ForwardError::Unreachable(format!(
+                    return Err(UpstreamError::Unreachable(format!(
                         "all {} processes of this backend are busy with other principals",
                         principals.max
                     )));

@@ -17,14 +17,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::child;
-use super::command::StdioCommand;
 use super::conn::{Conn, Hello, MAX_IN_FLIGHT, Place, Share, Shares, exited};
 use crate::observe::metrics::BackendMetrics;
+use crate::upstream::answer::UpstreamError;
+use crate::upstream::backend::StdioCommand;
+use crate::upstream::era::discover_result;
 use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
-use crate::upstream::forward::ForwardError;
 use crate::upstream::health::Down;
 use crate::upstream::hub::MAX_LISTENS;
-use crate::upstream::session::discover_result;
 
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -95,12 +95,12 @@ pub(super) enum Waited {
     Stopped,
 }
 
-impl From<Waited> for ForwardError {
+impl From<Waited> for UpstreamError {
     fn from(waited: Waited) -> Self {
         match waited {
-            Waited::Down(down) => ForwardError::Unreachable(down.detail),
-            Waited::Timeout => ForwardError::Timeout,
-            Waited::Stopped => ForwardError::Unreachable("the process is stopped".to_owned()),
+            Waited::Down(down) => UpstreamError::Unreachable(down.detail),
+            Waited::Timeout => UpstreamError::Timeout,
+            Waited::Stopped => UpstreamError::Unreachable("the process is stopped".to_owned()),
         }
     }
 }
@@ -209,13 +209,13 @@ impl Process {
         self: &Arc<Self>,
         timeout: Duration,
         share: Option<Share>,
-    ) -> Result<(Arc<Conn>, Place), ForwardError> {
+    ) -> Result<(Arc<Conn>, Place), UpstreamError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let conn = self.up(timeout).await?;
         let permit = tokio::time::timeout_at(deadline, self.in_flight.clone().acquire_owned())
             .await
-            .map_err(|_| ForwardError::Timeout)?
-            .map_err(|_| ForwardError::Unreachable("the process is stopped".to_owned()))?;
+            .map_err(|_| UpstreamError::Timeout)?
+            .map_err(|_| UpstreamError::Unreachable("the process is stopped".to_owned()))?;
         Ok((conn, Place::new(permit, share)))
     }
 
@@ -369,7 +369,7 @@ pub(super) async fn handshake(conn: &Arc<Conn>, era: Era) -> Result<Hello, Down>
                 }
                 AfterDiscover::Fallback(what) => not_modern = Some(what),
             },
-            Err(ForwardError::Timeout) if era == Era::Auto => {
+            Err(UpstreamError::Timeout) if era == Era::Auto => {
                 not_modern = Some(format!("no answer within {} s", DISCOVER_TIMEOUT.as_secs()));
             }
             Err(error) => return Err(era::unavailable(error)),
