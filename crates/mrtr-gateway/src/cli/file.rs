@@ -76,9 +76,9 @@ mod tests {
         None
     }
 
-    #[test]
-    fn every_flag_has_a_key() {
-        let text = r#"
+    /// Every key of the config file, top level and `[[backend]]`, with a value other than its
+    /// default.
+    const EVERY_KEY: &str = r#"
 listen = "0.0.0.0:8080"
 admin-listen = "0.0.0.0:9090"
 keys-file = "/etc/mrtr/keys"
@@ -124,7 +124,10 @@ client-cert = "/etc/mrtr/b.crt"
 client-key = "/etc/mrtr/b.key"
 headers.x-tenant = { value = "acme" }
 "#;
-        let file = parse(text, "t.toml").unwrap();
+
+    #[test]
+    fn every_flag_has_a_key() {
+        let file = parse(EVERY_KEY, "t.toml").unwrap();
         assert_eq!(file.admin_listen.unwrap().port(), 9090);
         assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys")));
         assert_eq!(file.principal_header.as_ref().map(|h| h.as_str()), Some("x-user"));
@@ -159,6 +162,11 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(file.tls_key.as_deref(), Some(Path::new("/etc/mrtr/tls.key")));
         assert_eq!(file.backend_ca.as_deref(), Some(Path::new("/etc/mrtr/ca.pem")));
 
+    }
+
+    #[test]
+    fn every_backend_setting_has_a_key() {
+        let file = parse(EVERY_KEY, "t.toml").unwrap();
         assert_eq!(file.backend.len(), 2);
         let b = &file.backend[1];
         assert_eq!(

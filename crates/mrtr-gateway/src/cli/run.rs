@@ -11,7 +11,7 @@ use super::demo;
 use super::{Command, Keys, Run};
 use crate::app::start_with_keys;
 use crate::observe::logging;
-use crate::observe::metrics as telemetry;
+use crate::observe::metrics;
 use crate::ops::{admin, reload};
 
 /// Runs the binary with `args` (the program name first) and `env` (the process's environment):
@@ -32,79 +32,50 @@ where
             };
         }
     };
-    let resolved = match command {
-        Command::GenerateKey(kid) => {
-            return match tower_mrtr::keyring::generate_entry(&kid) {
-                Ok(entry) => {
-                    println!("{}", *entry);
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    eprintln!("mrtr-gateway: {error}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
-        Command::Run(resolved) => *resolved,
+    let outcome = match command {
+        Command::GenerateKey(kid) => tower_mrtr::keyring::generate_entry(&kid)
+            .map(|entry| println!("{}", *entry))
+            .map_err(|error| error.to_string()),
+        Command::Run(resolved) => serve(*resolved).await,
     };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mrtr-gateway: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves `run` until SIGTERM or Ctrl-C, then drains; what kept it from starting otherwise.
+async fn serve(run: Run) -> Result<(), String> {
     #[cfg_attr(not(feature = "demo"), allow(unused_mut))]
-    let Run { keys, mut config } = resolved;
+    let Run { keys, mut config } = run;
     let settings = config.settings.clone();
     // Kept to the end: dropping it writes the access lines still gathered.
     let _log = logging::init(settings.log_format);
-
     // `parse` refuses --demo in a build without the demo backends.
     #[cfg(feature = "demo")]
-    let mut demo_servers = Vec::new();
-    #[cfg(feature = "demo")]
-    if settings.demo {
-        match demo::start_backends().await {
-            Ok(started) => {
-                // Demo backends go first, so their resources win URI ties.
-                let extra = std::mem::take(&mut config.backends);
-                config.backends = started.backends.into_iter().chain(extra).collect();
-                demo_servers = started.servers;
-            }
-            Err(error) => {
-                eprintln!("mrtr-gateway: cannot start the demo backends: {error}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    if let Some(Keys::File(file)) = &keys
-        && let Some(warning) = file.exposure()
-    {
-        tracing::warn!("{warning}");
-    }
-    let keys = match keys {
-        Some(keys) => keys,
-        None => match Keyring::generate("demo") {
-            Ok(keyring) => {
-                eprintln!(
-                    "WARNING: demo mode with an ephemeral key: envelopes die with this process and no other \
-                     replica can open them. Set MRTR_KEYS for anything else."
-                );
-                Keys::Fixed(keyring.into())
-            }
-            Err(error) => {
-                eprintln!("mrtr-gateway: cannot generate a key: {error}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let demo_servers = if settings.demo {
+        let started = demo::start_backends()
+            .await
+            .map_err(|error| format!("cannot start the demo backends: {error}"))?;
+        // Demo backends go first, so their resources win URI ties.
+        let extra = std::mem::take(&mut config.backends);
+        config.backends = started.backends.into_iter().chain(extra).collect();
+        started.servers
+    } else {
+        Vec::new()
     };
+    let keys = keys_or_ephemeral(keys)?;
     // The recorder goes in before anything is counted.
-    let prometheus = match settings.admin_listen {
-        None => None,
-        Some(_) => match admin::install_prometheus_recorder() {
-            Ok(handle) => Some(handle),
-            Err(error) => {
-                eprintln!("mrtr-gateway: cannot set up metrics: {error}");
-                return ExitCode::FAILURE;
-            }
-        },
-    };
+    let prometheus = settings
+        .admin_listen
+        .map(|_| admin::install_prometheus_recorder())
+        .transpose()
+        .map_err(|error| format!("cannot set up metrics: {error}"))?;
     let handle = keys.handle();
-    telemetry::keyring_in_use(&handle.load());
+    metrics::keyring_in_use(&handle.load());
     let names: Vec<String> = config
         .backends
         .iter()
@@ -114,13 +85,9 @@ where
         .listener_tls
         .clone()
         .map(|tls| Arc::new(reload::CertFiles::new(tls)));
-    let gateway = match start_with_keys(config, handle, settings.listen).await {
-        Ok(gateway) => gateway,
-        Err(error) => {
-            eprintln!("mrtr-gateway: cannot listen on {}: {error}", settings.listen);
-            return ExitCode::FAILURE;
-        }
-    };
+    let gateway = start_with_keys(config, handle, settings.listen)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", settings.listen))?;
     // Always watched, also without files: SIGHUP's default action would end the process.
     let keys_file = match &keys {
         Keys::File(file) => Some(file.clone()),
@@ -129,14 +96,11 @@ where
     let watcher = tokio::spawn(reload::watch(keys_file, certs, settings.reload_interval.into()));
     let admin = match settings.admin_listen {
         None => None,
-        Some(addr) => match admin::start(admin::AdminState::new(gateway.readiness(), prometheus), addr).await
-        {
-            Ok(admin) => Some(admin),
-            Err(error) => {
-                eprintln!("mrtr-gateway: cannot listen on {addr} (admin): {error}");
-                return ExitCode::FAILURE;
-            }
-        },
+        Some(addr) => Some(
+            admin::start(admin::AdminState::new(gateway.readiness(), prometheus), addr)
+                .await
+                .map_err(|error| format!("cannot listen on {addr} (admin): {error}"))?,
+        ),
     };
     // Scripts and tests wait for these lines (and read the ports from them).
     if let Some(admin) = &admin {
@@ -163,7 +127,26 @@ where
         let _ = server.shutdown().await;
     }
     tracing::info!("drained; exiting");
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+/// The keys to serve with: the configured ones (a keys file readable by others is warned
+/// about), or, in demo mode without any, an ephemeral key, said loudly.
+fn keys_or_ephemeral(keys: Option<Keys>) -> Result<Keys, String> {
+    if let Some(Keys::File(file)) = &keys
+        && let Some(warning) = file.exposure()
+    {
+        tracing::warn!("{warning}");
+    }
+    if let Some(keys) = keys {
+        return Ok(keys);
+    }
+    let keyring = Keyring::generate("demo").map_err(|error| format!("cannot generate a key: {error}"))?;
+    eprintln!(
+        "WARNING: demo mode with an ephemeral key: envelopes die with this process and no other \
+         replica can open them. Set MRTR_KEYS for anything else."
+    );
+    Ok(Keys::Fixed(keyring.into()))
 }
 
 async fn stop_signal() {

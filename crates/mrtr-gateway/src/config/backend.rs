@@ -281,45 +281,7 @@ impl BackendSpec {
                 }
                 Backend::new(name, url.as_str()).map_err(|e| e.to_string())?
             }
-            (None, Some(command)) => {
-                if !self.headers.is_empty() || self.idle_timeout.is_some() {
-                    return Err(format!(
-                        "backend {name:?}: headers and idle-timeout are for an HTTP backend (url), not a command"
-                    ));
-                }
-                let mut command = StdioCommand::new(command.iter().cloned())
-                    .map_err(|e| format!("backend {name:?}: {e}"))?;
-                for (var, source) in &self.env {
-                    let value = source
-                        .resolve(env)
-                        .map_err(|problem| format!("backend {name:?}, env {var:?}: {problem}"))?;
-                    command = command.with_env(var, &value);
-                }
-                if let Some(cwd) = &self.cwd {
-                    command = command.with_cwd(cwd);
-                }
-                if self.process_per_principal {
-                    command = command.per_principal(self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES));
-                } else if self.max_processes.is_some() {
-                    return Err(format!(
-                        "backend {name:?}: max-processes goes with process-per-principal = true"
-                    ));
-                }
-                if let Some(max) = self.max_calls_per_principal {
-                    if self.process_per_principal {
-                        return Err(format!(
-                            "backend {name:?}: max-calls-per-principal is for a process all principals share, not with process-per-principal = true (each principal's process is its own)"
-                        ));
-                    }
-                    if max.get() > MAX_IN_FLIGHT {
-                        return Err(format!(
-                            "backend {name:?}: max-calls-per-principal is at most {MAX_IN_FLIGHT} (a process's places), got {max}"
-                        ));
-                    }
-                    command = command.with_max_calls_per_principal(max);
-                }
-                Backend::stdio(name, command).map_err(|e| e.to_string())?
-            }
+            (None, Some(command)) => self.stdio(command, env)?,
             _ => return Err(format!("backend {name:?}: give exactly one of url or command")),
         };
         if let Some(era) = self.era {
@@ -337,17 +299,7 @@ impl BackendSpec {
         if let Some(stall) = self.stall_timeout {
             backend = backend.with_stall_timeout(stall.0);
         }
-        for (header, source) in &self.headers {
-            let what = format!("backend {name:?}, header {header:?}");
-            let header_name = header
-                .parse::<HeaderName>()
-                .map_err(|e| format!("{what}: not a header name: {e}"))?;
-            let value = source
-                .resolve(env)
-                .map_err(|problem| format!("{what}: {problem}"))?;
-            // The message never includes the value: it is a credential.
-            let value = HeaderValue::from_str(&value)
-                .map_err(|_| format!("{what}: the value contains characters a header cannot carry"))?;
+        for (header_name, value) in self.header_values(env)? {
             backend = backend.with_header(header_name, value);
         }
         let mut tls = BackendTls {
@@ -370,6 +322,73 @@ impl BackendSpec {
             .client_config()
             .map_err(|e| format!("backend {name:?}: {e}"))?;
         Ok(backend.with_tls(config))
+    }
+
+    /// The stdio backend `name` running `command`, with its environment (read from `env` where
+    /// the file says so), working directory and per-principal settings.
+    fn stdio(&self, command: &[String], env: &impl Fn(&str) -> Option<String>) -> Result<Backend, String> {
+        let name = self.name.as_str();
+        if !self.headers.is_empty() || self.idle_timeout.is_some() {
+            return Err(format!(
+                "backend {name:?}: headers and idle-timeout are for an HTTP backend (url), not a command"
+            ));
+        }
+        let mut command =
+            StdioCommand::new(command.iter().cloned()).map_err(|e| format!("backend {name:?}: {e}"))?;
+        for (var, source) in &self.env {
+            let value = source
+                .resolve(env)
+                .map_err(|problem| format!("backend {name:?}, env {var:?}: {problem}"))?;
+            command = command.with_env(var, &value);
+        }
+        if let Some(cwd) = &self.cwd {
+            command = command.with_cwd(cwd);
+        }
+        if self.process_per_principal {
+            command = command.per_principal(self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES));
+        } else if self.max_processes.is_some() {
+            return Err(format!(
+                "backend {name:?}: max-processes goes with process-per-principal = true"
+            ));
+        }
+        if let Some(max) = self.max_calls_per_principal {
+            if self.process_per_principal {
+                return Err(format!(
+                    "backend {name:?}: max-calls-per-principal is for a process all principals share, not with process-per-principal = true (each principal's process is its own)"
+                ));
+            }
+            if max.get() > MAX_IN_FLIGHT {
+                return Err(format!(
+                    "backend {name:?}: max-calls-per-principal is at most {MAX_IN_FLIGHT} (a process's places), got {max}"
+                ));
+            }
+            command = command.with_max_calls_per_principal(max);
+        }
+        Backend::stdio(name, command).map_err(|e| e.to_string())
+    }
+
+    /// The static headers, their values read (from `env` where the file says so). An error
+    /// never includes a value: it is a credential.
+    fn header_values(
+        &self,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+        let name = self.name.as_str();
+        self.headers
+            .iter()
+            .map(|(header, source)| {
+                let what = format!("backend {name:?}, header {header:?}");
+                let header_name = header
+                    .parse::<HeaderName>()
+                    .map_err(|e| format!("{what}: not a header name: {e}"))?;
+                let value = source
+                    .resolve(env)
+                    .map_err(|problem| format!("{what}: {problem}"))?;
+                let value = HeaderValue::from_str(&value)
+                    .map_err(|_| format!("{what}: the value contains characters a header cannot carry"))?;
+                Ok((header_name, value))
+            })
+            .collect()
     }
 }
 
