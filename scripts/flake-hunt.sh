@@ -5,12 +5,12 @@
 #
 #   bash scripts/flake-hunt.sh                        # 20 runs, every second one with 1 core busy
 #   bash scripts/flake-hunt.sh --runs 40 --loaded 20 --load-cores 2
-#   bash scripts/flake-hunt.sh --runs 100 --loaded 50 -- --test operations   # one test binary
+#   bash scripts/flake-hunt.sh --runs 100 --loaded 50 -- --test it -- operations::   # one file's tests
 #
-# Arguments after `--` go to `cargo test --workspace --no-fail-fast` (a `--test NAME` there picks
-# a test binary by name without changing the package selection, so nothing is recompiled with
-# other features). Each run's output and a summary (summary.txt, failures.tsv) are kept in
-# target/flake-hunt/<timestamp>/.
+# Arguments after `--` go to `cargo test --workspace --no-fail-fast` (`--test it -- MODULE::`
+# there picks one test file's tests, `--test NAME` one binary; neither changes the package
+# selection, so nothing is recompiled with other features). Each run's output and a summary
+# (summary.txt, failures.tsv) are kept in target/flake-hunt/<timestamp>/.
 #
 # Test binaries run their tests on parallel threads, as `cargo test` does (not a process per
 # test, as nextest would): races between tests of one binary are what this looks for.
@@ -41,8 +41,10 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 out="$target_dir/flake-hunt/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 command=(cargo test --workspace --no-fail-fast "${cargo_args[@]}")
-echo "==> building once: ${command[*]} --no-run"
-"${command[@]}" --no-run >"$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
+# `--no-run` before the arguments: after a `--` of theirs it would go to the test binaries.
+build=(cargo test --workspace --no-fail-fast --no-run "${cargo_args[@]}")
+echo "==> building once: ${build[*]}"
+"${build[@]}" >"$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
 
 # Busy loops, one per core to load; killed when the run ends (or the script does).
 load_pids=()
@@ -97,7 +99,8 @@ binaries = collections.defaultdict(list)  # a binary that ended without naming a
 suites = 0
 for run, mode, status, _ in runs:
     text = (out / f"run-{run}.log").read_text(errors="replace")
-    # `Running tests/x.rs (target/debug/deps/x-hash)` and `Doc-tests crate`
+    # `Running tests/it/main.rs (target/debug/deps/it-hash)` and `Doc-tests crate`; a test's name
+    # in an `it` binary starts with its file's module (`attacks::...`)
     current = None
     named = set()
     for line in text.splitlines():

@@ -23,7 +23,7 @@
 //! * `axum_gateway.rs`: two backends behind an axum router with tracing, JWT authentication, a
 //!   per-principal rate limit and principal-bound envelopes;
 //! * `hyper_proxy.rs`: the same relay on hyper and hyper-util alone;
-//! * `tests/routing_with_mocks.rs`: unit tests of a proxy's routing under `MrtrLayer` with
+//! * `tests/it/routing_with_mocks.rs`: unit tests of a proxy's routing under `MrtrLayer` with
 //!   `tower-test` mocks and `tower::service_fn`, to copy.
 
 #![forbid(unsafe_code)]

@@ -36,7 +36,7 @@
 //!     .service(proxy);
 //!
 //! // This request's span gets mcp.method.name "tools/list", jsonrpc.request.id "1" and
-//! // mcp.route "alpha" (tests/axum_gateway.rs checks the fields with a subscriber).
+//! // mcp.route "alpha" (tests/axum_gateway_spans.rs checks the fields with a subscriber).
 //! let request = Request::post("/mcp")
 //!     .header("content-type", "application/json")
 //!     .body(Full::new(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)))

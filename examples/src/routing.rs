@@ -20,7 +20,7 @@
 //! # Example
 //!
 //! Routing alone, without the layer, with the public [`McpRequestHead`] constructor standing in
-//! for the head `MrtrLayer` would insert (the pattern of `tests/routing_with_mocks.rs`):
+//! for the head `MrtrLayer` would insert (the pattern of `tests/it/routing_with_mocks.rs`):
 //!
 //! ```
 //! use std::convert::Infallible;

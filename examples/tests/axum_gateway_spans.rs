@@ -7,6 +7,8 @@
 //! thread with no subscriber decides "never" (tracing-core asks only the registering thread's
 //! default when one dispatcher exists). That made this test fail about one run in four.
 
+// The helpers of the `it` binary's tests, shared with this one.
+#[path = "it/common/mod.rs"]
 mod common;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../axum_gateway.rs"]

@@ -13,7 +13,7 @@ const K2: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 
-/// The SSE stream of `crates/tower-mrtr/tests/sse_relay.rs`, with the backend's state as `@S@`.
+/// The SSE stream of `crates/tower-mrtr/tests/it/sse_relay.rs`, with the backend's state as `@S@`.
 const STREAM: &str = concat!(
     ": keep-alive\n\n",
     "id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n",

@@ -133,7 +133,7 @@
 //! the layer's body type, [`ResponseBody<ResBody>`]: [`ResponseBody::new`] wraps a body of the
 //! inner type, and `From<&'static str | String | Vec<u8> | Bytes>` and `Default` build one from
 //! bytes, so tower-http's `AsyncRequireAuthorizationLayer` and `ValidateRequestHeaderLayer` stack
-//! in front with no adapter (`tests/composition.rs` does exactly that).
+//! in front with no adapter (`tests/it/composition.rs` does exactly that).
 //!
 //! Under axum, put the layers that answer early on the `Router` (`Router::layer`), where every
 //! response has axum's body, and `MrtrLayer` with the proxy as the route's service
@@ -145,7 +145,7 @@
 //!
 //! Request decompression: tower-http's `RequestDecompressionLayer` decodes lazily, so the
 //! layer's length limit stops decoding at `max_request_body` (a compression bomb costs the limit
-//! plus one 4 KiB chunk; `mrtr-gateway`'s `tests/http_layers.rs` sends one). Give it
+//! plus one 4 KiB chunk; `mrtr-gateway`'s `tests/it/http_layers.rs` sends one). Give it
 //! `pass_through_unaccepted(true)`: encodings it cannot decode then reach `MrtrLayer`, which
 //! refuses them with 415 and a JSON-RPC error. It boxes every answer and wraps every request
 //! body, so a gateway that counts its per-request cost calls it only for requests that carry
@@ -154,7 +154,7 @@
 //! The repository's `examples/` holds this stack, runnable and tested against real backends:
 //! `axum_gateway.rs` (tracing with MCP fields, JWT authentication, a per-principal rate limit,
 //! `bind_principal`, a two-backend router), `hyper_proxy.rs` (the same without axum) and
-//! `tests/routing_with_mocks.rs` (see [`testing`]).
+//! `tests/it/routing_with_mocks.rs` (see [`testing`]).
 //!
 //! # Behaviour
 //!

@@ -27,7 +27,7 @@
 //!   `Mock` clone with it) and check that `Handle::next_request()` is `None`.
 //!
 //! A complete file to copy, with a two-backend router, a routing table that changes between the
-//! rounds and a tampered retry, is `examples/tests/routing_with_mocks.rs` in this repository.
+//! rounds and a tampered retry, is `examples/tests/it/routing_with_mocks.rs` in this repository.
 //!
 //! # Example
 //!

@@ -1,13 +1,12 @@
 //! What the `metrics` feature counts, read back from a recorder.
 
-mod common;
-
-use common::*;
 use futures_util::FutureExt;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use serde_json::Value;
 use tower::Layer;
 use tower_mrtr::{Keyring, MrtrLayer};
+
+use crate::common::*;
 
 /// One recorded metric: name, labels, value.
 type Recorded = (String, Vec<(String, String)>, DebugValue);

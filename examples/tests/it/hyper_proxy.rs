@@ -1,14 +1,14 @@
 //! `examples/hyper_proxy.rs` against real demo backends on 127.0.0.1: the same relay as the axum
 //! example, served by hyper alone.
 
-mod common;
 #[allow(dead_code, unreachable_pub)]
-#[path = "../hyper_proxy.rs"]
+#[path = "../../hyper_proxy.rs"]
 mod example;
 
-use common::Backends;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+
+use crate::common::Backends;
 
 #[tokio::test]
 async fn relays_principal_bound_rounds_to_the_backend_that_asked() {
@@ -20,7 +20,7 @@ async fn relays_principal_bound_rounds_to_the_backend_that_asked() {
         stopped.await.ok();
     }));
 
-    common::relays_principal_bound_rounds(&url, &backends).await;
+    crate::common::relays_principal_bound_rounds(&url, &backends).await;
 
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();

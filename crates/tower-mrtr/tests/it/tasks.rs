@@ -1,14 +1,11 @@
 //! The Tasks extension (SEP-2663): task ids sealed into handles, follow-ups opened and pinned.
 
-mod common;
-
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -17,6 +14,8 @@ use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{Denied, Keyring, MrtrLayer, Outcome, RequestBody, Route};
+
+use crate::common::*;
 
 fn layer() -> MrtrLayer {
     MrtrLayer::new(Keyring::generate("k1").unwrap())
@@ -851,7 +850,8 @@ async fn retries_are_continued_with_their_round_and_the_envelopes_id() {
         ]
     );
     assert_eq!(
-        continued[0].envelope(), continued[1].envelope(),
+        continued[0].envelope(),
+        continued[1].envelope(),
         "two uses of one envelope"
     );
     assert_ne!(continued[1].envelope(), continued[2].envelope(), "two envelopes");

@@ -1,8 +1,6 @@
 //! `text/event-stream` answers: sealing inside streams, byte preservation, bounds, errors and
 //! cancellation.
 
-mod common;
-
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use common::{Backend, complete, post, send, tool_call};
 use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body::{Body, Frame};
@@ -19,6 +16,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 use tower::{Layer, ServiceExt};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
+
+use crate::common::{Backend, complete, post, send, tool_call};
 
 /// A realistic backend stream: keep-alives, progress and log notifications (one mentioning
 /// `input_required` in its text), mixed line ends, then the `input_required` result split over

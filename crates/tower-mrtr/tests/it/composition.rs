@@ -1,12 +1,9 @@
 //! `MrtrLayer` under other layers that answer early (authentication, limits): their answers must
 //! have the layer's response body type, and they compose with no adapter in between.
 
-mod common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::Value;
@@ -15,6 +12,8 @@ use tower::limit::RateLimitLayer;
 use tower_http::auth::{AsyncAuthorizeRequest, AsyncRequireAuthorizationLayer};
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 use tower_mrtr::{Keyring, MrtrLayer, ResponseBody};
+
+use crate::common::*;
 
 /// What an authentication layer learned about the caller.
 #[derive(Clone, Debug)]

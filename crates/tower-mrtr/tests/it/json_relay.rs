@@ -1,17 +1,16 @@
 //! The behaviour table of `docs/design` for `application/json` answers, one test (or more) per row.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use serde_json::Value;
 use tower::{Layer, ServiceExt};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
+
+use crate::common::*;
 
 fn keyring() -> Arc<Keyring> {
     Arc::new(Keyring::generate("k1").unwrap())

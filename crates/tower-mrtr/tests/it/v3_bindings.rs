@@ -2,21 +2,20 @@
 //! reaches a backend of the same name that is another backend), the deployment's audience and
 //! the cap on rounds.
 
-mod common;
-
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tower::Layer;
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
 use tower_mrtr::{Keyring, MrtrLayer, PinnedRoute, RequestBody, Route, RouteIdentity};
+
+use crate::common::*;
 
 /// One backend behind the mock proxy: its route (name and identity), its calls, the states it
 /// received on retries.
@@ -151,7 +150,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                 async move {
                     let body: Value =
                         serde_json::from_slice(&req.into_body().collect().await.unwrap().to_bytes()).unwrap();
-                    seen.seen.lock().unwrap().push(common::Seen {
+                    seen.seen.lock().unwrap().push(crate::common::Seen {
                         headers: Default::default(),
                         body: Bytes::new(),
                         pinned: None,
@@ -181,7 +180,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                     let pinned = req.extensions().get::<PinnedRoute>().map(|p| p.0.clone());
                     let body: Value =
                         serde_json::from_slice(&req.into_body().collect().await.unwrap().to_bytes()).unwrap();
-                    seen.seen.lock().unwrap().push(common::Seen {
+                    seen.seen.lock().unwrap().push(crate::common::Seen {
                         headers: Default::default(),
                         body: Bytes::new(),
                         pinned,

@@ -1,17 +1,16 @@
 //! No input from either side makes the layer panic: arbitrary and mutated request bodies, and
 //! arbitrary and mutated backend answers (JSON and SSE), through the whole service.
 
-mod common;
-
 use std::convert::Infallible;
 
 use bytes::Bytes;
-use common::{input_required, tool_call};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use proptest::prelude::*;
 use tower::{Layer, ServiceExt};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
+
+use crate::common::{input_required, tool_call};
 
 /// Seeds that reach the interesting paths: retries, task follow-ups, listens, batches, answers.
 fn seeds() -> Vec<String> {

@@ -1,12 +1,11 @@
 //! Key rotation without a restart: a [`KeyringHandle`] replaced while rounds are in flight.
 
-mod common;
-
-use common::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tower::Layer;
 use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
+
+use crate::common::*;
 
 const OLD: &str = "old:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
 const NEW: &str = "new:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8";

@@ -1,18 +1,18 @@
 //! `examples/axum_gateway.rs` against real demo backends on 127.0.0.1: authentication, routing,
 //! principal-bound envelopes and the per-subject rate limit (its spans: `axum_gateway_spans.rs`).
 
-mod common;
 #[allow(dead_code, unreachable_pub)]
-#[path = "../axum_gateway.rs"]
+#[path = "../../axum_gateway.rs"]
 mod example;
 
 use std::time::Duration;
 
-use common::{Backends, as_subject};
 use mrtr_examples::cli::Settings;
 use mrtr_test_support::mcp::{Call, mcp_headers, raw, send};
 use serde_json::json;
 use tokio::net::TcpListener;
+
+use crate::common::{Backends, as_subject};
 
 /// Serves the example's app on an ephemeral loopback port; returns its MCP URL.
 async fn serve(settings: Settings, limit: example::RateLimit) -> String {
@@ -31,7 +31,7 @@ async fn relays_principal_bound_rounds_to_the_backend_that_asked() {
         example::rate_limit(100, Duration::from_secs(1)),
     )
     .await;
-    common::relays_principal_bound_rounds(&url, &backends).await;
+    crate::common::relays_principal_bound_rounds(&url, &backends).await;
     backends.stop().await;
 }
 
@@ -55,7 +55,7 @@ async fn limits_each_subject_with_a_json_rpc_429() {
     assert_eq!((limited.status, limited.error_code()), (429, Some(-32600)));
     assert_eq!(limited.body["id"], serde_json::Value::Null);
 
-    let token = format!("Bearer {}", common::token("carol"));
+    let token = format!("Bearer {}", crate::common::token("carol"));
     let mut headers = mcp_headers("tools/call");
     headers.push(("authorization", &token));
     let (status, answer_headers, _) = raw(reqwest::Method::POST, &url, &headers, "{}").await.unwrap();

@@ -1,14 +1,13 @@
 //! Readiness and the clone-and-swap rule, with tower-test's mock service (tower style).
 
-mod common;
-
 use bytes::Bytes;
-use common::{post, tool_call};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use tokio_test::{assert_pending, assert_ready_ok};
 use tower_mrtr::{Keyring, MrtrLayer, PinnedRoute, RequestBody};
 use tower_test::mock;
+
+use crate::common::{post, tool_call};
 
 type Req = Request<RequestBody<Full<Bytes>>>;
 type Res = Response<Full<Bytes>>;

@@ -1,0 +1,3 @@
+//! The benchmark's integration tests, one test binary.
+
+mod peer;

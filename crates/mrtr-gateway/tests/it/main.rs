@@ -1,0 +1,19 @@
+//! The gateway's integration tests, one test binary: a module per concern, each running the
+//! gateway in process or as its binary (`CARGO_BIN_EXE_mrtr-gateway`). Run one module's tests
+//! with `cargo test --workspace --test it -- tls::`.
+
+mod access_log;
+mod backend_eras;
+mod backend_health;
+mod credentials;
+mod drain;
+mod http_layers;
+mod legacy_backends;
+mod no_resend;
+mod operations;
+mod overload;
+mod principals;
+mod processes;
+mod stdio_backends;
+mod tls;
+mod transport;

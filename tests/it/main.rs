@@ -1,0 +1,18 @@
+//! The workspace's end-to-end tests, one test binary: a module per subject, real MCP peers
+//! through the gateway (helpers in `mrtr-test-support`). Run one module's tests with
+//! `cargo test --workspace --test it -- attacks::`. The legacy front's memory test is a binary of
+//! its own (`legacy_memory.rs`): it counts the whole process's heap with a global allocator.
+
+mod attacks;
+mod bad_input;
+mod deployments;
+mod gateway_http;
+mod layout;
+mod legacy;
+mod oauth;
+mod policy;
+mod real_peers;
+mod scale_out;
+mod streaming;
+mod tasks;
+mod traces;
