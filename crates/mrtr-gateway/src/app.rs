@@ -12,7 +12,7 @@
 //! 3. the front ([`FrontLayer`]): load shedding, `Origin`/`Host` and media types, the path
 //!    (`/mcp`; with `[oauth]` the Protected Resource Metadata at its well-known path; else 404),
 //!    with `[oauth]` the bearer token (`auth/`), the request-body deadline, the access log line;
-//! 4. the legacy front ([`legacy::Front`]): a modern POST passes after one header comparison;
+//! 4. the legacy front ([`legacy::DualEraLayer`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
 //!    refusals;
@@ -38,11 +38,11 @@ use tower::ServiceBuilder;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::config::GatewayConfig;
-use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, HttpLayer, HttpService};
+use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, Http, HttpLayer};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
 use crate::front::origin::Guard;
 use crate::front::shed::LoadShed;
-use crate::front::{FrontLayer, Gateway, MCP_PATH};
+use crate::front::{Front, FrontLayer, MCP_PATH};
 use crate::legacy::{self, DualEra};
 use crate::observe::trace::Traces;
 use crate::ops::readiness::{self, Readiness, ReadyRule};
@@ -56,7 +56,7 @@ use crate::upstream::Backend;
 pub type McpStack = DualEra<RequestMetrics<Mrtr<Proxy>>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
-pub type GatewayService = HttpService<DecompressRequest<Gateway<McpStack>>>;
+pub type GatewayService = Http<DecompressRequest<Front<McpStack>>>;
 
 /// The gateway as one tower service serving [`MCP_PATH`] (see the
 /// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
@@ -143,8 +143,8 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
 
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
 /// comparison; it also answers the 405s on `/mcp`.
-fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::Front {
-    let front = legacy::Front::new(config.settings.legacy(), keys)
+fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::DualEraLayer {
+    let front = legacy::DualEraLayer::new(config.settings.legacy(), keys)
         .principal_header(config.principal_header())
         .audience(config.settings.audience.as_deref().map(Arc::from))
         .max_request_body(config.settings.max_request_body);

@@ -61,7 +61,7 @@ mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
 pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
-pub use front::{FrontLayer, Gateway, GatewayBody, GatewayFuture, MCP_PATH};
+pub use front::{Front, FrontBody, FrontFuture, FrontLayer, MCP_PATH};
 pub use observe::logging::LogFormat;
 pub use observe::trace::Traces;
 pub use ops::readiness::{Readiness, ReadyRule};

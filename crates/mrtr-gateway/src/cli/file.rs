@@ -161,7 +161,6 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(file.tls_cert.as_deref(), Some(Path::new("/etc/mrtr/tls.crt")));
         assert_eq!(file.tls_key.as_deref(), Some(Path::new("/etc/mrtr/tls.key")));
         assert_eq!(file.backend_ca.as_deref(), Some(Path::new("/etc/mrtr/ca.pem")));
-
     }
 
     #[test]

@@ -71,20 +71,20 @@ fn mark_sensitive(headers: &mut HeaderMap) {
 pub(crate) struct HttpLayer;
 
 impl<S> Layer<S> for HttpLayer {
-    type Service = HttpService<S>;
+    type Service = Http<S>;
 
-    fn layer(&self, inner: S) -> HttpService<S> {
-        HttpService { inner }
+    fn layer(&self, inner: S) -> Http<S> {
+        Http { inner }
     }
 }
 
 /// The service of [`HttpLayer`] around `S`.
 #[derive(Clone, Debug)]
-pub struct HttpService<S> {
+pub struct Http<S> {
     inner: S,
 }
 
-impl<S, B, ResBody> Service<Request<B>> for HttpService<S>
+impl<S, B, ResBody> Service<Request<B>> for Http<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
 {
@@ -130,7 +130,7 @@ fn request_span<B>(request: &Request<B>, id: &HeaderValue) -> Span {
 }
 
 pin_project! {
-    /// The future of [`HttpService`]: the inner service's, polled in the request's span; it
+    /// The future of [`Http`]: the inner service's, polled in the request's span; it
     /// copies the request id onto the answer.
     pub struct HttpFuture<F> {
         #[pin]
@@ -173,7 +173,7 @@ where
 }
 
 pin_project! {
-    /// The answer body of [`HttpService`]: the inner service's, read in the request's span.
+    /// The answer body of [`Http`]: the inner service's, read in the request's span.
     pub struct HttpBody<B> {
         #[pin]
         inner: B,

@@ -5,7 +5,7 @@
 //! Imports `auth`, `observe` and the ground floor; the MCP stack behind it is a type parameter, so the
 //! only names it takes from the stages below are `route`'s [`GATEWAY_ROUTE`](crate::route::GATEWAY_ROUTE).
 //!
-//! [`Gateway`] ([`FrontLayer`]) applies them to a request, in order: the headers its
+//! [`Front`] ([`FrontLayer`]) applies them to a request, in order: the headers its
 //! `Connection` lists removed (they were for this hop; removed later, a header the layer had
 //! bound would not reach the backend), [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
 //! 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, with a body
@@ -15,7 +15,7 @@
 //!
 //! Written by hand rather than with a router because it is the hot path of every request: the
 //! checks read headers in place, and the MCP stack's future and body are used as they are (no
-//! boxing). A new front door (another path) is one more arm in [`Gateway::call`].
+//! boxing). A new front door (another path) is one more arm in [`Front::call`].
 
 pub(crate) mod deadline;
 pub(crate) mod http_layers;
@@ -50,8 +50,8 @@ use crate::observe::trace::{RequestTrace, Traces};
 /// The path the gateway serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
 
-/// The body of every answer of [`Gateway`]: the MCP stack's `R`, or the front's own refusal.
-pub type GatewayBody<R> = Either<R, Full<Bytes>>;
+/// The body of every answer of [`Front`]: the MCP stack's `R`, or the front's own refusal.
+pub type FrontBody<R> = Either<R, Full<Bytes>>;
 
 /// Puts the front before an MCP stack: load shedding, the `Origin`, `Host` and media-type
 /// checks, the path (`/mcp`, else 404), the request-body deadline and the access log line.
@@ -103,10 +103,10 @@ impl FrontLayer {
 }
 
 impl<S> Layer<S> for FrontLayer {
-    type Service = Gateway<S>;
+    type Service = Front<S>;
 
-    fn layer(&self, mcp: S) -> Gateway<S> {
-        Gateway {
+    fn layer(&self, mcp: S) -> Front<S> {
+        Front {
             guard: self.guard.clone(),
             shed: self.shed.clone(),
             body_timeout: self.body_timeout,
@@ -120,7 +120,7 @@ impl<S> Layer<S> for FrontLayer {
 
 /// The front before the MCP stack `S` ([`FrontLayer`] says what it does). Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Gateway<S> {
+pub struct Front<S> {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
@@ -130,32 +130,32 @@ pub struct Gateway<S> {
     mcp: S,
 }
 
-type ToGateway<R> = fn(Response<R>) -> Response<GatewayBody<R>>;
+type ToFront<R> = fn(Response<R>) -> Response<FrontBody<R>>;
 
 /// An answer that is ready, or (rarely: a token naming a key the gateway must read first) one
 /// that waits for the issuer's keys before the MCP stack is called.
 type OwnFuture<R> = EitherFuture<
-    Ready<Result<Response<GatewayBody<R>>, Infallible>>,
-    Pin<Box<dyn Future<Output = Result<Response<GatewayBody<R>>, Infallible>> + Send>>,
+    Ready<Result<Response<FrontBody<R>>, Infallible>>,
+    Pin<Box<dyn Future<Output = Result<Response<FrontBody<R>>, Infallible>> + Send>>,
 >;
 
 pin_project! {
-    /// The future of [`Gateway`]: an answer of the front's own, or the MCP stack's (`F`); it
+    /// The future of [`Front`]: an answer of the front's own, or the MCP stack's (`F`); it
     /// writes the access log line and frees the request's place ([`shed`]) when it is ready.
-    pub struct GatewayFuture<F, R> {
+    pub struct FrontFuture<F, R> {
         #[pin]
-        answer: EitherFuture<OwnFuture<R>, MapOk<F, ToGateway<R>>>,
+        answer: EitherFuture<OwnFuture<R>, MapOk<F, ToFront<R>>>,
         admission: Option<Admission>,
         entry: access::Entry,
         trace: RequestTrace,
     }
 }
 
-impl<F, R> Future for GatewayFuture<F, R>
+impl<F, R> Future for FrontFuture<F, R>
 where
     F: Future<Output = Result<Response<R>, Infallible>>,
 {
-    type Output = Result<Response<GatewayBody<R>>, Infallible>;
+    type Output = Result<Response<FrontBody<R>>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -169,16 +169,16 @@ where
     }
 }
 
-impl<S, B, R> Service<Request<B>> for Gateway<S>
+impl<S, B, R> Service<Request<B>> for Front<S>
 where
     S: Service<Request<BodyDeadline<B>>, Response = Response<R>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
     B: Send + 'static,
     R: 'static,
 {
-    type Response = Response<GatewayBody<R>>;
+    type Response = Response<FrontBody<R>>;
     type Error = Infallible;
-    type Future = GatewayFuture<S::Future, R>;
+    type Future = FrontFuture<S::Future, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // Always ready today (the proxy applies no backpressure; overload is shed in `call`),
@@ -194,7 +194,7 @@ where
             if close {
                 close_connection(&mut response);
             }
-            GatewayFuture {
+            FrontFuture {
                 answer: EitherFuture::Left(EitherFuture::Left(ready(Ok(response.map(Either::Right))))),
                 admission: None,
                 entry,
@@ -218,7 +218,7 @@ where
             *not_found.status_mut() = StatusCode::NOT_FOUND;
             return own(not_found, entry, unread_body(&request));
         }
-        let to_gateway: ToGateway<R> = |response| response.map(Either::Left);
+        let to_front: ToFront<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
         let trace = RequestTrace::start(self.traces.as_ref(), &mut request);
         if let Some(name) = &self.principal {
@@ -230,7 +230,7 @@ where
                 }
                 Err(unreadable) => {
                     let close = unread_body(&request);
-                    return GatewayFuture {
+                    return FrontFuture {
                         trace,
                         ..own(no_principal(unreadable), entry, close)
                     };
@@ -242,7 +242,7 @@ where
                 Check::Passed => {}
                 Check::Refused(refusal) => {
                     let close = unread_body(&request);
-                    return GatewayFuture {
+                    return FrontFuture {
                         trace,
                         ..own(refusal, entry, close)
                     };
@@ -261,9 +261,9 @@ where
                             return Ok(refusal.map(Either::Right));
                         }
                         let request = request.map(|body| BodyDeadline::new(body, timeout));
-                        mcp.call(request).await.map(to_gateway)
+                        mcp.call(request).await.map(to_front)
                     };
-                    return GatewayFuture {
+                    return FrontFuture {
                         answer: EitherFuture::Left(EitherFuture::Right(Box::pin(later))),
                         admission: Some(admission),
                         entry,
@@ -273,8 +273,8 @@ where
             }
         }
         let request = request.map(|body| BodyDeadline::new(body, timeout));
-        GatewayFuture {
-            answer: EitherFuture::Right(self.mcp.call(request).map_ok(to_gateway)),
+        FrontFuture {
+            answer: EitherFuture::Right(self.mcp.call(request).map_ok(to_front)),
             admission: Some(admission),
             entry,
             trace,

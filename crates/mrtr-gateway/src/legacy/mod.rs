@@ -35,7 +35,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use mrtr_gateway::legacy::{DualEra, Front};
+//! use mrtr_gateway::legacy::{DualEra, DualEraLayer};
 //! use mrtr_gateway::Settings;
 //! use mrtr_gateway::Proxy;
 //! use tower_mrtr::{Keyring, KeyringHandle, MrtrLayer};
@@ -45,7 +45,7 @@
 //! let modern = tower::ServiceBuilder::new()
 //!     .layer(MrtrLayer::with_keyring_handle(keys.clone()))
 //!     .service(proxy);
-//! let dual_era = DualEra::new(modern, Front::new(Settings::default().legacy(), keys));
+//! let dual_era = DualEra::new(modern, DualEraLayer::new(Settings::default().legacy(), keys));
 //! # let _ = dual_era; Ok(()) }
 //! ```
 
@@ -64,4 +64,4 @@ mod subscriptions;
 
 pub use bridge::{LegacyBody, ModernBody};
 pub use config::{LEGACY_VERSIONS, LegacyConfig};
-pub use service::{DualEra, Front, FrontFuture, MCP_SESSION_ID};
+pub use service::{DualEra, DualEraFuture, DualEraLayer, MCP_SESSION_ID};

@@ -79,7 +79,7 @@ const RELAYED: &[&str] = &[
 
 /// The legacy front's state, shared by every clone of [`DualEra`]. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Front {
+pub struct DualEraLayer {
     inner: Arc<FrontState>,
 }
 
@@ -101,7 +101,7 @@ struct FrontState {
     streams: AtomicU64,
 }
 
-impl Front {
+impl DualEraLayer {
     /// A front sealing sessions with the keys behind `keys` (share the layer's handle, so a
     /// rotation reaches both), with `config`'s limits, no principal binding, the system clock
     /// and request bodies up to tower-mrtr's default.
@@ -177,11 +177,11 @@ impl Front {
 #[derive(Clone, Debug)]
 pub struct DualEra<S> {
     inner: S,
-    front: Front,
+    front: DualEraLayer,
 }
 
-/// [`Front`] as a layer: the legacy front before the modern stack.
-impl<S> tower_layer::Layer<S> for Front {
+/// [`DualEraLayer`] as a layer: the legacy front before the modern stack.
+impl<S> tower_layer::Layer<S> for DualEraLayer {
     type Service = DualEra<S>;
 
     fn layer(&self, inner: S) -> DualEra<S> {
@@ -191,7 +191,7 @@ impl<S> tower_layer::Layer<S> for Front {
 
 impl<S> DualEra<S> {
     /// `inner` (the modern stack) behind the legacy `front`.
-    pub fn new(inner: S, front: Front) -> Self {
+    pub fn new(inner: S, front: DualEraLayer) -> Self {
         Self { inner, front }
     }
 }
@@ -216,7 +216,7 @@ where
 {
     type Response = Response<Either<RB, LegacyBody>>;
     type Error = S::Error;
-    type Future = FrontFuture<S::Future, RB, S::Error>;
+    type Future = DualEraFuture<S::Future, RB, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -224,13 +224,13 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         if is_modern(&request) {
-            return FrontFuture::modern(self.inner.call(request.map(Either::Left)));
+            return DualEraFuture::modern(self.inner.call(request.map(Either::Left)));
         }
         // `poll_ready` readied `self.inner`: hand that one to the front and keep a fresh clone.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let front = self.front.clone();
-        FrontFuture::legacy(Box::pin(async move { Ok(front.handle(inner, request).await) }))
+        DualEraFuture::legacy(Box::pin(async move { Ok(front.handle(inner, request).await) }))
     }
 }
 
@@ -238,7 +238,7 @@ type LegacyFuture<RB, E> = Pin<Box<dyn Future<Output = Result<Response<Either<RB
 
 pin_project! {
     /// The future of [`DualEra`]: the modern service's own, or the legacy front's.
-    pub struct FrontFuture<F, RB, E> {
+    pub struct DualEraFuture<F, RB, E> {
         #[pin]
         kind: Kind<F, RB, E>,
     }
@@ -252,7 +252,7 @@ pin_project! {
     }
 }
 
-impl<F, RB, E> FrontFuture<F, RB, E> {
+impl<F, RB, E> DualEraFuture<F, RB, E> {
     fn modern(future: F) -> Self {
         Self {
             kind: Kind::Modern { future },
@@ -266,16 +266,16 @@ impl<F, RB, E> FrontFuture<F, RB, E> {
     }
 }
 
-impl<F, RB, E> std::fmt::Debug for FrontFuture<F, RB, E> {
+impl<F, RB, E> std::fmt::Debug for DualEraFuture<F, RB, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.kind {
-            Kind::Modern { .. } => "FrontFuture::Modern",
-            Kind::Legacy { .. } => "FrontFuture::Legacy",
+            Kind::Modern { .. } => "DualEraFuture::Modern",
+            Kind::Legacy { .. } => "DualEraFuture::Legacy",
         })
     }
 }
 
-impl<F, RB, E> Future for FrontFuture<F, RB, E>
+impl<F, RB, E> Future for DualEraFuture<F, RB, E>
 where
     F: Future<Output = Result<Response<RB>, E>>,
 {
@@ -298,7 +298,7 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
 
 /// A session's `GET` stream while it is held: detached when dropped.
 struct Attached {
-    front: Front,
+    front: DualEraLayer,
     digest: SessionDigest,
     number: u64,
 }
@@ -343,7 +343,7 @@ fn result(id: &RawValue, result: &serde_json::Value) -> Response<LegacyBody> {
     )
 }
 
-impl Front {
+impl DualEraLayer {
     /// The principal sessions are bound to: the caller the front or the resource server left on
     /// the request, else the principal header read as the front reads it.
     fn principal(&self, parts: &Parts) -> Option<Arc<str>> {
