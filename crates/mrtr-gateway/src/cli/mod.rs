@@ -1,5 +1,5 @@
 //! The `mrtr-gateway` binary: its command line and config file ([`parse`]), `--demo`
-//! (`demo.rs`) and the run from start to drain ([`run`]). The top room: it imports the
+//! (`demo.rs`) and the run from start to drain ([`run()`]). The top room: it imports the
 //! composition root, `ops` and the stages, and nothing imports it.
 //!
 //! Every flag is a field of [`Settings`], which is also the config file's key

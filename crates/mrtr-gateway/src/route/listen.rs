@@ -126,7 +126,7 @@ impl Stream {
                     if self.events.held() == 0 && data.starts_with(b":") {
                         return Read::KeepAlive;
                     }
-                    if self.events.held() > crate::upstream::forward::MAX_MERGED_ANSWER {
+                    if self.events.held() > crate::upstream::MAX_MERGED_ANSWER {
                         self.ended = true;
                     }
                 }

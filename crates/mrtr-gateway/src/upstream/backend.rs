@@ -244,7 +244,7 @@ impl Backend {
     }
 
     /// Ends an answer of this backend that sends nothing for `stall` (instead of the
-    /// gateway's default, `backend-stall-timeout`; see `upstream/body.rs`).
+    /// gateway's default, `backend-stall-timeout`; see `upstream/http/body.rs`).
     pub fn with_stall_timeout(mut self, stall: Duration) -> Self {
         self.stall_timeout = Some(stall);
         self

@@ -1,7 +1,7 @@
 //! A backend's era: whether it speaks the 2026-07-28 revision (`server/discover`, per-request
 //! `_meta`, no sessions) or an earlier one (`initialize`, `Mcp-Session-Id`), as the operator
 //! configured it ([`Era`]), and what the probe's answers mean (giving a
-//! [`Found`](super::health::Found)): the vocabulary the probes of HTTP backends
+//! [`Found`]): the vocabulary the probes of HTTP backends
 //! (`session/probe.rs`) and of stdio processes (`stdio/process.rs`) share, and the
 //! `server/discover` result made from an `initialize` result ([`discover_result`]).
 //!
@@ -240,7 +240,7 @@ pub(crate) fn after_discover(answer: &Answer, era: Era) -> Result<AfterDiscover,
 
 /// A `server/discover` result for a 2026-07-28 client from an `initialize` result: the features
 /// the backend offers, with the list changes and resource subscriptions it announces (which a
-/// `subscriptions/listen` gets through `upstream/hub.rs`), without `logging` (per request in
+/// `subscriptions/listen` gets through `upstream/session/hub.rs`), without `logging` (per request in
 /// 2026-07-28).
 pub(crate) fn discover_result(initialize: &Value) -> Value {
     let mut capabilities = serde_json::Map::new();

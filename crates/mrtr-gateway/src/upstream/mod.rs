@@ -4,7 +4,7 @@
 //!
 //! | transport | era | door |
 //! |---|---|---|
-//! | Streamable HTTP | 2026-07-28 | [`forward`]: relayed as it came, the answer streamed back |
+//! | Streamable HTTP | 2026-07-28 | [`http`]: relayed as it came, the answer streamed back |
 //! | Streamable HTTP | `initialize` era | [`session`]: in a session of the gateway's own per principal, translated both ways |
 //! | stdio | either | [`stdio`]: a process the gateway runs, ids rewritten, each era spoken in its own way |
 //!
@@ -14,22 +14,22 @@
 //! The room, lowest first, each file importing only below it:
 //!
 //! * the ground of the room, what every door shares: [`backend`] (what a backend is: name,
-//!   transport, address or command, era expected, settings), [`answer`] (an exchange's answer and error types), [`health`] (the last probe's findings),
-//!   [`era`] (what the probes' answers mean), [`sse`] (the one reader of SSE answers),
-//!   [`translate`] (an answer's messages rewritten on their way back: ids, legacy forms),
-//!   [`body`] (every answer body), [`hub`] (a legacy backend's notifications fanned out to
-//!   listens);
-//! * the doors: [`forward`] (HTTP connections to backends, the modern door), [`session`] (over
-//!   the forwarder's connections), [`stdio`];
-//! * this file: the seam the router calls ([`Upstreams`]).
+//!   transport, address or command, era expected, settings), [`answer`] (an exchange's answer
+//!   and error types), [`health`] (the last probe's findings), [`era`] (what the probes' answers
+//!   mean), [`sse`] (the one reader and writer of SSE streams, which the legacy front reads with
+//!   too), [`translate`] (an `initialize`-era answer's messages rewritten on their way back:
+//!   ids, legacy forms; applied by HTTP bodies and stdio alike, so it sits below both);
+//! * the doors: [`http`] (connections to backends and every answer's body), [`session`] (over
+//!   the HTTP door's connections, with the hub that fans a session's notifications out to
+//!   listens), [`stdio`] (which shares that hub);
+//! * this file: the seam the router calls ([`Upstreams`]), and the few names the router takes
+//!   from below it ([`body`], [`MAX_MERGED_ANSWER`]), so that `route/` names no door.
 
 pub(crate) mod answer;
 pub(crate) mod backend;
-pub(crate) mod body;
 pub(crate) mod era;
-pub(crate) mod forward;
 pub(crate) mod health;
-pub(crate) mod hub;
+pub(crate) mod http;
 pub(crate) mod session;
 pub(crate) mod sse;
 pub(crate) mod stdio;
@@ -37,16 +37,18 @@ pub(crate) mod translate;
 
 use std::time::Duration;
 
+use ::http::{HeaderMap, Response};
 use bytes::Bytes;
-use http::{HeaderMap, Response};
 
 use self::answer::{Answer, UpstreamError};
 use self::backend::Transport;
 pub use self::backend::{Backend, BackendSpecError, SEPARATOR};
-use self::body::ProxyBody;
 use self::era::Era;
-use self::forward::Forwarder;
 use self::health::{Down, Found};
+pub(crate) use self::http::body;
+use self::http::body::ProxyBody;
+use self::http::forward::Forwarder;
+pub(crate) use self::http::forward::MAX_MERGED_ANSWER;
 pub(crate) use self::session::Client;
 use self::session::Sessions;
 use self::stdio::StdioBackends;

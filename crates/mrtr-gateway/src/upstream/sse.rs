@@ -1,7 +1,7 @@
 //! The gateway's one reader of `text/event-stream` answers: [`EventReader`] takes a stream's
 //! bytes as they arrive and gives each complete event's data. Everything of the gateway that
 //! reads a stream reads it through this: the merges of list and discovery answers
-//! ([`super::forward`]), the whole-event relay of backend answers ([`super::body`]) and the
+//! ([`super::http::forward`]), the whole-event relay of backend answers ([`super::http::body`]) and the
 //! legacy front's reading of the modern stack's answers ([`crate::legacy::stream`]). (The MRTR
 //! layer has a framer of its own, inside the library, which rewrites events in place.)
 //!

@@ -1,5 +1,5 @@
 //! What an `initialize`-era backend's answer becomes for a 2026-07-28 client ([`Translation`]),
-//! message by message, as the answer streams (`upstream/body.rs` applies it):
+//! message by message, as the answer streams (`upstream/http/body.rs` applies it):
 //!
 //! * the response: its `id` back to the client's (the request went out under an id of the
 //!   gateway's own, unique in the backend session, which several clients may share), and

@@ -156,7 +156,7 @@ impl SseFramer {
     ///
     /// On `Err` the framer is poisoned: every later `push` fails, `finish`
     /// emits nothing, [`Self::next_item`] still yields the items completed
-    /// before the oversized block, and [`Self::take_unframed`] returns the bytes
+    /// before the oversized block, and `take_unframed` (tests only) returns the bytes
     /// swallowed since, so a caller may fall back to plain forwarding.
     pub(crate) fn push(&mut self, chunk: Bytes) -> Result<(), EventTooLarge> {
         if self.poisoned {

@@ -2,7 +2,7 @@
 //!
 //! A backend may answer `tools/call`, `prompts/get` or `resources/read` with a stream:
 //! progress and log notifications first, the JSON-RPC response last (the official Rust SDK does
-//! this by default). [`SseBody`] wraps such a stream. A hand-written [framer](framer) cuts it into
+//! this by default). [`SseBody`] wraps such a stream. A hand-written [`framer`] cuts it into
 //! events without decoding them; an event whose bytes cannot hold an `input_required` result
 //! (a cheap substring search) is forwarded as is, often as a zero-copy slice of the backend's
 //! chunk. Only candidate events are parsed, and only the one carrying the `input_required`

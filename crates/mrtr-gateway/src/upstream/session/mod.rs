@@ -22,7 +22,7 @@
 //!   `initialize` result.
 //! * **`subscriptions/listen`** is served from the session's `GET` stream, one per session
 //!   however many listen, through a hub that fans its notifications out and counts
-//!   `resources/subscribe` (`upstream/hub.rs`); the session is kept open while a listen uses it.
+//!   `resources/subscribe` (`upstream/session/hub.rs`); the session is kept open while a listen uses it.
 //! * **A session the backend forgot** (it answers `404`, as the transport specification says it
 //!   must for an unknown session, or a `400` whose error names the session, as the TypeScript
 //!   SDK 1.x does; either without processing the request) is opened again and the request sent
@@ -41,6 +41,7 @@
 //! stream), `probe.rs` (the health probe of an HTTP backend: its era); this file, what the seam
 //! (`upstream/mod.rs`) calls.
 
+pub(crate) mod hub;
 mod notify;
 mod pool;
 pub(crate) mod probe;
@@ -58,8 +59,8 @@ use tower_mrtr::Route;
 use self::pool::{Key, Lease, Pool, reply_sink};
 use super::answer::{Answer, UpstreamError, mcp_method};
 use super::backend::{Backend, DEFAULT_STALL_TIMEOUT};
-use super::body::{BackendBody, ProxyBody, accepted, json};
-use super::forward::Forwarder;
+use super::http::body::{BackendBody, ProxyBody, accepted, json};
+use super::http::forward::Forwarder;
 use super::sse::is_sse;
 use super::translate::{ClientAsks, Translation, outgoing};
 use crate::jsonrpc::{self, INTERNAL_ERROR};

@@ -1,6 +1,6 @@
 //! `subscriptions/listen` on an `initialize`-era backend ([`listen`]): served from its
 //! session's `GET` stream, one per session however many listen, read into a hub that fans its
-//! notifications out and counts `resources/subscribe` (`upstream/hub.rs`); the session is kept
+//! notifications out and counts `resources/subscribe` (`upstream/session/hub.rs`); the session is kept
 //! open while a listen uses it.
 
 use std::sync::Arc;
@@ -16,14 +16,14 @@ use super::wire::{self, identity_headers};
 use crate::jsonrpc::{self, METHOD_NOT_FOUND};
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::Backend;
-use crate::upstream::body::{ProxyBody, json};
-use crate::upstream::forward::{Forwarder, MAX_MERGED_ANSWER};
-use crate::upstream::hub::{self, Hub, Offers, Subscriber};
+use crate::upstream::http::body::{ProxyBody, json};
+use crate::upstream::http::forward::{Forwarder, MAX_MERGED_ANSWER};
+use crate::upstream::session::hub::{self, Hub, Offers, Subscriber};
 use crate::upstream::sse::{EventReader, is_sse};
 use crate::upstream::translate::{Reply, answer_backend_request};
 
 /// A `subscriptions/listen`, served in the key's session from its `GET` stream, with
-/// `resources/subscribe` for the resources it asks for (`upstream/hub.rs`).
+/// `resources/subscribe` for the resources it asks for (`upstream/session/hub.rs`).
 pub(super) async fn listen(
     forwarder: &Forwarder,
     backend: &Backend,

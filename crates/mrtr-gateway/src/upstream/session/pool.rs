@@ -17,8 +17,8 @@ use super::wire::{self, identity_headers};
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::Backend;
 use crate::upstream::era::{LEGACY_VERSIONS, discover_result};
-use crate::upstream::forward::Forwarder;
-use crate::upstream::hub::Hub;
+use crate::upstream::http::forward::Forwarder;
+use crate::upstream::session::hub::Hub;
 use crate::upstream::translate::Reply;
 
 /// Most sessions kept per backend (one per principal and set of capabilities).
@@ -51,7 +51,7 @@ pub(super) struct Slot {
     pub(super) notifications: tokio::sync::Mutex<Weak<Notifications>>,
 }
 
-/// A session's `GET` stream, read into the hub of its listens (`upstream/hub.rs`): one per
+/// A session's `GET` stream, read into the hub of its listens (`upstream/session/hub.rs`): one per
 /// session however many listen, since the backend sends each message on one stream only. Every
 /// listen's stream holds it; the last one to end closes the `GET` stream, and the session goes
 /// back to being idle (its lease is held until then, so it is not closed under a listen).

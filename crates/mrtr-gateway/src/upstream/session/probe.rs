@@ -12,8 +12,8 @@ use crate::upstream::era::{
     AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY, after_discover, discover_headers, initialized,
     unavailable,
 };
-use crate::upstream::forward::Forwarder;
 use crate::upstream::health::{Down, Found};
+use crate::upstream::http::forward::Forwarder;
 
 /// Finds `backend`'s era as its configured [`Era`] allows: what it is, or why it is down.
 pub(crate) async fn detect(forwarder: &Forwarder, backend: &Backend) -> Result<Found, Down> {

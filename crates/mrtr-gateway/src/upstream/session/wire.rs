@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::backend::Backend;
-use crate::upstream::forward::Forwarder;
+use crate::upstream::http::forward::Forwarder;
 
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 

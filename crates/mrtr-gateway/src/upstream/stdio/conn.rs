@@ -17,9 +17,9 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::answer::{Answer, UpstreamError};
-use crate::upstream::body::Relayed;
 use crate::upstream::health::Found;
-use crate::upstream::hub::Hub;
+use crate::upstream::http::body::Relayed;
+use crate::upstream::session::hub::Hub;
 use crate::upstream::translate::{Reply, Translation, outgoing};
 
 /// Most requests in flight per process; more wait for one to finish.
@@ -342,7 +342,7 @@ impl Conn {
                     } else {
                         // A client that fell this far behind has its listen ended, with an error
                         // in the place kept for the response, rather than miss a change unaware
-                        // (as for a legacy session's listens, `upstream/hub.rs`).
+                        // (as for a legacy session's listens, `upstream/session/hub.rs`).
                         tracing::debug!(
                             backend,
                             "a listen's client fell behind its notifications; ending its stream"

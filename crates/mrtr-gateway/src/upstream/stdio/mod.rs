@@ -15,8 +15,8 @@
 //!   `initialize` result).
 //! * **Ids**: every request goes out under an id of the gateway's own, and its `progressToken`
 //!   with it, so that concurrent clients' ids and tokens never collide; answers get the client's
-//!   back. At most [`MAX_IN_FLIGHT`](conn::MAX_IN_FLIGHT) requests are in flight per process; more wait for a place,
-//!   up to the response timeout.
+//!   back. At most [`MAX_IN_FLIGHT`] requests are in flight per process; more wait for a place, up
+//!   to the response timeout.
 //! * **Each principal's share** of a shared process's places: one principal may hold at most
 //!   [`StdioCommand::max_calls_per_principal`] of them (default
 //!   [`DEFAULT_CALLS_PER_PRINCIPAL`](conn::DEFAULT_CALLS_PER_PRINCIPAL), a quarter), in flight
@@ -36,8 +36,8 @@
 //! * **`subscriptions/listen`**: a modern process's is relayed as a call, its notifications
 //!   routed by the `subscriptionId` they carry, its stream kept alive with comments, and it takes
 //!   no place among the calls in flight (a bound of its own,
-//!   [`MAX_LISTENS`](super::hub::MAX_LISTENS)); a legacy process's is served from the
-//!   notifications it sends of its own, through its hub (`upstream/hub.rs`), which sends
+//!   [`MAX_LISTENS`](super::session::hub::MAX_LISTENS)); a legacy process's is served from the
+//!   notifications it sends of its own, through its hub (`upstream/session/hub.rs`), which sends
 //!   `resources/subscribe` and `resources/unsubscribe` as listens come and go. When the process
 //!   exits, every listen ends with an error.
 //! * **The process's own requests** (`elicitation/create`, `sampling/createMessage`,
@@ -50,9 +50,9 @@
 //!   apart.
 //!
 //! The room, lowest first, each importing only below it: [`child`] (the operating-system
-//! process: spawn, environment, stderr, signals), [`command`] (what it is started with),
-//! [`conn`] (one running process's conversation: ids, calls, routing its lines); [`process`]
-//! (one process over its restarts: handshake, supervision, stop); [`pool`] (which of a
+//! process: spawn, environment, stderr, signals; what it is started with is the backend's
+//! [`StdioCommand`]), [`conn`] (one running process's conversation: ids, calls, routing its
+//! lines); [`process`] (one process over its restarts: handshake, supervision, stop); [`pool`] (which of a
 //! backend's processes serves a request); this file, what the rest of the gateway calls (relay,
 //! exchange, probe, sweep, stop).
 
@@ -79,12 +79,12 @@ use self::pool::Processes;
 use self::process::{Process, START_TIMEOUT, State, Waited};
 use super::answer::{Answer, UpstreamError, mcp_method};
 use super::backend::Backend;
-use super::body::{ChannelBody, ProxyBody, accepted, json};
 use super::health::{Down, Found};
+use super::http::body::{ChannelBody, ProxyBody, accepted, json};
 use crate::jsonrpc::{self, INTERNAL_ERROR, RawObject};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
-use crate::upstream::hub::{self, Offers, Subscriber};
+use crate::upstream::session::hub::{self, Offers, Subscriber};
 use crate::upstream::sse::set_stream_headers;
 
 /// How long a stdio backend's answer may send nothing before it is ended, by default (the
@@ -287,13 +287,13 @@ impl StdioBackends {
             Box::new(guard),
         );
         let body = if listen { body.listening() } else { body };
-        let mut response = Response::new(super::body::boxed(body));
+        let mut response = Response::new(super::http::body::boxed(body));
         set_stream_headers(response.headers_mut());
         Ok(response)
     }
 
     /// A read-only request of the gateway's own or a client's list (as
-    /// [`Forwarder::exchange`](super::forward::Forwarder::exchange)), to `backend`'s process.
+    /// [`Forwarder::exchange`](super::http::forward::Forwarder::exchange)), to `backend`'s process.
     pub(crate) async fn exchange(
         &self,
         backend: &Backend,
@@ -382,7 +382,7 @@ fn beyond_share(
 }
 
 /// A `subscriptions/listen` of a legacy process's: served from its own notifications by its
-/// hub, subscribing to resources with `resources/subscribe` (see `upstream/hub.rs`).
+/// hub, subscribing to resources with `resources/subscribe` (see `upstream/session/hub.rs`).
 async fn legacy_listen(
     conn: &Arc<Conn>,
     id: &str,

@@ -24,7 +24,7 @@ use crate::upstream::backend::StdioCommand;
 use crate::upstream::era::discover_result;
 use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
 use crate::upstream::health::Down;
-use crate::upstream::hub::MAX_LISTENS;
+use crate::upstream::session::hub::MAX_LISTENS;
 
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -32,9 +32,9 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
-use super::body::{EventsBody, ProxyBody, boxed, json as json_answer};
-use super::sse::{message_event, set_stream_headers};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::upstream::http::body::{EventsBody, ProxyBody, boxed, json as json_answer};
+use crate::upstream::sse::{message_event, set_stream_headers};
 
 /// Most listens one session serves at once.
 pub(crate) const MAX_LISTENS: usize = 256;

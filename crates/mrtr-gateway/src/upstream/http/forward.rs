@@ -31,11 +31,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower_mrtr::Route;
 
-use super::answer::{Answer, UpstreamError};
-use super::backend::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
 use super::body::{BackendBody, ProxyBody};
-use super::sse::{EventReader, is_response, is_sse};
 use crate::observe::metrics::{BackendMetrics, MethodLabel};
+use crate::upstream::answer::{Answer, UpstreamError};
+use crate::upstream::backend::{Backend, DEFAULT_IDLE_TIMEOUT, DEFAULT_STALL_TIMEOUT};
+use crate::upstream::sse::{EventReader, is_response, is_sse};
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 

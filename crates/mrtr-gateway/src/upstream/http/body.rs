@@ -37,9 +37,9 @@ use tower_mrtr::BoxError;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{Either, Full};
 
-use super::sse::KEEP_ALIVE_COMMENT;
-use super::translate::Translation;
 use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::upstream::sse::KEEP_ALIVE_COMMENT;
+use crate::upstream::translate::Translation;
 
 /// A backend's streamed body (`Left`), or the gateway's own (`Right`): fixed bytes, or a rarer
 /// kind boxed (a stdio backend's answer, a merged listen stream), which is large and would
@@ -225,7 +225,7 @@ impl SseEnd {
             data
         } else {
             self.held.extend_from_slice(&data);
-            let complete = super::sse::complete_len(&self.held);
+            let complete = crate::upstream::sse::complete_len(&self.held);
             if complete == 0 {
                 if self.held.len() <= MAX_HELD {
                     return None;
@@ -247,7 +247,7 @@ impl SseEnd {
             return None;
         }
         self.held.clear();
-        if self.id.is_none() || super::sse::last_response(&self.last[..]).is_some() {
+        if self.id.is_none() || crate::upstream::sse::last_response(&self.last[..]).is_some() {
             return Some(Bytes::new());
         }
         tracing::warn!(backend = %self.backend, reason, "backend failed mid-stream; ending the client's stream with an error");
