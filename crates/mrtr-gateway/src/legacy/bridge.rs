@@ -142,14 +142,14 @@ impl<S, B> std::fmt::Debug for Bridge<S, B> {
     }
 }
 
-/// How a call ended badly: the legacy error to send.
-struct Failure {
+/// How a bridged call ended badly: the JSON-RPC error the legacy client gets.
+struct CallError {
     code: i64,
     message: String,
     data: Option<serde_json::Value>,
 }
 
-impl Failure {
+impl CallError {
     fn internal(message: impl Into<String>) -> Self {
         Self {
             code: INTERNAL_ERROR,
@@ -177,7 +177,7 @@ where
         let first = match self.send_first().await {
             Ok(First::Answer(response)) => response,
             Ok(First::Read(response)) => return self.answer(response),
-            Err(failure) => return json_answer(StatusCode::OK, self.failure(failure)),
+            Err(error) => return json_answer(StatusCode::OK, self.error_answer(error)),
         };
         let (parts, body) = first.into_parts();
         if is_sse(&parts.headers) {
@@ -189,7 +189,7 @@ where
         let mut messages = Messages::new(false, Box::pin(body), self.config.max_message);
         match read_response(&mut messages).await {
             Ok(response) => self.answer(response),
-            Err(failure) => json_answer(StatusCode::OK, self.failure(failure)),
+            Err(error) => json_answer(StatusCode::OK, self.error_answer(error)),
         }
     }
 
@@ -206,13 +206,13 @@ where
         }
     }
 
-    fn failure(&self, failure: Failure) -> Bytes {
-        error_message(self.request.id(), failure.code, &failure.message, failure.data)
+    fn error_answer(&self, error: CallError) -> Bytes {
+        error_message(self.request.id(), error.code, &error.message, error.data)
     }
 
     /// Round one. A `tools/call` refused with `-32020` because the gateway did not know the
     /// tool's `x-mcp-header` annotations yet is sent again once after listing the tools.
-    async fn send_first(&self) -> Result<First<RB>, Failure> {
+    async fn send_first(&self) -> Result<First<RB>, CallError> {
         let response = self.send(0, None).await?;
         let might_need_params = self.request.method() == "tools/call"
             && response.status() == StatusCode::BAD_REQUEST
@@ -262,7 +262,7 @@ where
         &self,
         round: usize,
         retry: Option<(&RawValue, &RawValue)>,
-    ) -> Result<Response<RB>, Failure> {
+    ) -> Result<Response<RB>, CallError> {
         let id = format!(r#""legacy-{round}""#);
         let body = self
             .request
@@ -276,7 +276,7 @@ where
         self.call(body, headers).await
     }
 
-    async fn call(&self, body: Bytes, headers: HeaderMap) -> Result<Response<RB>, Failure> {
+    async fn call(&self, body: Bytes, headers: HeaderMap) -> Result<Response<RB>, CallError> {
         let mut request = Request::new(Either::Right(Full::new(body)));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.uri.clone();
@@ -287,7 +287,7 @@ where
         }
         self.inner.clone().oneshot(request).await.map_err(|error| {
             tracing::warn!(%error, "modern service failed");
-            Failure::internal("The gateway could not relay the request")
+            CallError::internal("The gateway could not relay the request")
         })
     }
 
@@ -298,7 +298,7 @@ where
         let outcome = match tokio::time::timeout(limit, self.rounds(&events, first, &mut asked)).await {
             Ok(outcome) => outcome,
             // The rounds are dropped, and the ids they wait on forgotten with them.
-            Err(_) => Err(Ok(Failure {
+            Err(_) => Err(Ok(CallError {
                 code: REQUEST_TIMEOUT,
                 message: format!(
                     "The call took longer than {} s in all; the gateway ended it",
@@ -309,7 +309,7 @@ where
         };
         let message = match outcome {
             Ok(response) => legacy_response(self.request.id(), self.request.method(), &response),
-            Err(Ok(failure)) => self.failure(failure),
+            Err(Ok(error)) => self.error_answer(error),
             Err(Err(Gone)) => return,
         };
         let _ = events.send(sse_event(&message)).await;
@@ -320,7 +320,7 @@ where
         events: &Events,
         mut next: Next<RB>,
         asked: &mut Option<tokio::sync::mpsc::Receiver<Asked>>,
-    ) -> Result<ModernResponse, Result<Failure, Gone>> {
+    ) -> Result<ModernResponse, Result<CallError, Gone>> {
         let mut round = 0;
         // Taken when the call first waits for its client, held until it ends.
         let mut waiting: Option<WaitingCall> = None;
@@ -337,13 +337,13 @@ where
             };
             round += 1;
             if round > self.config.max_rounds {
-                return Err(Ok(Failure::internal(format!(
+                return Err(Ok(CallError::internal(format!(
                     "The backend asked for input more than {} times; the gateway ended the call",
                     self.config.max_rounds
                 ))));
             }
             let Some(state) = input.state.as_deref() else {
-                return Err(Ok(Failure::internal(
+                return Err(Ok(CallError::internal(
                     "The backend asked for input without a requestState",
                 )));
             };
@@ -351,9 +351,9 @@ where
             let answers = self.ask(events, &input.requests).await?;
             let answers = RawValue::from_string(
                 serde_json::to_string(&answers)
-                    .map_err(|_| Ok(Failure::internal("The client's answers could not be relayed")))?,
+                    .map_err(|_| Ok(CallError::internal("The client's answers could not be relayed")))?,
             )
-            .map_err(|_| Ok(Failure::internal("The client's answers could not be relayed")))?;
+            .map_err(|_| Ok(CallError::internal("The client's answers could not be relayed")))?;
             let response = self.send(round, Some((&answers, state))).await.map_err(Ok)?;
             let (parts, body) = response.into_parts();
             next = Next::Stream(Messages::new(
@@ -365,7 +365,7 @@ where
     }
 
     /// Counts the call among those waiting for their clients, from the first time it waits.
-    fn wait_for_client(&self, waiting: &mut Option<WaitingCall>) -> Result<(), Result<Failure, Gone>> {
+    fn wait_for_client(&self, waiting: &mut Option<WaitingCall>) -> Result<(), Result<CallError, Gone>> {
         if waiting.is_none() {
             *waiting = Some(
                 self.calls
@@ -384,7 +384,7 @@ where
         messages: &mut Messages<std::pin::Pin<Box<RB>>>,
         asked: &mut Option<tokio::sync::mpsc::Receiver<Asked>>,
         waiting: &mut Option<WaitingCall>,
-    ) -> Result<ModernResponse, Result<Failure, Gone>> {
+    ) -> Result<ModernResponse, Result<CallError, Gone>> {
         loop {
             let next = tokio::select! {
                 next = messages.next() => next,
@@ -396,13 +396,13 @@ where
             let message = match next {
                 Ok(Some(message)) => message,
                 Ok(None) => {
-                    return Err(Ok(Failure::internal(
+                    return Err(Ok(CallError::internal(
                         "The backend's answer ended without a response",
                     )));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "modern answer unreadable");
-                    return Err(Ok(Failure::internal("The backend's answer could not be read")));
+                    return Err(Ok(CallError::internal("The backend's answer could not be read")));
                 }
             };
             match Modern::parse(&message) {
@@ -424,7 +424,7 @@ where
         events: &Events,
         request: Asked,
         waiting: &mut Option<WaitingCall>,
-    ) -> Result<(), Result<Failure, Gone>> {
+    ) -> Result<(), Result<CallError, Gone>> {
         let mode = serde_json::from_str::<serde_json::Value>(request.params.get())
             .ok()
             .and_then(|p| p["mode"].as_str().map(str::to_owned));
@@ -440,7 +440,7 @@ where
         let mut requests = RawObject::default();
         let one = json!({ "method": request.method, "params": request.params });
         let one = serde_json::value::to_raw_value(&one)
-            .map_err(|_| Ok(Failure::internal("The backend's request could not be relayed")))?;
+            .map_err(|_| Ok(CallError::internal("The backend's request could not be relayed")))?;
         requests.0.push(("backend".to_owned(), one));
         let mut answers = self.ask_all(events, &requests).await?;
         if let Some((_, _, Some(answer))) = answers.pop() {
@@ -451,13 +451,13 @@ where
 
     /// Sends one round's input requests to the client and collects its answers, keyed as the
     /// backend asked; an error answer ends the call.
-    async fn ask(&self, events: &Events, requests: &RawObject) -> Result<RawObject, Result<Failure, Gone>> {
+    async fn ask(&self, events: &Events, requests: &RawObject) -> Result<RawObject, Result<CallError, Gone>> {
         let mut responses = RawObject::default();
         for (key, method, answer) in self.ask_all(events, requests).await? {
             match answer {
                 Some(Ok(result)) => responses.0.push((key, result)),
                 Some(Err(error)) => return Err(Ok(client_error(&method, &error))),
-                None => return Err(Ok(Failure::internal("The client's answer was lost"))),
+                None => return Err(Ok(CallError::internal("The client's answer was lost"))),
             }
         }
         Ok(responses)
@@ -469,7 +469,7 @@ where
         &self,
         events: &Events,
         requests: &RawObject,
-    ) -> Result<Vec<(String, String, Option<super::registry::Answer>)>, Result<Failure, Gone>> {
+    ) -> Result<Vec<(String, String, Option<super::registry::Answer>)>, Result<CallError, Gone>> {
         #[derive(Deserialize)]
         struct InputRequest {
             method: String,
@@ -479,7 +479,7 @@ where
         let mut sends = Vec::new();
         for (key, raw) in &requests.0 {
             let Ok(request) = serde_json::from_str::<InputRequest>(raw.get()) else {
-                return Err(Ok(Failure::internal(
+                return Err(Ok(CallError::internal(
                     "The backend sent an unreadable input request",
                 )));
             };
@@ -526,7 +526,7 @@ where
                             "params": {"requestId": id, "reason": "timed out"}});
                         events.send(sse_event(cancel.to_string().as_bytes())).await.map_err(|_| Err(Gone))?;
                     }
-                    return Err(Ok(Failure {
+                    return Err(Ok(CallError {
                         code: REQUEST_TIMEOUT,
                         message: format!(
                             "The client did not answer the server's requests within {} s",
@@ -566,8 +566,8 @@ where
 }
 
 /// The error for a call that may not wait for its client now.
-fn crowded_out(full: LimitReached) -> Failure {
-    Failure::internal(match full {
+fn crowded_out(full: LimitReached) -> CallError {
+    CallError::internal(match full {
         LimitReached::Replica(n) => {
             format!("The gateway has {n} calls waiting for their clients' answers; try again later")
         }
@@ -583,8 +583,8 @@ fn crowded_out(full: LimitReached) -> Failure {
 }
 
 /// The error for a call whose input requests may not all wait for answers now.
-fn too_many_answers(full: LimitReached) -> Failure {
-    Failure::internal(match full {
+fn too_many_answers(full: LimitReached) -> CallError {
+    CallError::internal(match full {
         LimitReached::Replica(n) => {
             format!("The gateway is waiting for {n} answers already; try again later")
         }
@@ -623,7 +623,7 @@ fn keep_alive_ticks(every: Duration) -> tokio::time::Interval {
     ticks
 }
 
-fn missing_capability(method: &str, mode: Option<&str>) -> Failure {
+fn missing_capability(method: &str, mode: Option<&str>) -> CallError {
     let required = match method {
         "elicitation/create" => match mode {
             Some(mode) if mode != "form" => json!({ "elicitation": { mode: {} } }),
@@ -633,16 +633,16 @@ fn missing_capability(method: &str, mode: Option<&str>) -> Failure {
         "roots/list" => json!({ "roots": {} }),
         _ => json!({}),
     };
-    Failure {
+    CallError {
         code: MISSING_REQUIRED_CLIENT_CAPABILITY,
         message: format!("The backend needs {method}, which this client did not declare at initialize"),
         data: Some(json!({ "requiredCapabilities": required })),
     }
 }
 
-fn client_error(method: &str, error: &RawValue) -> Failure {
+fn client_error(method: &str, error: &RawValue) -> CallError {
     let error: serde_json::Value = serde_json::from_str(error.get()).unwrap_or_default();
-    Failure {
+    CallError {
         code: error["code"].as_i64().unwrap_or(INTERNAL_ERROR),
         message: format!(
             "The client answered {method} with an error: {}",
@@ -652,7 +652,9 @@ fn client_error(method: &str, error: &RawValue) -> Failure {
     }
 }
 
-async fn read_response<RB>(messages: &mut Messages<std::pin::Pin<Box<RB>>>) -> Result<ModernResponse, Failure>
+async fn read_response<RB>(
+    messages: &mut Messages<std::pin::Pin<Box<RB>>>,
+) -> Result<ModernResponse, CallError>
 where
     RB: Body<Data = Bytes>,
     RB::Error: Into<BoxError>,
@@ -664,10 +666,10 @@ where
                     return Ok(response);
                 }
             }
-            Ok(None) => return Err(Failure::internal("The backend gave no JSON-RPC answer")),
+            Ok(None) => return Err(CallError::internal("The backend gave no JSON-RPC answer")),
             Err(error) => {
                 tracing::warn!(%error, "modern answer unreadable");
-                return Err(Failure::internal("The backend's answer could not be read"));
+                return Err(CallError::internal("The backend's answer could not be read"));
             }
         }
     }
