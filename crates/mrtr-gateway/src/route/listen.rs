@@ -33,7 +33,8 @@ use super::{
     INTERNAL_ERROR, INVALID_PARAMS, Inner, Routed, URIS, error_response, invalid_params, request_params,
 };
 use crate::jsonrpc;
-use crate::upstream::body::{EventsBody, ProxyBody};
+use crate::upstream::body::ProxyBody;
+use crate::upstream::sse::EventsBody;
 use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse, message_event, set_stream_headers};
 
 /// Events queued for the client before the merge waits for it to read.

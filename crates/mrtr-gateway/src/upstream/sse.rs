@@ -1,19 +1,28 @@
-//! The gateway's one reader of `text/event-stream` answers: [`EventReader`] takes a stream's
-//! bytes as they arrive and gives each complete event's data. Everything of the gateway that
-//! reads a stream reads it through this: the merges of list and discovery answers
-//! ([`super::http::forward`]), the whole-event relay of backend answers ([`super::http::body`]) and the
-//! legacy front's reading of the modern stack's answers ([`crate::legacy::stream`]). (The MRTR
-//! layer has a framer of its own, inside the library, which rewrites events in place.)
+//! The gateway's one reader of `text/event-stream` answers, and its writers of them.
+//! [`EventReader`] takes a stream's bytes as they arrive and gives each complete event's data.
+//! Everything of the gateway that reads a stream reads it through this: the merges of list and
+//! discovery answers ([`super::http::forward`]), the whole-event relay of backend answers
+//! ([`super::http::body`]) and the legacy front's reading of the modern stack's answers
+//! ([`crate::legacy::stream`]). (The MRTR layer has a framer of its own, inside the library,
+//! which rewrites events in place.) The writers: [`message_event`], the stream headers, and
+//! [`EventsBody`], a stream of events the gateway sends itself, with keep-alive comments.
 //!
 //! It reads as the SSE specification says: a line ends with LF, CRLF or a lone CR (a CR that is
 //! the last byte so far waits for the next one, which may be its LF); an empty line ends an
 //! event; an event's data is its `data` lines, each without the one space that may follow the
 //! colon, joined with LF; comments and the other fields (`event`, `id`, `retry`) are skipped.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
+use http_body::{Body, Frame};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::time::{Instant, Sleep};
+use tower_mrtr::BoxError;
 
 /// Appends one SSE `message` event carrying `json` to `out`, each line of it (a trailing `\r`
 /// removed) as a `data:` line: how the gateway writes every event of its own.
@@ -216,6 +225,66 @@ pub(crate) fn last_response(mut stream: impl Buf) -> Option<Bytes> {
     }
     reader.finish().filter(|data| is_response(data)).or(found)
 }
+
+/// A stream of SSE events the gateway writes itself (a merged listen, a listen served from a
+/// legacy session's notifications): the events sent on its channel, until the channel closes.
+/// Dropping it (the client went away) closes the channel, which tells the sender, and drops
+/// what it `holds`.
+pub(crate) struct EventsBody {
+    events: tokio::sync::mpsc::Receiver<Bytes>,
+    /// With [`keep_alive`](Self::keep_alive): when the next comment goes out if no event does.
+    keep_alive: Option<Pin<Box<Sleep>>>,
+    _holds: Box<dyn Send + Sync>,
+}
+
+impl EventsBody {
+    /// The stream of what `events` receives, holding `holds` until it is dropped.
+    pub(crate) fn new(events: tokio::sync::mpsc::Receiver<Bytes>, holds: Box<dyn Send + Sync>) -> Self {
+        Self {
+            events,
+            keep_alive: None,
+            _holds: holds,
+        }
+    }
+
+    /// A keep-alive comment every [`KEEP_ALIVE`] without an event (for a stream whose source
+    /// sends none of its own), so that proxies in front do not take it for dead.
+    pub(crate) fn keep_alive(mut self) -> Self {
+        self.keep_alive = Some(Box::pin(tokio::time::sleep(KEEP_ALIVE)));
+        self
+    }
+}
+
+impl Body for EventsBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if let Poll::Ready(event) = this.events.poll_recv(cx) {
+            if let Some(timer) = &mut this.keep_alive {
+                timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+            }
+            return Poll::Ready(event.map(|e| Ok(Frame::data(e))));
+        }
+        let Some(timer) = &mut this.keep_alive else {
+            return Poll::Pending;
+        };
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_COMMENT)))))
+    }
+}
+
+/// How often a listen's stream the gateway serves (from a stdio backend, or a legacy session's
+/// notifications) gets a keep-alive comment when no message came, so that proxies in front do
+/// not take it for dead.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

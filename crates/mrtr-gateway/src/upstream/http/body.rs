@@ -1,7 +1,8 @@
 //! The body of every answer the proxy gives ([`ProxyBody`]): a backend's body streamed through as
-//! a [`BackendBody`], one the gateway wrote itself (errors, merged lists), or the messages of a
-//! stdio backend as SSE events ([`ChannelBody`]). A concrete type rather than a boxed one, so that
-//! no answer pays an allocation and a virtual call per frame for the choice.
+//! a [`BackendBody`], or one the gateway wrote itself (errors, merged lists; boxed, rarer: a
+//! stdio process's messages as SSE events, a merged listen stream). A concrete type rather than
+//! a boxed one, so that no forwarded answer pays an allocation and a virtual call per frame for
+//! the choice.
 //!
 //! [`BackendBody`] is a backend's answer body on its way to the client, so that a backend that
 //! dies or stalls mid-answer never leaves the client with a cut stream:
@@ -38,7 +39,6 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{Either, Full};
 
 use crate::jsonrpc::{self, INTERNAL_ERROR};
-use crate::upstream::sse::KEEP_ALIVE_COMMENT;
 use crate::upstream::translate::Translation;
 
 /// A backend's streamed body (`Left`), or the gateway's own (`Right`): fixed bytes, or a rarer
@@ -257,12 +257,12 @@ impl SseEnd {
 
 /// Why a backend's answer could not be relayed to its end.
 #[derive(Debug)]
-enum Failure {
+enum BodyCut {
     Connection(hyper::Error),
     Stalled(Duration),
 }
 
-impl Failure {
+impl BodyCut {
     fn reason(&self) -> &'static str {
         match self {
             Self::Connection(_) => "the connection failed",
@@ -271,11 +271,11 @@ impl Failure {
     }
 }
 
-impl From<Failure> for BoxError {
-    fn from(failure: Failure) -> Self {
-        match failure {
-            Failure::Connection(error) => error.into(),
-            Failure::Stalled(timeout) => {
+impl From<BodyCut> for BoxError {
+    fn from(cut: BodyCut) -> Self {
+        match cut {
+            BodyCut::Connection(error) => error.into(),
+            BodyCut::Stalled(timeout) => {
                 format!("the backend sent nothing for {} s", timeout.as_secs_f64()).into()
             }
         }
@@ -295,7 +295,7 @@ impl Body for BackendBody {
             if *this.finished {
                 return Poll::Ready(None);
             }
-            let failure = match this.inner.as_mut().poll_frame(cx) {
+            let cut = match this.inner.as_mut().poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     this.stall.frames += 1;
                     let Some(sse) = this.sse.as_mut() else {
@@ -355,18 +355,18 @@ impl Body for BackendBody {
                         true => Poll::Ready(None),
                     };
                 }
-                Poll::Ready(Some(Err(error))) => Failure::Connection(error),
+                Poll::Ready(Some(Err(error))) => BodyCut::Connection(error),
                 Poll::Pending => {
                     if !this.stall.expired(cx) {
                         return Poll::Pending;
                     }
-                    Failure::Stalled(this.stall.timeout)
+                    BodyCut::Stalled(this.stall.timeout)
                 }
             };
             *this.finished = true;
-            let ended = this.sse.as_mut().and_then(|sse| sse.end(failure.reason()));
+            let ended = this.sse.as_mut().and_then(|sse| sse.end(cut.reason()));
             return match ended {
-                None => Poll::Ready(Some(Err(failure.into()))),
+                None => Poll::Ready(Some(Err(cut.into()))),
                 Some(event) if event.is_empty() => Poll::Ready(None),
                 Some(event) => Poll::Ready(Some(Ok(Frame::data(event)))),
             };
@@ -488,202 +488,5 @@ mod tests {
         let event = end_event(Some("7"), "alpha", "the connection failed");
         assert!(event.starts_with(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,"));
         assert!(event.ends_with(b"}}\n\n"));
-    }
-}
-
-/// A stream of SSE events the gateway writes itself (a merged listen, a listen served from a
-/// legacy session's notifications): the events sent on its channel, until the channel closes.
-/// Dropping it (the client went away) closes the channel, which tells the sender, and drops
-/// what it `holds`.
-pub(crate) struct EventsBody {
-    events: tokio::sync::mpsc::Receiver<Bytes>,
-    /// With [`keep_alive`](Self::keep_alive): when the next comment goes out if no event does.
-    keep_alive: Option<Pin<Box<Sleep>>>,
-    _holds: Box<dyn Send + Sync>,
-}
-
-impl EventsBody {
-    /// The stream of what `events` receives, holding `holds` until it is dropped.
-    pub(crate) fn new(events: tokio::sync::mpsc::Receiver<Bytes>, holds: Box<dyn Send + Sync>) -> Self {
-        Self {
-            events,
-            keep_alive: None,
-            _holds: holds,
-        }
-    }
-
-    /// A keep-alive comment every [`KEEP_ALIVE`] without an event (for a stream whose source
-    /// sends none of its own), so that proxies in front do not take it for dead.
-    pub(crate) fn keep_alive(mut self) -> Self {
-        self.keep_alive = Some(Box::pin(tokio::time::sleep(KEEP_ALIVE)));
-        self
-    }
-}
-
-impl Body for EventsBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        if let Poll::Ready(event) = this.events.poll_recv(cx) {
-            if let Some(timer) = &mut this.keep_alive {
-                timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
-            }
-            return Poll::Ready(event.map(|e| Ok(Frame::data(e))));
-        }
-        let Some(timer) = &mut this.keep_alive else {
-            return Poll::Pending;
-        };
-        if timer.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_COMMENT)))))
-    }
-}
-
-/// How often a listen's stream the gateway serves (from a stdio backend, or a legacy session's
-/// notifications) gets a keep-alive comment when no message came, so that proxies in front do
-/// not take it for dead.
-pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(30);
-
-/// One message for a call a [`ChannelBody`] answers: a notification, or (`response`) the
-/// response that ends it.
-#[derive(Debug)]
-pub(crate) struct Relayed {
-    pub(crate) message: Bytes,
-    pub(crate) response: bool,
-}
-
-/// The answer to one call to a stdio backend (`upstream/stdio/`), as the client's SSE stream:
-/// every message the process sends for the call, translated, then the end after the response.
-/// When the process exits first (the channel closes) or sends nothing for the stall timeout,
-/// the stream ends with a JSON-RPC error for the request, as a [`BackendBody`] ends.
-///
-/// Dropping it (the client went away) drops the translation, which tells the backend with
-/// `notifications/cancelled`, and what it `holds` (the call's place among those in flight).
-pub(crate) struct ChannelBody {
-    messages: tokio::sync::mpsc::Receiver<Relayed>,
-    /// A message received before the answer's head went out.
-    first: Option<Relayed>,
-    translation: Translation,
-    id: Box<str>,
-    backend: tower_mrtr::Route,
-    stall_timeout: Duration,
-    stall: Pin<Box<Sleep>>,
-    /// A listen's stream: waiting long is normal, so a keep-alive comment goes out instead of
-    /// the stall's end.
-    keep_alive: bool,
-    finished: bool,
-    _holds: Box<dyn Send + Sync>,
-}
-
-impl std::fmt::Debug for ChannelBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChannelBody")
-            .field("id", &self.id)
-            .field("backend", &self.backend)
-            .field("finished", &self.finished)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ChannelBody {
-    /// The answer to the request `id` (raw JSON) sent to `backend`, made of `first` (if any) and
-    /// then `messages`.
-    pub(crate) fn new(
-        messages: tokio::sync::mpsc::Receiver<Relayed>,
-        first: Option<Relayed>,
-        translation: Translation,
-        id: &str,
-        backend: &tower_mrtr::Route,
-        stall_timeout: Duration,
-        holds: Box<dyn Send + Sync>,
-    ) -> Self {
-        Self {
-            messages,
-            first,
-            translation,
-            id: id.into(),
-            backend: backend.clone(),
-            stall_timeout,
-            stall: Box::pin(tokio::time::sleep(stall_timeout)),
-            keep_alive: false,
-            finished: false,
-            _holds: holds,
-        }
-    }
-
-    /// The stream of a `subscriptions/listen`, which may wait for ever: a keep-alive comment
-    /// every [`KEEP_ALIVE`] without a message, and no stall.
-    pub(crate) fn listening(mut self) -> Self {
-        self.keep_alive = true;
-        self.stall_timeout = KEEP_ALIVE;
-        self.stall.as_mut().reset(Instant::now() + KEEP_ALIVE);
-        self
-    }
-
-    /// The end of a stream whose process failed for `reason`.
-    fn fail(&mut self, reason: &str) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.finished = true;
-        tracing::warn!(backend = %self.backend, reason, "stdio backend failed mid-answer; ending the client's stream with an error");
-        Poll::Ready(Some(Ok(Frame::data(end_event(
-            Some(&self.id),
-            self.backend.as_str(),
-            reason,
-        )))))
-    }
-}
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        loop {
-            if this.finished {
-                return Poll::Ready(None);
-            }
-            let next = match this.first.take() {
-                Some(first) => Poll::Ready(Some(first)),
-                None => this.messages.poll_recv(cx),
-            };
-            match next {
-                Poll::Ready(Some(relayed)) => {
-                    this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
-                    let event = this.translation.event(relayed.message);
-                    if relayed.response {
-                        this.finished = true;
-                    }
-                    if !event.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(event))));
-                    }
-                }
-                Poll::Ready(None) => return this.fail("the process exited"),
-                Poll::Pending => {
-                    if this.stall.as_mut().poll(cx).is_ready() {
-                        if this.keep_alive {
-                            this.stall.as_mut().reset(Instant::now() + this.stall_timeout);
-                            let comment = Bytes::from_static(KEEP_ALIVE_COMMENT);
-                            return Poll::Ready(Some(Ok(Frame::data(comment))));
-                        }
-                        return this.fail("it stalled");
-                    }
-                    return Poll::Pending;
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.finished
     }
 }

@@ -33,8 +33,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS};
-use crate::upstream::http::body::{EventsBody, ProxyBody, boxed, json as json_answer};
-use crate::upstream::sse::{message_event, set_stream_headers};
+use crate::upstream::http::body::{ProxyBody, boxed, json as json_answer};
+use crate::upstream::sse::{EventsBody, message_event, set_stream_headers};
 
 /// Most listens one session serves at once.
 pub(crate) const MAX_LISTENS: usize = 256;

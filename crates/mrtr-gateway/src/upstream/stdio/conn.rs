@@ -15,10 +15,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use super::body::Relayed;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::health::Found;
-use crate::upstream::http::body::Relayed;
 use crate::upstream::session::hub::Hub;
 use crate::upstream::translate::{Reply, Translation, outgoing};
 

@@ -52,10 +52,11 @@
 //! The room, lowest first, each importing only below it: [`child`] (the operating-system
 //! process: spawn, environment, stderr, signals; what it is started with is the backend's
 //! [`StdioCommand`]), [`conn`] (one running process's conversation: ids, calls, routing its
-//! lines); [`process`] (one process over its restarts: handshake, supervision, stop); [`pool`] (which of a
+//! lines), [`body`] (a call's answer as it streams); [`process`] (one process over its restarts: handshake, supervision, stop); [`pool`] (which of a
 //! backend's processes serves a request); this file, what the rest of the gateway calls (relay,
 //! exchange, probe, sweep, stop).
 
+mod body;
 mod child;
 mod conn;
 mod pool;
@@ -74,13 +75,14 @@ use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_mrtr::Route;
 
+use self::body::ChannelBody;
 use self::conn::{Call, Conn, Place, Share, Unsent, exited, stuck};
 use self::pool::Processes;
 use self::process::{Process, START_TIMEOUT, State, Waited};
 use super::answer::{Answer, UpstreamError, mcp_method};
 use super::backend::Backend;
 use super::health::{Down, Found};
-use super::http::body::{ChannelBody, ProxyBody, accepted, json};
+use super::http::body::{ProxyBody, accepted, json};
 use crate::jsonrpc::{self, INTERNAL_ERROR, RawObject};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
