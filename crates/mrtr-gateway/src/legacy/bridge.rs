@@ -41,10 +41,10 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
 use tower_mrtr::BoxError;
-use tower_service::Service;
 
 use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy_response};
 use super::config::LegacyConfig;
+use super::modern::{ModernAnswer, ModernStack};
 use super::registry::{LimitReached, Pending, Registry, WaitingCall, WaitingCalls};
 use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
@@ -57,10 +57,6 @@ use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
 /// The body of the gateway's own legacy answers.
 pub type LegacyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// The body of a request the legacy front sends to the modern service: the client's own (a
-/// modern request passed through) or one the front wrote.
-pub type ModernBody<B> = Either<B, Full<Bytes>>;
 
 /// The code legacy SDKs use for a request that timed out.
 const REQUEST_TIMEOUT: i64 = -32001;
@@ -164,12 +160,9 @@ struct Gone;
 
 impl<S, B, RB> Bridge<S, B>
 where
-    S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-    S::Future: Send,
-    S::Error: std::fmt::Display,
+    S: ModernStack<B, Answer = RB>,
     B: Send + 'static,
-    RB: Body<Data = Bytes> + Send + 'static,
-    RB::Error: Into<BoxError>,
+    RB: ModernAnswer,
 {
     /// Relays the request and answers the client: JSON when the modern answer is one complete
     /// result, an SSE stream otherwise.

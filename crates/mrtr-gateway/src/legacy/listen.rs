@@ -3,16 +3,14 @@
 //! go to the session's `GET` stream in legacy form (`subscriptions.rs` decides when one runs).
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, Uri};
-use http_body::Body;
+use http::{HeaderMap, Request, Uri};
 use http_body_util::{Either, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use tower_mrtr::BoxError;
-use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::{ModernBody, asks_for};
+use super::bridge::asks_for;
+use super::modern::{ModernAnswer, ModernStack};
 use super::request::LegacyRequest;
 use super::session::OpenedSession;
 use super::stream::{Events, Messages, sse_event};
@@ -38,12 +36,9 @@ impl<S> Listen<S> {
         events: Events,
         mut acknowledged: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
     ) where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Send + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Send + 'static,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let mut answer = |outcome: Result<(), String>| {
             if let Some(acknowledged) = acknowledged.take() {

@@ -2,7 +2,8 @@
 //! 2025-06-18, 2025-11-25) in front of the same backends, with multi round-trip requests
 //! bridged inside the legacy request. Imports `auth` (the caller), `route` (the mirrored-header names), `upstream`
 //! (its SSE reader, and the channel through which legacy backends' requests reach a legacy
-//! client) and the ground floor; its own floors, lowest first: `config`, `session` and `answer`;
+//! client) and the ground floor; its own floors, lowest first: `config`, `modern` (the bound on
+//! the modern stack it calls, written once), `session` and `answer`;
 //! `lifecycle`, `notes`, `registry`, `request`, `stream` and `subscriptions`; `bridge`; `listen`;
 //! `service`.
 //!
@@ -54,6 +55,7 @@ mod bridge;
 mod config;
 mod lifecycle;
 mod listen;
+mod modern;
 mod notes;
 mod registry;
 mod request;
@@ -62,6 +64,7 @@ pub(crate) mod session;
 pub(crate) mod stream;
 mod subscriptions;
 
-pub use bridge::{LegacyBody, ModernBody};
+pub use bridge::LegacyBody;
 pub use config::{LEGACY_VERSIONS, LegacyConfig};
+pub use modern::{ModernAnswer, ModernBody, ModernStack};
 pub use service::{DualEra, DualEraFuture, DualEraLayer, MCP_SESSION_ID};

@@ -43,10 +43,11 @@ use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::{Bridge, LegacyBody, ModernBody, asks_for, full, json_answer, sse_answer};
+use super::bridge::{Bridge, LegacyBody, asks_for, full, json_answer, sse_answer};
 use super::config::{LEGACY_VERSIONS, LegacyConfig};
 use super::lifecycle::{initialize_result, negotiate};
 use super::listen::Listen;
+use super::modern::{ModernAnswer, ModernBody, ModernStack};
 use super::notes::{LogLevel, Notes};
 use super::registry::{Delivery, Limits, Registry, WaitingCalls};
 use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
@@ -206,13 +207,10 @@ fn is_modern<B>(request: &Request<B>) -> bool {
 
 impl<S, B, RB> Service<Request<B>> for DualEra<S>
 where
-    S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: std::fmt::Display + Send + 'static,
+    S: ModernStack<B, Answer = RB>,
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    RB: Body<Data = Bytes> + Send + 'static,
-    RB::Error: Into<BoxError>,
+    RB: ModernAnswer,
 {
     type Response = Response<Either<RB, LegacyBody>>;
     type Error = S::Error;
@@ -366,13 +364,10 @@ impl DualEraLayer {
 
     async fn handle<S, B, RB>(self, inner: S, request: Request<B>) -> Response<Either<RB, LegacyBody>>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let enabled = self.inner.config.enabled;
         let with_session = enabled && request.headers().contains_key(MCP_SESSION_ID);
@@ -480,12 +475,9 @@ impl DualEraLayer {
     /// as long as the client holds it; its subscriptions' listens run meanwhile.
     fn standalone<S, B, RB>(&self, inner: S, parts: Parts) -> Response<LegacyBody>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Send + 'static,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let Some(session) = self.open_session(&parts) else {
             return error(
@@ -547,12 +539,9 @@ impl DualEraLayer {
         events: Events,
         acknowledged: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
     ) where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Send + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Send + 'static,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let listen = Listen {
             inner,
@@ -577,12 +566,9 @@ impl DualEraLayer {
         request: &LegacyRequest,
     ) -> Response<LegacyBody>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Send + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Send + 'static,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let Some(uri) = resource_uri(request) else {
             return error(
@@ -677,12 +663,9 @@ impl DualEraLayer {
         message: LegacyMessage,
     ) -> Response<LegacyBody>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Future: Send,
-        S::Error: std::fmt::Display,
+        S: ModernStack<B, Answer = RB>,
         B: Send + 'static,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        RB: ModernAnswer,
     {
         let Some(request) = LegacyRequest::from_message(message) else {
             return error(StatusCode::OK, None, INVALID_PARAMS, "params must be an object");
@@ -799,10 +782,8 @@ impl DualEraLayer {
         message: &LegacyMessage,
     ) -> Response<LegacyBody>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Error: std::fmt::Display,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        S: ModernStack<B, Answer = RB>,
+        RB: ModernAnswer,
     {
         #[derive(Deserialize)]
         struct Params<'a> {
@@ -873,10 +854,8 @@ impl DualEraLayer {
         session: &Session,
     ) -> Option<serde_json::Value>
     where
-        S: Service<Request<ModernBody<B>>, Response = Response<RB>> + Clone + Send + Sync + 'static,
-        S::Error: std::fmt::Display,
-        RB: Body<Data = Bytes> + Send + 'static,
-        RB::Error: Into<BoxError>,
+        S: ModernStack<B, Answer = RB>,
+        RB: ModernAnswer,
     {
         let discover = LegacyRequest::parse(br#"{"jsonrpc":"2.0","id":0,"method":"server/discover"}"#)?;
         let mut request = Request::new(Either::Right(Full::new(discover.modern_body(
@@ -905,8 +884,7 @@ impl DualEraLayer {
 
 async fn forward<S, B, RB>(inner: S, request: Request<ModernBody<B>>) -> Response<Either<RB, LegacyBody>>
 where
-    S: Service<Request<ModernBody<B>>, Response = Response<RB>>,
-    S::Error: std::fmt::Display,
+    S: ModernStack<B, Answer = RB>,
 {
     match inner.oneshot(request).await {
         Ok(response) => response.map(Either::Left),
