@@ -1,6 +1,7 @@
-//! The gateway's own JSON-RPC: the error codes and bodies it answers with, and the one body
-//! rewrite it performs (a tool or prompt name). The ground floor: it imports no other module of
-//! the gateway.
+//! The gateway's own JSON-RPC: the error bodies it answers with, and the one body rewrite it
+//! performs (a tool or prompt name). The codes are the library's ([`tower_mrtr::error`]), every
+//! one of them, so the layer and the gateway cannot drift apart. The ground floor: it imports no
+//! other module of the gateway.
 //!
 //! Bodies are never re-serialised through [`serde_json::Value`]: that would reorder members and
 //! could change numbers. [`RawObject`] keeps every member's raw text and its position, so a
@@ -12,15 +13,6 @@ use bytes::Bytes;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
-
-/// JSON-RPC: the body is not JSON.
-pub(crate) const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC: the method does not exist (sent with HTTP 404 under 2026-07-28).
-pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-// The codes the layer also answers with are the layer's, so the two cannot drift apart.
-pub(crate) use tower_mrtr::error::{HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
-/// MCP 2026-07-28: the requested protocol version is not supported.
-pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// A JSON object whose members keep their order and their raw text.
 #[derive(Debug, Default)]
@@ -130,6 +122,7 @@ pub fn error_body(id: Option<&str>, code: i64, message: &str, data: Option<serde
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower_mrtr::error::{INTERNAL_ERROR, INVALID_PARAMS};
 
     #[test]
     fn rename_keeps_order_and_raw_values() {

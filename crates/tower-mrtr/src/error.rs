@@ -28,6 +28,27 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
 /// JSON-RPC: the body is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: the method does not exist (with HTTP 404 under 2026-07-28).
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// MCP 2026-07-28: the requested protocol version is not supported (HTTP 400, with
+/// `data.supported` and `data.requested`).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+// The codes below are not the layer's own answers. They are here so that a proxy built on the
+// layer takes every JSON-RPC code from one place, as `mrtr-gateway` does.
+
+/// A proxy's answer when it sheds load: a server error in JSON-RPC's implementation-defined
+/// range (MCP 2026-07-28 calls -32000..-32019 the legacy range; no other range is left to
+/// implementations).
+pub const OVERLOADED: i64 = -32000;
+/// MCP before 2026-07-28 (and the official SDKs): the session named by `Mcp-Session-Id` is
+/// unknown (HTTP 404).
+pub const SESSION_NOT_FOUND: i64 = -32001;
+/// The official SDKs before 2026-07-28: a request timed out.
+pub const REQUEST_TIMEOUT: i64 = -32001;
+/// MCP 2025-11-25: the resource does not exist. 2026-07-28 forbids emitting it, so a proxy
+/// sends it to `initialize`-era clients only.
+pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A call refused by the check given to [`MrtrLayer::authorize`](crate::MrtrLayer::authorize):
 /// the client gets HTTP 403 and a JSON-RPC error carrying this message.

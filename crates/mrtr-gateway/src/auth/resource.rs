@@ -10,9 +10,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
+use tower_mrtr::error::INVALID_REQUEST;
 
 use super::token::{OAuthSettings, Refused, Verified, Verifier};
-use crate::jsonrpc::{INVALID_REQUEST, error_body};
+use crate::jsonrpc::error_body;
 
 /// The header the verified principal travels in, inside the gateway and on to the backends.
 /// Any copy a client sends is removed first.

@@ -338,7 +338,7 @@ fn no_principal(unreadable: principal::Unreadable) -> Response<Full<Bytes>> {
     let message = format!("Forbidden: {unreadable}");
     let mut response = Response::new(Full::new(crate::jsonrpc::error_body(
         None,
-        crate::jsonrpc::INVALID_REQUEST,
+        tower_mrtr::error::INVALID_REQUEST,
         &message,
         None,
     )));

@@ -14,14 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
+use tower_mrtr::error::OVERLOADED;
 
 use crate::jsonrpc;
 
 /// Default limit of requests in flight.
 pub(crate) const DEFAULT_MAX_IN_FLIGHT: NonZeroUsize = NonZeroUsize::new(1024).expect("not zero");
-
-/// JSON-RPC code of the overload answer (implementation-defined server error range).
-pub(crate) const OVERLOADED: i64 = -32000;
 
 /// Counts requests in flight against a limit. Cheap to clone (shared count).
 #[derive(Clone, Debug)]

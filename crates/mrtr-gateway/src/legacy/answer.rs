@@ -10,14 +10,12 @@
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tower_mrtr::error::LEGACY_RESOURCE_NOT_FOUND;
 
 use crate::jsonrpc::RawObject;
 
 /// Result members of the modern era that legacy results do not have.
 const MODERN_ONLY_RESULT_MEMBERS: &[&str] = &["resultType", "ttlMs", "cacheScope"];
-
-/// 2025-11-25's code for "resource not found".
-pub(super) const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A message on the modern answer stream.
 #[derive(Debug)]
@@ -130,7 +128,7 @@ fn legacy_error(method: &str, error: &str) -> String {
         return error.to_owned();
     };
     let not_found = method == "resources/read"
-        && object["code"] == crate::jsonrpc::INVALID_PARAMS
+        && object["code"] == tower_mrtr::error::INVALID_PARAMS
         && object["data"]["uri"].is_string();
     if not_found {
         object["code"] = LEGACY_RESOURCE_NOT_FOUND.into();

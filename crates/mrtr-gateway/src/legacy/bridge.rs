@@ -41,6 +41,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
 use tower_mrtr::BoxError;
+use tower_mrtr::error::{
+    HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT,
+};
 
 use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy_response};
 use super::config::LegacyConfig;
@@ -50,16 +53,12 @@ use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
 use crate::auth::Caller;
-use crate::jsonrpc::{HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
+use crate::jsonrpc::RawObject;
 use crate::upstream::sse::{is_sse, set_stream_headers};
 use crate::upstream::translate::{Asked, ClientAsks};
-use tower_mrtr::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
 /// The body of the gateway's own legacy answers.
 pub type LegacyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// The code legacy SDKs use for a request that timed out.
-const REQUEST_TIMEOUT: i64 = -32001;
 
 /// A legacy JSON answer.
 pub(super) fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {

@@ -39,6 +39,9 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
+use tower_mrtr::error::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_NOT_FOUND,
+};
 use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
@@ -55,16 +58,11 @@ use super::session::{OpenedSession, Session, SessionDigest, SessionSealer};
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages};
 use super::subscriptions::{Full as SubscriptionsFull, MAX_URIS as MAX_SUBSCRIBED_URIS, Subscriptions};
 use crate::auth::Caller;
-use crate::jsonrpc::{
-    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, error_body,
-};
+use crate::jsonrpc::error_body;
 use crate::route::headers::MCP_PROTOCOL_VERSION;
 
 /// The session header of the legacy Streamable HTTP transport.
 pub const MCP_SESSION_ID: &str = "mcp-session-id";
-
-/// The code legacy SDK servers answer an unknown session with (HTTP 404).
-const SESSION_NOT_FOUND: i64 = -32001;
 
 /// Methods relayed to the modern backends.
 const RELAYED: &[&str] = &[

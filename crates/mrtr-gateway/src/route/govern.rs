@@ -15,12 +15,13 @@ use http::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use tower_mrtr::error::INVALID_REQUEST;
 use tower_mrtr::{Continuation, Denied, McpRequestHead};
 
 use super::catalog::{Kind, SEPARATOR};
 use super::{Inner, error_response, request_params};
 use crate::auth::Caller;
-use crate::jsonrpc::{self, INVALID_REQUEST};
+use crate::jsonrpc;
 use crate::policy::{self, Origin, Policy, Subject, Thing};
 use crate::upstream::body::ProxyBody;
 

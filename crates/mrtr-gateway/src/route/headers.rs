@@ -8,9 +8,8 @@
 use http::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use tower_mrtr::McpRequestHead;
+use tower_mrtr::error::{HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
 use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, header_value_is};
-
-use crate::jsonrpc::{HEADER_MISMATCH, UNSUPPORTED_VERSION};
 
 /// The protocol versions the gateway itself speaks.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
@@ -53,7 +52,7 @@ pub(crate) fn validate(headers: &HeaderMap, head: &McpRequestHead) -> Result<(),
         .map_err(|_| HeaderError::mismatch("Invalid MCP-Protocol-Version header"))?;
     if !SUPPORTED_VERSIONS.contains(&version) {
         return Err(HeaderError {
-            code: UNSUPPORTED_VERSION,
+            code: UNSUPPORTED_PROTOCOL_VERSION,
             message: format!("Unsupported protocol version: {version}"),
             data: Some(serde_json::json!({ "supported": SUPPORTED_VERSIONS, "requested": version })),
         });

@@ -46,16 +46,14 @@ use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Request, Response, St
 use http_body_util::BodyExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use tower_mrtr::error::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
 use tower_mrtr::mcp_headers::{MCP_NAME, encode_header_value};
 use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
 use self::catalog::{Catalog, Kind};
 pub(crate) use self::govern::KnownOrigin;
-use crate::jsonrpc::{
-    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RawObject,
-    error_body,
-};
+use crate::jsonrpc::{self, RawObject, error_body};
 use crate::observe::trace::TraceSlot;
 use crate::policy::{self, Charge, Policy, RateLimits};
 use crate::upstream::answer::{Answer, UpstreamError};

@@ -30,6 +30,7 @@ use std::str::FromStr;
 use http::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tower_mrtr::error::{HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY};
 
 use super::answer::{Answer, UpstreamError};
 use super::health::{Down, Found};
@@ -128,7 +129,7 @@ fn discovered(answer: &Answer) -> Discovered {
         return Discovered::Modern(server_info(info));
     }
     let code = message.pointer("/error/code").and_then(Value::as_i64);
-    if matches!(code, Some(-32020 | -32021)) {
+    if matches!(code, Some(HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY)) {
         // A modern server refusing the probe's headers: it speaks 2026-07-28.
         return Discovered::Modern(None);
     }

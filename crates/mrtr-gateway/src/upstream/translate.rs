@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
+use tower_mrtr::error::METHOD_NOT_FOUND;
 
 use super::sse::{EventReader, write_message_event};
 use crate::jsonrpc::RawObject;
@@ -449,7 +450,7 @@ pub(crate) fn answer_backend_request(id: &str, method: &str) -> Bytes {
         let message = serde_json::to_string(&message).unwrap_or_default();
         let _ = write!(
             text,
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":{message}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{METHOD_NOT_FOUND},"message":{message}}}}}"#
         );
     }
     Bytes::from(text)

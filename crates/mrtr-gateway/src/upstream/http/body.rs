@@ -37,8 +37,9 @@ use tower_mrtr::BoxError;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{Either, Full};
+use tower_mrtr::error::INTERNAL_ERROR;
 
-use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::jsonrpc;
 use crate::upstream::translate::Translation;
 
 /// A backend's streamed body (`Left`), or the gateway's own (`Right`): fixed bytes, or a rarer

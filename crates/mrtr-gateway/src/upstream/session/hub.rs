@@ -31,8 +31,9 @@ use futures_util::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::{OnceCell, mpsc};
+use tower_mrtr::error::{INTERNAL_ERROR, INVALID_PARAMS};
 
-use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::jsonrpc;
 use crate::upstream::http::body::{ProxyBody, boxed, json as json_answer};
 use crate::upstream::sse::{EventsBody, message_event, set_stream_headers};
 

@@ -55,6 +55,7 @@ use http::{Method, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
 use tower_mrtr::Route;
+use tower_mrtr::error::INTERNAL_ERROR;
 
 use self::pool::{Key, Lease, Pool, reply_sink};
 use super::answer::{Answer, UpstreamError, mcp_method};
@@ -63,7 +64,7 @@ use super::http::body::{BackendBody, ProxyBody, accepted, json};
 use super::http::forward::Forwarder;
 use super::sse::is_sse;
 use super::translate::{ClientAsks, Translation, outgoing};
-use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::jsonrpc;
 
 /// Whom a request is relayed for, as far as a backend's session or process depends on it: the
 /// principal (read once, by the router, the way every principal is read) and, for a legacy

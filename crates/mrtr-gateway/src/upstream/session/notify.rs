@@ -10,10 +10,11 @@ use http::header::HeaderMap;
 use http::{Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
+use tower_mrtr::error::METHOD_NOT_FOUND;
 
 use super::pool::{Lease, Notifications, Session, reply_sink};
 use super::wire::{self, identity_headers};
-use crate::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::jsonrpc;
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::Backend;
 use crate::upstream::http::body::{ProxyBody, json};

@@ -14,9 +14,10 @@ use http::StatusCode;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tower_mrtr::error::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 use super::body::Relayed;
-use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, RawObject};
+use crate::jsonrpc::{self, RawObject};
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::health::Found;
 use crate::upstream::session::hub::Hub;

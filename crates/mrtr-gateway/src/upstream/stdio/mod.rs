@@ -74,6 +74,7 @@ use http::{Response, StatusCode};
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_mrtr::Route;
+use tower_mrtr::error::INTERNAL_ERROR;
 
 use self::body::ChannelBody;
 use self::conn::{Call, Conn, Place, Share, Unsent, exited, stuck};
@@ -83,7 +84,7 @@ use super::answer::{Answer, UpstreamError, mcp_method};
 use super::backend::Backend;
 use super::health::{Down, Found};
 use super::http::body::{ProxyBody, accepted, json};
-use crate::jsonrpc::{self, INTERNAL_ERROR, RawObject};
+use crate::jsonrpc::{self, RawObject};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
 use crate::upstream::session::hub::{self, Offers, Subscriber};
