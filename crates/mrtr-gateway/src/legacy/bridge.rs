@@ -32,10 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
+use http::{HeaderMap, Request, Response, StatusCode, Uri};
 use http_body::Body;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{Either, Full};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -49,38 +48,14 @@ use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy
 use super::config::LegacyConfig;
 use super::modern::{ModernAnswer, ModernStack};
 use super::registry::{LimitReached, Pending, Registry, WaitingCall, WaitingCalls};
+use super::reply::{LegacyBody, json_answer, sse_answer};
 use super::request::{LegacyRequest, ToolHeaders};
 use super::session::OpenedSession;
 use super::stream::{CallBody, Events, KEEP_ALIVE, Messages, sse_event};
 use crate::auth::Caller;
 use crate::jsonrpc::RawObject;
-use crate::upstream::sse::{is_sse, set_stream_headers};
+use crate::upstream::sse::is_sse;
 use crate::upstream::translate::{Asked, ClientAsks};
-
-/// The body of the gateway's own legacy answers.
-pub type LegacyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// A legacy JSON answer.
-pub(super) fn json_answer(status: StatusCode, body: Bytes) -> Response<LegacyBody> {
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// A body of fixed bytes.
-pub(super) fn full(bytes: Bytes) -> LegacyBody {
-    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
-}
-
-/// A legacy SSE answer made of `body`'s events.
-pub(super) fn sse_answer(body: CallBody) -> Response<LegacyBody> {
-    let mut response = Response::new(body.map_err(|never| match never {}).boxed_unsync());
-    set_stream_headers(response.headers_mut());
-    response
-}
 
 /// One legacy request on its way through the modern service.
 pub(super) struct Bridge<S, B> {

@@ -3,9 +3,10 @@
 //! bridged inside the legacy request. Imports `auth` (the caller), `route` (the mirrored-header names), `upstream`
 //! (its SSE reader, and the channel through which legacy backends' requests reach a legacy
 //! client) and the ground floor; its own floors, lowest first: `config`, `modern` (the bound on
-//! the modern stack it calls, written once), `session` and `answer`;
-//! `lifecycle`, `notes`, `registry`, `request`, `stream` and `subscriptions`; `bridge`; `listen`;
-//! `service`.
+//! the modern stack it calls, written once), `session`, `answer` and `stream`; `lifecycle`,
+//! `notes`, `registry`, `reply` (its own HTTP answers), `request` and `subscriptions`; `bridge`
+//! and `layer` (the front's state, [`DualEraLayer`]); `listen`; `standalone` (a session's `GET`
+//! stream and the subscriptions on it); `service` ([`DualEra`], which dispatches a request).
 //!
 //! The specification defines a *dual-era* server: the era is chosen by how a client opens
 //! (`initialize` selects legacy semantics for that session; per-request `_meta` is served
@@ -53,18 +54,23 @@
 mod answer;
 mod bridge;
 mod config;
+mod layer;
 mod lifecycle;
 mod listen;
 mod modern;
 mod notes;
 mod registry;
+mod reply;
 mod request;
 mod service;
 pub(crate) mod session;
+mod standalone;
 pub(crate) mod stream;
 mod subscriptions;
 
-pub use bridge::LegacyBody;
 pub use config::{LEGACY_VERSIONS, LegacyConfig};
+pub use layer::DualEraLayer;
 pub use modern::{ModernAnswer, ModernBody, ModernStack};
-pub use service::{DualEra, DualEraFuture, DualEraLayer, MCP_SESSION_ID};
+pub use reply::LegacyBody;
+pub use service::{DualEra, DualEraFuture};
+pub use session::MCP_SESSION_ID;

@@ -24,14 +24,11 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use pin_project_lite::pin_project;
@@ -39,30 +36,27 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
+use tower_mrtr::BoxError;
 use tower_mrtr::error::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_NOT_FOUND,
 };
-use tower_mrtr::{BoxError, Clock, KeyringHandle, SystemClock};
 use tower_service::Service;
 
 use super::answer::Modern;
-use super::bridge::{Bridge, LegacyBody, asks_for, full, json_answer, sse_answer};
-use super::config::{LEGACY_VERSIONS, LegacyConfig};
+use super::bridge::{Bridge, asks_for};
+use super::config::LEGACY_VERSIONS;
+use super::layer::DualEraLayer;
 use super::lifecycle::{initialize_result, negotiate};
-use super::listen::Listen;
 use super::modern::{ModernAnswer, ModernBody, ModernStack};
-use super::notes::{LogLevel, Notes};
-use super::registry::{Delivery, Limits, Registry, WaitingCalls};
-use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION, ToolHeaders};
-use super::session::{OpenedSession, Session, SessionDigest, SessionSealer};
-use super::stream::{CallBody, Events, KEEP_ALIVE, Messages};
-use super::subscriptions::{Full as SubscriptionsFull, MAX_URIS as MAX_SUBSCRIBED_URIS, Subscriptions};
+use super::notes::LogLevel;
+use super::registry::Delivery;
+use super::reply::{LegacyBody, error, full, json_answer, method_not_allowed, result, status};
+use super::request::{LegacyMessage, LegacyRequest, MODERN_VERSION};
+use super::session::{MCP_SESSION_ID, OpenedSession, Session};
+use super::standalone::resource_uri;
+use super::stream::Messages;
 use crate::auth::Caller;
-use crate::jsonrpc::error_body;
 use crate::route::headers::MCP_PROTOCOL_VERSION;
-
-/// The session header of the legacy Streamable HTTP transport.
-pub const MCP_SESSION_ID: &str = "mcp-session-id";
 
 /// Methods relayed to the modern backends.
 const RELAYED: &[&str] = &[
@@ -75,101 +69,6 @@ const RELAYED: &[&str] = &[
     "resources/read",
     "completion/complete",
 ];
-
-/// The legacy front's state, shared by every clone of [`DualEra`]. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct DualEraLayer {
-    inner: Arc<FrontState>,
-}
-
-#[derive(Debug)]
-struct FrontState {
-    config: Arc<LegacyConfig>,
-    sessions: SessionSealer,
-    notes: Notes,
-    registry: Registry,
-    calls: WaitingCalls,
-    tools: Arc<ToolHeaders>,
-    principal: Option<HeaderName>,
-    clock: Arc<dyn Clock>,
-    max_request_body: usize,
-    server_info: serde_json::Value,
-    /// Resource subscriptions and the `GET` streams they are served on, on this replica.
-    subscriptions: Subscriptions,
-    /// Numbers the `GET` streams (a session's second stream replaces its first).
-    streams: AtomicU64,
-}
-
-impl DualEraLayer {
-    /// A front sealing sessions with the keys behind `keys` (share the layer's handle, so a
-    /// rotation reaches both), with `config`'s limits, no principal binding, the system clock
-    /// and request bodies up to tower-mrtr's default.
-    pub fn new(config: LegacyConfig, keys: KeyringHandle) -> Self {
-        Self {
-            inner: Arc::new(FrontState {
-                sessions: SessionSealer::new(keys, config.session_ttl),
-                notes: Notes::new(config.max_session_notes),
-                registry: Registry::new(Limits {
-                    replica: config.max_waiting_answers,
-                    session: config.max_waiting_answers_per_session,
-                    principal: config.max_waiting_answers_per_principal,
-                }),
-                calls: WaitingCalls::new(Limits {
-                    replica: config.max_waiting_calls,
-                    session: config.max_waiting_calls_per_session,
-                    principal: config.max_waiting_calls_per_principal,
-                }),
-                tools: Arc::default(),
-                principal: None,
-                clock: Arc::new(SystemClock),
-                max_request_body: tower_mrtr::DEFAULT_MAX_REQUEST_BODY,
-                server_info: json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
-                subscriptions: Subscriptions::default(),
-                streams: AtomicU64::new(1),
-                config: Arc::new(config),
-            }),
-        }
-    }
-
-    fn state_mut(&mut self) -> &mut FrontState {
-        Arc::get_mut(&mut self.inner).expect("configured before it is shared")
-    }
-
-    /// Binds sessions to this request header's value, as the layer binds envelopes.
-    pub fn principal_header(mut self, header: Option<HeaderName>) -> Self {
-        self.state_mut().principal = header;
-        self
-    }
-
-    /// Binds session ids to the deployment named `audience` (the MRTR layer's audience).
-    pub fn audience(mut self, audience: Option<Arc<str>>) -> Self {
-        let state = self.state_mut();
-        state.sessions = state.sessions.clone().with_audience(audience);
-        self
-    }
-
-    /// Where session expiry reads the time.
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.state_mut().clock = clock;
-        self
-    }
-
-    /// Largest legacy request body read (413 above).
-    pub fn max_request_body(mut self, bytes: usize) -> Self {
-        self.state_mut().max_request_body = bytes;
-        self
-    }
-
-    /// Server-to-client requests waiting for an answer on this replica right now.
-    pub fn waiting_answers(&self) -> usize {
-        self.inner.registry.waiting()
-    }
-
-    /// Calls waiting for their client's answers on this replica right now.
-    pub fn waiting_calls(&self) -> usize {
-        self.inner.calls.waiting()
-    }
-}
 
 /// Serves legacy MCP clients in front of a modern MCP service `S`, which it calls once per
 /// modern round. See the [module docs](crate::legacy).
@@ -289,77 +188,7 @@ fn legacy<RB>(response: Response<LegacyBody>) -> Response<Either<RB, LegacyBody>
     response.map(Either::Right)
 }
 
-/// How long a `resources/subscribe` waits for the backend to acknowledge its listen.
-const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
-
-/// A session's `GET` stream while it is held: detached when dropped.
-struct Attached {
-    front: DualEraLayer,
-    digest: SessionDigest,
-    number: u64,
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        self.front.inner.subscriptions.detach(self.digest, self.number);
-    }
-}
-
-/// `params.uri` of a subscription request.
-fn resource_uri(request: &LegacyRequest) -> Option<String> {
-    serde_json::from_str(request.param("uri")?.get()).ok()
-}
-
-fn status(code: StatusCode) -> Response<LegacyBody> {
-    let mut response = Response::new(full(Bytes::new()));
-    *response.status_mut() = code;
-    response
-}
-
-fn method_not_allowed(with_session: bool) -> Response<LegacyBody> {
-    let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
-    let allow = if with_session { "POST, DELETE" } else { "POST" };
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static(allow));
-    response
-}
-
-fn error(code: StatusCode, id: Option<&RawValue>, rpc: i64, message: &str) -> Response<LegacyBody> {
-    json_answer(code, error_body(id.map(RawValue::get), rpc, message, None))
-}
-
-fn result(id: &RawValue, result: &serde_json::Value) -> Response<LegacyBody> {
-    json_answer(
-        StatusCode::OK,
-        Bytes::from(format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
-            id.get()
-        )),
-    )
-}
-
 impl DualEraLayer {
-    /// The principal sessions are bound to: the caller the front or the resource server left on
-    /// the request, else the principal header read as the front reads it.
-    fn principal(&self, parts: &Parts) -> Option<Arc<str>> {
-        let name = self.inner.principal.as_ref()?;
-        match parts.extensions.get::<Caller>() {
-            Some(caller) => Some(caller.principal.clone()),
-            None => crate::auth::principal::read(&parts.headers, name).ok(),
-        }
-    }
-
-    fn open_session(&self, parts: &Parts) -> Option<OpenedSession> {
-        let state = &self.inner;
-        let now = state.clock.now();
-        let id = parts.headers.get(MCP_SESSION_ID)?.to_str().ok()?;
-        state
-            .sessions
-            .open(id, self.principal(parts).as_deref(), now)
-            .filter(|s| !state.notes.is_ended(s.digest(), now))
-    }
-
     async fn handle<S, B, RB>(self, inner: S, request: Request<B>) -> Response<Either<RB, LegacyBody>>
     where
         S: ModernStack<B, Answer = RB>,
@@ -466,158 +295,6 @@ impl DualEraLayer {
             Ok(()) => status(StatusCode::OK),
             // No room to remember the end: say so rather than pretend.
             Err(_) => method_not_allowed(true),
-        }
-    }
-
-    /// The session's standalone `GET` stream: keep-alive comments and its resource updates, for
-    /// as long as the client holds it; its subscriptions' listens run meanwhile.
-    fn standalone<S, B, RB>(&self, inner: S, parts: Parts) -> Response<LegacyBody>
-    where
-        S: ModernStack<B, Answer = RB>,
-        B: Send + 'static,
-        RB: ModernAnswer,
-    {
-        let Some(session) = self.open_session(&parts) else {
-            return error(
-                StatusCode::NOT_FOUND,
-                None,
-                SESSION_NOT_FOUND,
-                "Session not found",
-            );
-        };
-        let accepts_sse = parts
-            .headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("text/event-stream"));
-        if !accepts_sse {
-            return status(StatusCode::NOT_ACCEPTABLE);
-        }
-        let front = self.clone();
-        let number = self.inner.streams.fetch_add(1, Ordering::Relaxed);
-        sse_answer(CallBody::new(move |events| async move {
-            let digest = session.digest();
-            let start = match front.inner.subscriptions.attach(digest, number, events.clone()) {
-                Ok(start) => start,
-                Err(_) => {
-                    tracing::warn!("no room for another legacy session's stream on this replica");
-                    return;
-                }
-            };
-            // The stream ends when the client lets go of it: this future is dropped with its body.
-            let _attached = Attached {
-                front: front.clone(),
-                digest,
-                number,
-            };
-            for uri in start.uris {
-                front.start_listen(inner.clone(), &session, &parts, number, uri, events.clone(), None);
-            }
-            let mut ticks =
-                tokio::time::interval(front.inner.config.keep_alive.max(Duration::from_millis(100)));
-            ticks.tick().await;
-            loop {
-                ticks.tick().await;
-                if events.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() {
-                    break;
-                }
-            }
-        }))
-    }
-
-    /// Starts the listen of `resource` for `session`'s stream number `number`.
-    #[allow(clippy::too_many_arguments)] // the session's client, its stream, and the ack
-    fn start_listen<S, B, RB>(
-        &self,
-        inner: S,
-        session: &OpenedSession,
-        parts: &Parts,
-        number: u64,
-        resource: String,
-        events: Events,
-        acknowledged: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
-    ) where
-        S: ModernStack<B, Answer = RB>,
-        B: Send + 'static,
-        RB: ModernAnswer,
-    {
-        let listen = Listen {
-            inner,
-            session: session.clone(),
-            client_headers: parts.headers.clone(),
-            uri: parts.uri.clone(),
-            max_message: self.inner.config.max_message,
-        };
-        let task = tokio::spawn(listen.run(resource.clone(), events, acknowledged));
-        self.inner
-            .subscriptions
-            .listening(session.digest(), number, &resource, task.abort_handle());
-    }
-
-    /// `resources/subscribe`: recorded for the session; with its stream open, the listen starts
-    /// and the answer waits (briefly) for the backend to take it, so a refusal reaches the client.
-    async fn subscribe<S, B, RB>(
-        &self,
-        inner: S,
-        parts: &Parts,
-        session: &OpenedSession,
-        request: &LegacyRequest,
-    ) -> Response<LegacyBody>
-    where
-        S: ModernStack<B, Answer = RB>,
-        B: Send + 'static,
-        RB: ModernAnswer,
-    {
-        let Some(uri) = resource_uri(request) else {
-            return error(
-                StatusCode::OK,
-                Some(request.id()),
-                INVALID_PARAMS,
-                "Missing params.uri",
-            );
-        };
-        let start = match self.inner.subscriptions.subscribe(session.digest(), &uri) {
-            Ok(start) => start,
-            Err(SubscriptionsFull::Session) => {
-                return error(
-                    StatusCode::OK,
-                    Some(request.id()),
-                    INVALID_PARAMS,
-                    &format!(
-                        "This session already subscribes to {MAX_SUBSCRIBED_URIS} resources; unsubscribe first"
-                    ),
-                );
-            }
-            Err(SubscriptionsFull::Replica) => {
-                return error(
-                    StatusCode::OK,
-                    Some(request.id()),
-                    INTERNAL_ERROR,
-                    "This gateway replica cannot hold more subscriptions right now",
-                );
-            }
-        };
-        let Some(start) = start else {
-            // Already subscribed, or no stream yet: its listen starts when the stream opens.
-            return result(request.id(), &json!({}));
-        };
-        let (acknowledged, taken) = tokio::sync::oneshot::channel();
-        self.start_listen(
-            inner,
-            session,
-            parts,
-            start.stream,
-            uri.clone(),
-            start.events,
-            Some(acknowledged),
-        );
-        match tokio::time::timeout(SUBSCRIBE_WAIT, taken).await {
-            Ok(Ok(Err(refusal))) => {
-                self.inner.subscriptions.unsubscribe(session.digest(), &uri);
-                error(StatusCode::OK, Some(request.id()), INVALID_PARAMS, &refusal)
-            }
-            // Taken, or the backend is slow to say: the listen goes on either way.
-            _ => result(request.id(), &json!({})),
         }
     }
 

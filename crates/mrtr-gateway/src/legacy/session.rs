@@ -20,6 +20,9 @@ use tower_mrtr::{KeyringHandle, Route};
 
 use crate::jsonrpc::RawObject;
 
+/// The session header of the legacy Streamable HTTP transport.
+pub const MCP_SESSION_ID: &str = "mcp-session-id";
+
 /// The purpose of session envelopes: the gateway's own, not one of tower-mrtr's. Its label is
 /// the one session ids were sealed with when tower-mrtr still defined this purpose itself; the
 /// bytes must never change, or every session id handed out before stops opening (its clients
