@@ -12,6 +12,7 @@ mod legacy;
 mod oauth;
 mod policy;
 mod real_peers;
+mod rooms;
 mod scale_out;
 mod streaming;
 mod tasks;

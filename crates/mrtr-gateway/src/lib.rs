@@ -7,25 +7,11 @@
 //! operators).
 //!
 //! The source is sorted into rooms named for the stages a request meets, from the client to the
-//! backend; each room imports only rooms below it in this table:
-//!
-//! | room | what it holds |
-//! |---|---|
-//! | `cli` | the binary: flags and config file (one declaration of every setting), `--demo`, the run |
-//! | `app` | the composition root: the stack outermost first, the running gateway |
-//! | `config` | [`GatewayConfig`], what the composition root is given |
-//! | `ops` | the admin listener, readiness and the health probe, key and certificate reload |
-//! | `front` | the accept loop, the HTTP layers, `Origin`/`Host` checks, shedding, deadlines, drain, request metrics |
-//! | `legacy` | clients of the `initialize` era, bridged to the modern stack |
-//! | `route` | the [`Proxy`] the MRTR layer wraps: routing, fan-out, the catalog, mirrored-header checks |
-//! | `policy` | what a caller may call (`[[policy]]`) and how often (`[[rate-limit]]`) |
-//! | `upstream` | backends, forwarding, backend bodies and their SSE reader, per-backend health state |
-//! | `auth` | who a request comes from: the OAuth resource server (bearer tokens, the issuer's keys, the metadata) |
-//! | `observe` | metric names and handles, the access log, logging (imports no stage) |
-//! | `jsonrpc`, `tls` | the ground floor: JSON-RPC codes and bodies, TLS material |
-//!
-//! A new backend transport goes in `upstream`, a new way of knowing the caller in `auth`, a
-//! new rule on what callers may do in `policy`, another check on client requests in `front`, a new admin endpoint in `ops`, a new setting in `cli`'s settings.
+//! backend, each importing only rooms below it: `cli`, `app` (the composition root), `config`,
+//! `ops`, `front`, `legacy`, `route`, `policy`, `upstream` (every kind of backend behind one
+//! seam), `auth`, `serve` (the HTTP server both listeners run), `observe`, and the ground floor,
+//! `jsonrpc` and `tls`. `CONTRIBUTING.md` has the table (what each holds and may import, where a
+//! new feature goes), and a test holds the code to it.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
