@@ -1,8 +1,8 @@
+//! The project's benchmarks, all in this one crate.
+//!
 //! Side-by-side load benchmark of `mrtr-gateway` (issue 9): the gateway as operators deploy it,
 //! against a bare hyper reverse proxy (the limit of one hop) and against the backend called
-//! directly, all in front of the same fast mock MCP backend.
-//!
-//! Three binaries:
+//! directly, all in front of the same fast mock MCP backend. Its binaries:
 //!
 //! * `mock-backend`: the MCP backend ([`backend`]): JSON and SSE answers, MRTR rounds with a
 //!   state of chosen size that it checks on round 2;
@@ -15,9 +15,21 @@
 //!   ([`peer`]), its answers compared as parsed messages ([`messages`]);
 //! * `overload-bench`: a slow backend behind the gateway, offered ten times the load it sustains,
 //!   to show that load shedding keeps memory bounded and that the gateway recovers
-//!   ([`overload`]).
+//!   ([`overload`]);
+//! * `scale-bench`: the cost per client connection, and thousands of them at once ([`scale`]).
 //!
 //! Run it with `bash scripts/bench-gateway.sh` (see `docs/benchmarks.md`).
+//!
+//! The library, `tower-mrtr`, alone (each binary's own docs say how to run it):
+//!
+//! * `loopback-load`: one forwarding proxy, bare and wrapped in `MrtrLayer`, under keep-alive
+//!   load on 127.0.0.1 in one process;
+//! * `envelope-cost` and `layer-cost`: loops of seals and opens, or of requests through the layer
+//!   with no network and no scheduler, to be counted under callgrind;
+//! * the criterion benches, `benches/mrtr.rs` (`cargo bench -p mrtr-bench --bench mrtr`).
+//!
+//! `json-validators/` is a workspace of its own (its `run.sh`), comparing JSON validators the
+//! layer could have used, so that their dependencies stay out of this workspace's lock file.
 
 #![forbid(unsafe_code)]
 

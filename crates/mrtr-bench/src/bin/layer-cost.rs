@@ -1,11 +1,11 @@
 //! The layer's own cost per request, in instructions: run it under callgrind.
 //!
 //! ```sh
-//! cargo build --release -p tower-mrtr --example layer_cost
+//! cargo build --release --workspace --bins    # the README's build
 //! for mode in call round1 round2 list; do
 //!   for n in 1 1001; do
 //!     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//!       target/release/examples/layer_cost $mode $n 2>&1 | grep Collected
+//!       target/release/layer-cost $mode $n 2>&1 | grep Collected
 //!   done
 //! done
 //! # (Collected at 1001 - Collected at 1) / 1000 = instructions per request;

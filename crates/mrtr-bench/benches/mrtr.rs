@@ -1,6 +1,6 @@
 //! Micro-benchmarks of tower-mrtr, each measured side by side with its baseline in one run.
 //!
-//! `cargo bench -p tower-mrtr --bench mrtr` (figures and how to read them: `docs/benchmarks.md`).
+//! `cargo bench -p mrtr-bench --bench mrtr` (figures and how to read them: `docs/benchmarks.md`).
 //!
 //! Every service here answers at once, so futures are driven with `now_or_never` instead of a
 //! runtime: what is measured is the layer's work, not a scheduler's.

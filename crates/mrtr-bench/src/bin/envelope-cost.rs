@@ -1,18 +1,19 @@
 //! The envelope's cost per seal and per open, in instructions: run it under callgrind.
 //!
 //! ```sh
-//! cargo build --release -p tower-mrtr --example envelope_cost
+//! cargo build --release --workspace --bins    # the README's build
 //! for mode in seal open; do
 //!   for n in 1 1001; do
 //!     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//!       target/release/examples/envelope_cost $mode 1024 $n 2>&1 | grep Collected
+//!       target/release/envelope-cost $mode 1024 $n 2>&1 | grep Collected
 //!   done
 //! done
 //! # (Collected at 1001 - Collected at 1) / 1000 = instructions per seal or open of a 1 KiB state.
 //! ```
 //!
-//! The binding and state are those of the `envelope` group of `benches/mrtr.rs`: `tools/call`,
-//! target `delete_branch`, principal `alice`, route `backend-a`, a state of `size` bytes.
+//! The binding and state are those of the `envelope` group of the criterion benches
+//! (`crates/mrtr-bench/benches/mrtr.rs`): `tools/call`, target `delete_branch`, principal `alice`,
+//! route `backend-a`, a state of `size` bytes.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use tower_mrtr::{Keyring, Route};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: envelope_cost seal|open SIZE ITERATIONS";
+    let usage = "usage: envelope-cost seal|open SIZE ITERATIONS";
     let mode = args.next().expect(usage);
     let size: usize = args.next().expect(usage).parse().expect(usage);
     let iterations: u64 = args.next().expect(usage).parse().expect(usage);

@@ -2,8 +2,9 @@
 //! side by side under concurrent keep-alive load.
 //!
 //! ```sh
-//! cargo run --release -p tower-mrtr --example loopback_load
-//! cargo run --release -p tower-mrtr --example loopback_load -- --seconds 4 --connections 32 --rounds 3
+//! cargo build --release --workspace --bins    # the README's build
+//! target/release/loopback-load
+//! target/release/loopback-load --seconds 4 --connections 32 --rounds 3
 //! ```
 //!
 //! # What runs
@@ -18,7 +19,7 @@
 //!   stream in 16 KiB frames;
 //! * two **proxies**, identical except that one is wrapped in `MrtrLayer`: each forwards every
 //!   request to the backend with a pooled keep-alive hyper-util client and reports a
-//!   [`Route`], served through `TowerToHyperService` as in `tests/over_http.rs`;
+//!   [`Route`], served through `TowerToHyperService` as in `crates/tower-mrtr/tests/it/over_http.rs`;
 //! * a **load generator**: `--connections` keep-alive HTTP/1 connections, each sending one request
 //!   after another until the segment's time (or request cap) runs out; a request in flight at the
 //!   deadline is finished and counted, and the segment's time runs until the last one ends.
@@ -62,7 +63,7 @@
 //! scanning, sealing) and indirect (buffered bodies copied, larger messages), within the noise.
 //!
 //! `--variant bare` or `--variant layered` loads one proxy only, to profile one side, e.g.
-//! `perf record -g target/release/examples/loopback_load --only json --variant layered`.
+//! `perf record -g target/release/loopback-load --only json --variant layered`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -89,7 +90,7 @@ use tower::{BoxError, ServiceBuilder};
 use tower_mrtr::{Keyring, MrtrLayer, RequestBody, Route};
 
 const USAGE: &str = "\
-usage: loopback_load [--seconds S] [--connections N] [--sse-connections N] [--rounds N]
+usage: loopback-load [--seconds S] [--connections N] [--sse-connections N] [--rounds N]
                      [--size BYTES] [--state BYTES] [--events N] [--threads N] [--max-ops N]
                      [--only json,mrtr,sse-events,sse-chunks,sse] [--variant bare|layered]
 
