@@ -17,7 +17,10 @@ use syn::visit::Visit;
 const DOORS: &[&str] = &["http", "session", "stdio"];
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The rooms of CONTRIBUTING.md's table, top row first; a row may name several rooms (the
@@ -55,7 +58,10 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
 /// `front/mod.rs` is `[front]`.
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let relative = file.strip_prefix(src).unwrap().with_extension("");
-    let mut path: Vec<String> = relative.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+    let mut path: Vec<String> = relative
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
     if path.last().is_some_and(|last| last == "mod") {
         path.pop();
     }
@@ -233,7 +239,9 @@ fn upward_imports(src: &Path, ranks: &BTreeMap<String, usize>) -> Vec<String> {
             continue;
         };
         let Some(&rank) = ranks.get(room) else {
-            findings.insert(format!("{shown}: room `{room}` is not in CONTRIBUTING.md's rooms table"));
+            findings.insert(format!(
+                "{shown}: room `{room}` is not in CONTRIBUTING.md's rooms table"
+            ));
             continue;
         };
         for Used { path, line } in used {
@@ -242,14 +250,19 @@ fn upward_imports(src: &Path, ranks: &BTreeMap<String, usize>) -> Vec<String> {
                 continue;
             }
             // A name the crate root defines or re-exports is not a room.
-            let Some(&target_rank) = ranks.get(target) else { continue };
+            let Some(&target_rank) = ranks.get(target) else {
+                continue;
+            };
             if target_rank <= rank {
                 findings.insert(format!(
                     "{shown}:{line}: `{room}` imports `{}`, which is not below it in the table",
                     path.join("::")
                 ));
             }
-            if room == "route" && target == "upstream" && path.get(1).is_some_and(|d| DOORS.contains(&d.as_str())) {
+            if room == "route"
+                && target == "upstream"
+                && path.get(1).is_some_and(|d| DOORS.contains(&d.as_str()))
+            {
                 findings.insert(format!(
                     "{shown}:{line}: `route` names a door of `upstream` (`{}`); take it through upstream/mod.rs",
                     path.join("::")
@@ -265,7 +278,11 @@ fn gateway_imports_only_go_down_the_rooms_table() {
     let root = root();
     let contributing = std::fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
     let ranks = table(&contributing);
-    assert!(ranks.len() > 5, "CONTRIBUTING.md's rooms table has {} rooms: was it found?", ranks.len());
+    assert!(
+        ranks.len() > 5,
+        "CONTRIBUTING.md's rooms table has {} rooms: was it found?",
+        ranks.len()
+    );
     let src = root.join("crates/mrtr-gateway/src");
     let findings = upward_imports(&src, &ranks);
     assert!(
@@ -296,7 +313,10 @@ fn the_import_check_finds_planted_faults() {
     // `super::super` from the inline module is `route`; read from the file's module, it would
     // be the crate root, and `top` an upward import.
     write("route/named.rs", "mod tests { use super::super::top::Ranked; }");
-    write("route/mod.rs", "use crate::upstream::http::Forwarder;\nuse crate::upstream::Seam;");
+    write(
+        "route/mod.rs",
+        "use crate::upstream::http::Forwarder;\nuse crate::upstream::Seam;",
+    );
     write(
         "upstream/mod.rs",
         "pub struct Seam;\nfn g() { tracing::info!(\"{}\", crate::low::Thing); }\nfn h() { tracing::info!(\"{}\", crate::top::Top); }",
