@@ -1,7 +1,7 @@
 //! A fleet sharing a store (`[shared-store]`): three gateways with one keyring in front of the
 //! demo backends, and one real `redis-server` on loopback (`mrtr_test_support::redis`):
 //! * a `[[rate-limit]]` is one budget for the fleet, where without the store each replica counts
-//!   its own;
+//!   its own, and a changed limit starts with a full budget;
 //! * with `single-use`, a request state opens once in the fleet: presented again at any replica
 //!   it is refused `-32602` before any backend; without it, a replay is served as before;
 //! * the store killed: `on-store-error = "deny"` answers 503 and `"allow"` serves, `/readyz`
@@ -85,6 +85,28 @@ async fn a_rate_limit_is_one_budget_for_the_fleet() -> anyhow::Result<()> {
     );
     let other = send(&stack.gateways[2].url(), &whoami("bob")).await?;
     assert!(admitted(&other), "bob has his own budget: {}", other.body);
+    stack.stop().await?;
+
+    // The limit changed (six an hour): its keys carry a new version, so it starts full; the
+    // store still holds the old one's, untouched.
+    let changed = format!(
+        "{}{}",
+        FIVE_AN_HOUR.replace("requests = 5", "requests = 6"),
+        store_table(&redis, "")
+    );
+    let stack = fleet(&[&changed]).await?;
+    for n in 0..6 {
+        let reply = send(&stack.gateways[0].url(), &whoami("alice")).await?;
+        assert!(
+            admitted(&reply),
+            "call {n} under the changed limit: {}",
+            reply.body
+        );
+    }
+    assert_eq!(
+        send(&stack.gateways[0].url(), &whoami("alice")).await?.status,
+        429
+    );
     stack.stop().await?;
 
     // The same limit without the store: each replica counts its own (nine admitted).
