@@ -149,9 +149,19 @@ impl SharedStore {
         })
     }
 
+    /// The connection; a failure to set it up is recorded, its setting up is no success (it
+    /// connects nothing: only an answer from the store says it is up).
+    fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        let made = self.manager();
+        if let Err(error) = made {
+            let _ = self.observe::<()>(Err(error));
+        }
+        made
+    }
+
     /// Runs `check` (one round trip), within the timeout.
     pub(crate) async fn check(&self, check: &Check<'_>) -> Result<Verdict, StoreError> {
-        let mut connection = self.observe(self.manager())?;
+        let mut connection = self.connection()?;
         let run = self.script.run(&mut connection, check);
         let result = match tokio::time::timeout(self.settings.timeout(), run).await {
             Ok(result) => result.map_err(|e| {
@@ -166,7 +176,7 @@ impl SharedStore {
     /// Asks the store whether it answers (`PING`), within the timeout: what keeps `/readyz`
     /// current while no request reaches the store.
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
-        let mut connection = self.observe(self.manager())?;
+        let mut connection = self.connection()?;
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
         let result = match tokio::time::timeout(self.settings.timeout(), ping).await {
