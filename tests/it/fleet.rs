@@ -202,3 +202,35 @@ async fn a_store_outage_gets_the_configured_answer_and_ends_without_a_restart() 
     assert_eq!(admitted_now, 5);
     stack.stop().await
 }
+
+/// A store that accepts connections and never answers (a hung server, a half-open route): a
+/// limited call still gets `on-store-error`'s answer (`send` gives up after [`TIMEOUT`], far
+/// beyond the store's 0.2 s), calls no limit applies to are served, and the store is shown down,
+/// never up.
+#[tokio::test]
+async fn a_store_that_never_answers_holds_no_request() -> anyhow::Result<()> {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("redis://{}", silent.local_addr()?);
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            open.push(connection);
+        }
+    });
+    let file = format!("{FIVE_AN_HOUR}[shared-store]\nurl = \"{url}\"\ntimeout = 0.2\n");
+    let stack = fleet(&[&file]).await?;
+    for _ in 0..3 {
+        let refused = send(&stack.url(), &whoami("alice")).await?;
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        let unlimited = send(
+            &stack.url(),
+            &Call::tool("alpha__deploy", json!({})).header("x-user", "alice"),
+        )
+        .await?;
+        assert_eq!(unlimited.status, 200, "{}", unlimited.body);
+        let body = stack.gateways[0].readiness().check().1;
+        assert_eq!(body["shared_store"]["state"], "down", "{body}");
+    }
+    held.abort();
+    stack.stop().await
+}
