@@ -6,6 +6,7 @@
 mod attacks;
 mod bad_input;
 mod deployments;
+mod fleet;
 mod gateway_http;
 mod layout;
 mod legacy;

@@ -50,6 +50,7 @@ use crate::policy;
 use crate::route::{KnownOrigin, Proxy};
 use crate::serve::Server;
 use crate::serve::drain::Lifecycle;
+use crate::store::SharedStore;
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it.
@@ -206,6 +207,9 @@ pub struct RunningGateway {
     accepting: Arc<AtomicBool>,
     backends: Vec<Backend>,
     ready_rule: ReadyRule,
+    /// The shared store, and the task that pings it so that `/readyz` stays current.
+    store: Option<Arc<SharedStore>>,
+    store_watch: Option<JoinHandle<()>>,
 }
 
 impl RunningGateway {
@@ -248,6 +252,7 @@ impl RunningGateway {
             lifecycle: self.lifecycle.clone(),
             backends: self.backends.clone(),
             rule: self.ready_rule,
+            store: self.store.as_ref().map(|store| store.health().clone()),
         }
     }
 
@@ -270,8 +275,8 @@ impl RunningGateway {
     /// Waits until the server stops.
     pub async fn wait(self) -> io::Result<()> {
         let served = self.task.await.map_err(io::Error::other);
-        if let Some(probe) = self.probe {
-            probe.abort();
+        for task in [self.probe, self.store_watch].into_iter().flatten() {
+            task.abort();
         }
         self.proxy.upstreams().shutdown(self.proxy.backends()).await;
         if let Some(traces) = self.traces {
@@ -320,6 +325,11 @@ pub async fn start_with_keys(
     let probe = config
         .health_interval()
         .map(|interval| tokio::spawn(readiness::probe(proxy.clone(), interval)));
+    let store = config.shared_store.clone();
+    let store_watch = store
+        .clone()
+        .zip(config.health_interval())
+        .map(|(store, interval)| tokio::spawn(crate::store::watch(store, interval)));
     let app = service_with(&config, keys.clone(), proxy.clone(), addr);
     let (stop, stopped) = watch::channel(false);
     let lifecycle = Lifecycle::new();
@@ -346,5 +356,7 @@ pub async fn start_with_keys(
         accepting,
         backends: config.backends,
         ready_rule: config.settings.ready_backends,
+        store,
+        store_watch,
     })
 }

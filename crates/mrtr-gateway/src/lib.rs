@@ -9,8 +9,8 @@
 //! The source is sorted into rooms named for the stages a request meets, from the client to the
 //! backend, each importing only rooms below it: `cli`, `app` (the composition root), `config`,
 //! `ops`, `front`, `legacy`, `route`, `policy`, `upstream` (every kind of backend behind one
-//! seam), `auth`, `serve` (the HTTP server both listeners run), `observe`, and the ground floor,
-//! `jsonrpc` and `tls`. `CONTRIBUTING.md` has the table (what each holds and may import, where a
+//! seam), `auth`, `serve` (the HTTP server both listeners run), `store` (the shared store of a
+//! fleet), `observe`, and the ground floor, `jsonrpc` and `tls`. `CONTRIBUTING.md` has the table (what each holds and may import, where a
 //! new feature goes), and a test holds the code to it.
 //!
 //! ```no_run
@@ -42,6 +42,7 @@ mod ops;
 pub mod policy;
 mod route;
 mod serve;
+pub mod store;
 pub mod tls;
 mod upstream;
 

@@ -7,6 +7,7 @@
 //! | `mcp` (with `gateway`) | the HTTP client side: `Call`, `Reply`, `send`, `drive`, `raw`, reqwest and hyper requests | `gateway` |
 //! | [`wait`] | the one [`TIMEOUT`](wait::TIMEOUT) every step is bounded by, [`eventually`](wait::eventually) | always |
 //! | [`metrics`] | reading a sample out of a Prometheus text exposition | always |
+//! | [`redis`] | a real `redis-server` on a free loopback port, stopped and started again (the shared store's tests) | always |
 //! | `gateway` | starting an in-process gateway, and the real binary as a child process | `gateway` |
 //! | `backends` | the demo backends (`Stack`), a raw hyper backend answering in a chosen way, the demo's `delete_branch` flow | `gateway` |
 //! | `peers` | rmcp clients: the form-filling `Answerer`, `connect`, `call` | `peers` (also in `gateway`) |
@@ -25,6 +26,7 @@ pub mod mcp;
 pub mod metrics;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod redis;
 #[cfg(feature = "gateway")]
 pub mod tls;
 pub mod wait;

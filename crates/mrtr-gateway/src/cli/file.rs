@@ -245,7 +245,7 @@ headers.x-tenant = { value = "acme" }
     }
 
     /// And it names every setting, so that a new one cannot go undocumented there: each
-    /// option's key appears as `key =`, set or commented out.
+    /// option's key appears as `key =` (or, for a table, `[key]`), set or commented out.
     #[test]
     fn the_documented_example_names_every_setting() {
         use clap::Args;
@@ -263,6 +263,8 @@ headers.x-tenant = { value = "acme" }
                     let line = line.trim_start_matches('#').trim_start();
                     line.strip_prefix(long)
                         .is_some_and(|rest| rest.trim_start().starts_with('='))
+                        // A table's flag (`--shared-store`) is its table's header.
+                        || line.starts_with(&format!("[{long}]"))
                 })
             })
             .collect();

@@ -148,7 +148,16 @@ where
     for id in defaulted {
         let _ = matches.try_clear_id(&id);
     }
+    let file_store = settings.shared_store.take();
     settings.update_from_arg_matches(&matches)?;
+    // `--shared-store URL` sets the url of the file's table, keeping its other keys.
+    settings.shared_store = match (file_store, settings.shared_store.take()) {
+        (Some(mut table), Some(given)) => {
+            table.url = given.url;
+            Some(table)
+        }
+        (table, given) => given.or(table),
+    };
     resolve(settings, &env)
         .map(|run| Command::Run(Box::new(run)))
         .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
@@ -240,7 +249,7 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     let mut config = GatewayConfig::new(backends);
     config.listener_tls = listener_tls;
     config.settings = settings;
-    let config = config.resolve_settings()?;
+    let config = config.resolve_settings_in(env)?;
     Ok(Run { keys, config })
 }
 
@@ -443,6 +452,64 @@ mod tests {
             error.contains(&format!("{path}:2: listen_port: unknown field")),
             "{error}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `--shared-store URL` replaces the url of the file's `[shared-store]` table and keeps its
+    /// other keys; a password in the URL is refused, in the flag as in the file.
+    #[test]
+    fn the_shared_store_flag_sets_the_files_url() {
+        let dir = std::env::temp_dir().join(format!("mrtr-cli-store-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            "[shared-store]\nurl = \"redis://10.0.0.5:6379/2\"\nsingle-use = true\ntimeout = 0.1\n\
+             [[backend]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let path = config.to_str().unwrap();
+        let store = |run: &Run| run.config.shared_store.as_ref().unwrap().settings().clone();
+        let from_file = store(&parsed(&["--config", path], Some(&keys)).unwrap());
+        assert_eq!(from_file.url.as_str(), "redis://10.0.0.5:6379/2");
+        assert!(from_file.single_use);
+        let flagged = parsed(
+            &["--config", path, "--shared-store", "redis://127.0.0.1:7777"],
+            Some(&keys),
+        );
+        let flagged = store(&flagged.unwrap());
+        assert_eq!(flagged.url.as_str(), "redis://127.0.0.1:7777");
+        assert_eq!(
+            (flagged.single_use, flagged.timeout()),
+            (true, Duration::from_millis(100))
+        );
+        let alone = parsed(
+            &[
+                "--backend",
+                "a=http://127.0.0.1:1/mcp",
+                "--shared-store",
+                "redis://127.0.0.1",
+            ],
+            Some(&keys),
+        );
+        assert!(!store(&alone.unwrap()).single_use);
+        let error = parsed(
+            &[
+                "--backend",
+                "a=http://127.0.0.1:1/mcp",
+                "--shared-store",
+                "redis://:pw@127.0.0.1",
+            ],
+            Some(&keys),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("MRTR_SHARED_STORE_PASSWORD") && !error.contains("pw@"),
+            "{error}"
+        );
+        let none = parsed(&["--backend", "a=http://127.0.0.1:1/mcp"], Some(&keys)).unwrap();
+        assert!(none.config.shared_store.is_none() && none.config.rate_limits.is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

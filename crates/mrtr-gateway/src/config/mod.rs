@@ -45,6 +45,7 @@ use crate::ops::readiness::ReadyRule;
 use crate::policy::{Policy, PolicyRule, RateLimitSpec, RateLimits};
 use crate::serve::ClientLimits;
 use crate::serve::drain::DrainConfig;
+use crate::store::{SharedStore, SharedStoreSettings};
 use crate::tls::ListenerTls;
 use crate::upstream::{self, Backend};
 
@@ -268,6 +269,13 @@ pub struct Settings {
     /// The `[[rate-limit]]` tables (config file only).
     #[arg(skip)]
     pub rate_limit: Vec<RateLimitSpec>,
+
+    /// The shared store of a fleet, a Redis or Valkey server: redis://HOST:PORT/DB or
+    /// rediss://… (port and database optional; the password from $MRTR_SHARED_STORE_PASSWORD).
+    /// Every rate limit becomes one budget for all replicas. Sets the url of the file's
+    /// shared-store table
+    #[arg(long, value_name = "URL")]
+    pub shared_store: Option<SharedStoreSettings>,
 }
 
 impl Default for Settings {
@@ -360,6 +368,8 @@ pub struct GatewayConfig {
     pub rate_limits: Option<Arc<RateLimits>>,
     /// The trace exporter (the binary builds it from `settings.otlp_endpoint`).
     pub traces: Option<Arc<Traces>>,
+    /// The shared store of a fleet (from `settings.shared_store`).
+    pub shared_store: Option<Arc<SharedStore>>,
 }
 
 impl GatewayConfig {
@@ -379,6 +389,7 @@ impl GatewayConfig {
             policy: None,
             rate_limits: None,
             traces: None,
+            shared_store: None,
         }
     }
 
@@ -386,7 +397,13 @@ impl GatewayConfig {
     /// the rate limits and the trace exporter (the binary does this; an embedder that sets
     /// `settings.oauth`, `policy`, `rate_limit` or `otlp_endpoint` calls it). `[oauth]` and
     /// `principal-header` are exclusive: each names the principal.
-    pub fn resolve_settings(mut self) -> Result<Self, String> {
+    pub fn resolve_settings(self) -> Result<Self, String> {
+        self.resolve_settings_in(&|name| std::env::var(name).ok())
+    }
+
+    /// [`resolve_settings`](Self::resolve_settings), reading environment variables (the shared
+    /// store's password) through `env`.
+    pub fn resolve_settings_in(mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         let settings = &self.settings;
         if settings.oauth.is_some() && settings.principal_header.is_some() {
             return Err(
@@ -400,10 +417,18 @@ impl GatewayConfig {
         } else {
             Some(Arc::new(Policy::new(settings.policy.clone())?))
         };
-        self.rate_limits = if settings.rate_limit.is_empty() {
-            None
-        } else {
-            Some(Arc::new(RateLimits::new(settings.rate_limit.clone())?))
+        self.shared_store = settings
+            .shared_store
+            .clone()
+            .map(|store| SharedStore::new(store, env))
+            .transpose()?;
+        self.rate_limits = match (&self.shared_store, settings.rate_limit.is_empty()) {
+            (None, true) => None,
+            (None, false) => Some(Arc::new(RateLimits::new(settings.rate_limit.clone())?)),
+            // With a store the proxy asks it even without limits: single use.
+            (Some(store), _) => Some(Arc::new(
+                RateLimits::new(settings.rate_limit.clone())?.with_store(store.clone()),
+            )),
         };
         self.traces = settings.otlp_endpoint.as_deref().map(Traces::otlp).transpose()?;
         Ok(self)

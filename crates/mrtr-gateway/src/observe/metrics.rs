@@ -63,6 +63,13 @@ pub(crate) const POLICY_DENIED_TOTAL: &str = "mrtr_gateway_policy_denied_total";
 /// Counter: requests answered 429 by a rate limit, by `limit` (what it counts per).
 pub(crate) const RATE_LIMITED_TOTAL: &str = "mrtr_gateway_rate_limited_total";
 
+/// Counter: shared-store operations that failed, by `reason` (`timeout`, `connection`, `refused`).
+pub(crate) const SHARED_STORE_ERRORS_TOTAL: &str = "mrtr_gateway_shared_store_errors_total";
+/// Gauge: 1 when the shared store's last operation succeeded, else 0.
+pub(crate) const SHARED_STORE_UP: &str = "mrtr_gateway_shared_store_up";
+/// Counter: retries refused because their request state had been opened before (single use).
+pub(crate) const REPLAYS_REFUSED_TOTAL: &str = "mrtr_gateway_replays_refused_total";
+
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -252,6 +259,18 @@ pub(crate) fn describe() {
         RATE_LIMITED_TOTAL,
         "Requests answered 429 by a rate limit, by what the limit counts per"
     );
+    describe_counter!(
+        SHARED_STORE_ERRORS_TOTAL,
+        "Shared-store operations that failed or timed out, by reason"
+    );
+    describe_gauge!(
+        SHARED_STORE_UP,
+        "1 when the shared store's last operation succeeded"
+    );
+    describe_counter!(
+        REPLAYS_REFUSED_TOTAL,
+        "Retries refused because their request state was opened before (single use)"
+    );
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).
@@ -322,6 +341,21 @@ pub(crate) fn policy_denied(method: &'static str) {
 /// Records a request a rate limit refused; `per` is what the limit counts per.
 pub(crate) fn rate_limited(per: &'static str) {
     metrics::counter!(RATE_LIMITED_TOTAL, "limit" => per).increment(1);
+}
+
+/// Records a shared-store operation that failed, for `reason` (a fixed label).
+pub(crate) fn shared_store_error(reason: &'static str) {
+    metrics::counter!(SHARED_STORE_ERRORS_TOTAL, "reason" => reason).increment(1);
+}
+
+/// Records whether the shared store's last operation succeeded.
+pub(crate) fn shared_store_up(up: bool) {
+    metrics::gauge!(SHARED_STORE_UP).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Records a retry refused as a replay of a single-use request state.
+pub(crate) fn replay_refused() {
+    metrics::counter!(REPLAYS_REFUSED_TOTAL).increment(1);
 }
 
 /// Records that draining started.

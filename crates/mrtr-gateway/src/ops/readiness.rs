@@ -16,6 +16,12 @@
 //! reach some backends still serves them, and every replica sees the same backends, so taking all
 //! replicas out because one backend is down would turn a partial outage into a total one), or
 //! **all** of them.
+//!
+//! With a shared store (`[shared-store]`), the body also shows what its last operation found
+//! (`"shared_store"`, from `store/health.rs`): up or down, since when, why, and what limited
+//! requests get meanwhile (`on-store-error`). A store outage does not make a replica unready:
+//! every replica shares the store, so leaving them all out of rotation would turn refusals of
+//! limited requests into no service at all.
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,6 +34,7 @@ use tower_mrtr::KeyringHandle;
 
 use crate::route::Proxy;
 use crate::serve::drain::Lifecycle;
+use crate::store::StoreHealth;
 use crate::upstream::Backend;
 use crate::upstream::session::IDLE_TIMEOUT;
 
@@ -73,6 +80,8 @@ pub struct Readiness {
     pub(crate) lifecycle: Lifecycle,
     pub(crate) backends: Vec<Backend>,
     pub(crate) rule: ReadyRule,
+    /// The shared store's health, when there is one.
+    pub(crate) store: Option<Arc<StoreHealth>>,
 }
 
 impl Readiness {
@@ -114,7 +123,7 @@ impl Readiness {
             .map(|b| (b.name().to_owned(), b.health().to_json()))
             .collect();
         let ready = reasons.is_empty();
-        let body = json!({
+        let mut body = json!({
             "ready": ready,
             "reasons": reasons,
             "draining": draining,
@@ -123,6 +132,9 @@ impl Readiness {
             "ready_backends": self.rule.to_string(),
             "backends": backends,
         });
+        if let Some(store) = &self.store {
+            body["shared_store"] = store.detail();
+        }
         (ready, body)
     }
 }

@@ -20,9 +20,15 @@
 //!   same state presented again costs a call (`uses.rs`; a retry whose state does not open never
 //!   gets that far).
 //!
+//! With a shared store (`[shared-store]`), the limits are counted for the fleet there, with the
+//! same accounting, and `single-use` makes every request state open at most once in the fleet
+//! (`fleet.rs`): the proxy asks at the same place, after the layer opened the envelope and
+//! before any backend.
+//!
 //! The caller is the [`Caller`] the resource server verified, or, behind an authenticating
 //! proxy, the principal header's value alone (`caller_of`).
 
+mod fleet;
 pub mod rate;
 pub mod rules;
 pub(crate) mod uses;
@@ -31,6 +37,7 @@ use http::{HeaderMap, HeaderName};
 
 use crate::auth::Caller;
 
+pub(crate) use self::fleet::Refusal;
 pub(crate) use self::rate::Charge;
 pub use self::rate::{Per, RateLimitSpec, RateLimits};
 pub use self::rules::{Effect, Policy, PolicyRule};

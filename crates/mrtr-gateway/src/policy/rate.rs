@@ -22,6 +22,10 @@
 //! A request over a limit is answered 429 with `Retry-After` and a JSON-RPC error, and counted
 //! in `mrtr_gateway_rate_limited_total`. Without a principal (no principal header and no
 //! `[oauth]`), every request is keyed as one caller.
+//!
+//! With a shared store (`[shared-store]`), the same limits are counted for the fleet instead, in
+//! the store, with the same accounting (`fleet.rs`); this file then only says which limits apply
+//! to a request and what their keys are.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,14 +33,18 @@ use std::time::Duration;
 
 use std::time::SystemTime;
 
+use std::sync::Arc;
+
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use tower_mrtr::EnvelopeId;
 
 use super::rules::glob;
 use super::uses::{FirstUses, Use};
 use crate::auth::Caller;
+use crate::store::SharedStore;
 
 /// Every this many checks, buckets that are full again are dropped (`retain_recent`), so that
 /// memory follows the callers seen recently.
@@ -55,7 +63,7 @@ pub enum Per {
 }
 
 impl Per {
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Self::Principal => "principal",
             Self::Tool => "tool",
@@ -69,6 +77,10 @@ impl Per {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 #[non_exhaustive]
 pub struct RateLimitSpec {
+    /// The limit's name, in its keys in a shared store (default: `rate-limit-N`, its place in
+    /// the file): a limit renamed, or moved when unnamed, starts with a full budget.
+    #[serde(default)]
+    pub name: Option<String>,
     /// What the limit counts per.
     pub per: Per,
     /// The tools it counts (exposed names, globs); see the [module docs](self).
@@ -120,19 +132,58 @@ impl<'a> Charge<'a> {
 }
 
 /// One limit, ready to count.
-struct Limit {
-    per: Per,
+pub(super) struct Limit {
+    pub(super) per: Per,
     tools: Vec<String>,
     buckets: DefaultKeyedRateLimiter<(Box<str>, Box<str>)>,
+    /// In a shared store's keys: the name, and a digest of what the limit is, so that a limit
+    /// changed in any way starts clean there.
+    pub(super) name: String,
+    pub(super) version: String,
+    /// The time one request is worth, and how many may come at once.
+    pub(super) interval: Duration,
+    pub(super) burst: u32,
+}
+
+impl Limit {
+    /// Whether this limit counts a request of `tool` (the tool of a `tools/call`, else `None`)
+    /// by `principal`, and under which key: `(principal, "")`, `("", tool)` or both.
+    pub(super) fn key<'a>(&self, principal: &'a str, tool: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+        let named = |tool: &str| self.tools.is_empty() || self.tools.iter().any(|p| glob(p, tool));
+        match (self.per, tool) {
+            (Per::Principal, _) if self.tools.is_empty() => Some((principal, "")),
+            (Per::Principal, Some(tool)) if named(tool) => Some((principal, "")),
+            (Per::Tool, Some(tool)) if named(tool) => Some(("", tool)),
+            (Per::PrincipalAndTool, Some(tool)) if named(tool) => Some((principal, tool)),
+            _ => None,
+        }
+    }
+
+    /// The key of `key`'s bucket in a shared store whose keys begin with `prefix`: the
+    /// principal and tool as a digest (fixed length, unambiguous, and no principal in clear).
+    pub(super) fn store_key(&self, prefix: &str, (principal, tool): (&str, &str)) -> String {
+        let mut hash = Sha256::new();
+        hash.update((principal.len() as u64).to_be_bytes());
+        hash.update(principal);
+        hash.update(tool);
+        let digest = hash.finalize();
+        let mut key = format!("{prefix}:v1:rl:{}:{}:", self.name, self.version);
+        for byte in &digest[..16] {
+            key.push_str(&format!("{byte:02x}"));
+        }
+        key
+    }
 }
 
 /// Every configured limit.
 pub struct RateLimits {
-    limits: Vec<Limit>,
+    pub(super) limits: Vec<Limit>,
     clock: DefaultClock,
     checks: AtomicU64,
     /// The envelopes retries presented, to tell a replay from a first use.
     uses: FirstUses,
+    /// With a shared store, where the limits are counted instead (`fleet.rs`).
+    pub(super) store: Option<Arc<SharedStore>>,
 }
 
 impl std::fmt::Debug for RateLimits {
@@ -159,12 +210,26 @@ impl RateLimits {
                             n + 1
                         )
                     })?;
-                let quota = Quota::with_period(period / spec.requests.get())
+                let interval = period / spec.requests.get();
+                let burst = spec.burst.unwrap_or(spec.requests);
+                let quota = Quota::with_period(interval)
                     .ok_or_else(|| {
                         format!("[[rate-limit]] #{}: period too short for so many requests", n + 1)
                     })?
-                    .allow_burst(spec.burst.unwrap_or(spec.requests));
+                    .allow_burst(burst);
+                let version = Sha256::digest(format!(
+                    "{}|{:?}|{}|{}|{}",
+                    spec.per.label(),
+                    spec.tools,
+                    spec.requests,
+                    spec.period,
+                    burst
+                ));
                 Ok(Limit {
+                    name: spec.name.unwrap_or_else(|| format!("rate-limit-{}", n + 1)),
+                    version: version[..4].iter().map(|b| format!("{b:02x}")).collect(),
+                    interval,
+                    burst: burst.get(),
                     per: spec.per,
                     tools: spec.tools,
                     buckets: DefaultKeyedRateLimiter::keyed(quota),
@@ -176,7 +241,20 @@ impl RateLimits {
             clock: DefaultClock::default(),
             checks: AtomicU64::new(0),
             uses: FirstUses::default(),
+            store: None,
         })
+    }
+
+    /// These limits counted for the fleet in `store` (and, with its `single-use`, every request
+    /// state opened at most once there); see `fleet.rs`.
+    pub fn with_store(mut self, store: Arc<SharedStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The shared store the limits are counted in, if any.
+    pub(crate) fn store(&self) -> Option<&Arc<SharedStore>> {
+        self.store.as_ref()
     }
 
     /// Counts a request of `caller` (see [`Charge`]): `Err` with the time to wait when a limit
@@ -195,13 +273,8 @@ impl RateLimits {
         let tool = (charge.method == "tools/call").then_some(charge.target).flatten();
         let mut first_use = None;
         for limit in &self.limits {
-            let named = |tool: &str| limit.tools.is_empty() || limit.tools.iter().any(|p| glob(p, tool));
-            let key: (&str, &str) = match (limit.per, tool) {
-                (Per::Principal, _) if limit.tools.is_empty() => (principal, ""),
-                (Per::Principal, Some(tool)) if named(tool) => (principal, ""),
-                (Per::Tool, Some(tool)) if named(tool) => ("", tool),
-                (Per::PrincipalAndTool, Some(tool)) if named(tool) => (principal, tool),
-                _ => continue,
+            let Some(key) = limit.key(principal, tool) else {
+                continue;
             };
             if let Some((envelope, expires_at)) = charge.retry {
                 // Recorded once per request, and only when a limit applies to it.
@@ -282,6 +355,7 @@ period = 3600
         assert!(limits.check(Some(&alice), Charge::call("ping", None)).is_err());
         assert!(
             RateLimits::new(vec![RateLimitSpec {
+                name: None,
                 per: Per::Tool,
                 tools: vec![],
                 requests: NonZeroU32::MIN,

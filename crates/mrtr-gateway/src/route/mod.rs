@@ -24,7 +24,9 @@
 //! With a `[[policy]]`, lists are merged by the gateway even with one backend, so that they hold
 //! only what the caller may use (and are marked `cacheScope: "private"`). With
 //! `[[rate-limit]]`s, a request over a limit is answered 429 before it is routed, a verified
-//! retry or task follow-up included (keyed as the call it continues: `policy/rate.rs`).
+//! retry or task follow-up included (keyed as the call it continues: `policy/rate.rs`). With a
+//! shared store, the limits are counted for the fleet, and with its `single-use` a request state
+//! presented a second time is refused `-32602` there too (`policy/fleet.rs`).
 
 pub(crate) mod catalog;
 mod fanout;
@@ -55,7 +57,7 @@ use self::catalog::{Catalog, Kind};
 pub(crate) use self::govern::KnownOrigin;
 use crate::jsonrpc::{self, RawObject, error_body};
 use crate::observe::trace::TraceSlot;
-use crate::policy::{self, Charge, Policy, RateLimits};
+use crate::policy::{self, Charge, Policy, RateLimits, Refusal};
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::body::{self, ProxyBody};
 use crate::upstream::translate::ClientAsks;
@@ -339,8 +341,12 @@ impl Inner {
                 }
                 _ => Charge::call(head.method(), head.target()),
             };
-            if let Err(wait) = limits.check(caller.as_ref(), charge) {
-                return (Self::answering(pinned), rate_limited(id, wait));
+            let admitted = match limits.store() {
+                None => limits.check(caller.as_ref(), charge).map_err(Refusal::Limited),
+                Some(store) => limits.check_shared(store, caller.as_ref(), charge).await,
+            };
+            if let Err(refusal) = admitted {
+                return (Self::answering(pinned), refused(id, refusal));
             }
         }
         let mut body = body;
@@ -450,6 +456,31 @@ fn error_response(
     data: Option<serde_json::Value>,
 ) -> Response<ProxyBody> {
     body::json(status, error_body(id, code, message, data))
+}
+
+/// The answer to a request the limits or the shared store did not admit (`policy/fleet.rs`).
+fn refused(id: Option<&str>, refusal: Refusal) -> Response<ProxyBody> {
+    match refusal {
+        Refusal::Limited(wait) => rate_limited(id, wait),
+        // As the layer refuses a state that does not open: -32602, before any backend.
+        Refusal::Replayed => invalid_params(
+            id,
+            "This requestState was used already (each opens once); start the call again without it",
+        ),
+        Refusal::StoreUnavailable => {
+            let mut response = error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id,
+                INTERNAL_ERROR,
+                "The gateway's shared store did not answer; retry shortly",
+                None,
+            );
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from(1));
+            response
+        }
+    }
 }
 
 /// The answer over a rate limit: 429, `Retry-After` in whole seconds (rounded up, at least 1:
