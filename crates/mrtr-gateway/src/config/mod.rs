@@ -253,7 +253,7 @@ pub struct Settings {
     #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz
+    /// After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz (0 with --demo unless given)
     #[arg(long, value_name = "SECONDS", default_value = "5")]
     pub drain_delay: Seconds,
 
