@@ -153,6 +153,10 @@ pub struct Settings {
     #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
     pub ready_backends: ReadyRule,
 
+    /// Exit with an error at start, naming each backend that is down at its first health probe and why (a stdio server that cannot start, a URL that does not answer), instead of serving without it
+    #[arg(long)]
+    pub require_backends: bool,
+
     /// Close a backend connection idle this long; keep it below the backends' own keep-alive timeouts (a `[[backend]]` idle-timeout wins)
     #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::backend::DEFAULT_IDLE_TIMEOUT))]
     pub backend_idle_timeout: PositiveSeconds,

@@ -520,3 +520,39 @@ async fn stdio_servers_get_the_variables_passed_on_and_say_why_they_do_not_start
         "{lines:#?}"
     );
 }
+
+/// Issue 38, finding 4: with `--require-backends` a backend that cannot start stops the start,
+/// named with its reason; one that starts lets the gateway serve.
+#[tokio::test]
+async fn require_backends_refuses_to_start_without_them() {
+    let keys = tower_mrtr::Keyring::generate("k1").unwrap().to_config_string();
+    let refused = tokio::process::Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--require-backends"])
+        .args(["--backend", "gone=stdio:/nonexistent/mcp-server"])
+        .env("MRTR_KEYS", &keys)
+        .kill_on_drop(true)
+        .output();
+    let refused = tokio::time::timeout(Duration::from_secs(150), refused)
+        .await
+        .expect("the gateway exits")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("gone (not_found)"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&refused.stdout).contains("listening on"),
+        "it never said it serves"
+    );
+
+    let server = workspace_binary("legacy-stdio-server");
+    let gateway = Process::spawn(
+        BIN,
+        &[
+            "--require-backends",
+            "--backend",
+            &format!("local=stdio:{} legacy-stdio", server.display()),
+        ],
+        &[("MRTR_KEYS", keys.as_str())],
+    );
+    assert_eq!(gateway.readyz().await.1["backends"]["local"]["era"], "legacy");
+}
