@@ -14,7 +14,9 @@ Then it fails unless:
 * MrtrGatewayBackendDown and MrtrGatewayEnvelopesRefused are active (pending or firing) during
   their faults, and MrtrGatewayBackendDown clears once the backend is started.
 
-Usage: observability.py --bin-dir target/debug [--keep]  (scripts/observability.sh runs it).
+Usage: observability.py --bin-dir target/debug [--keep] [--plot FILE]  (scripts/observability.sh
+runs it). --plot draws every panel from the run's data into a PNG with matplotlib (not needed
+otherwise): the picture in docs/operations.md.
 """
 
 import argparse
@@ -303,10 +305,45 @@ def metric_names(expr):
     return names
 
 
+def plot(prometheus, since, path):
+    """Every panel of the dashboard, drawn from Prometheus's data since `since`, into `path`."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(DASHBOARD) as f:
+        panels = json.load(f)["panels"]
+    columns = 3
+    rows = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(18, 3.2 * rows))
+    end = time.time()
+    for axis, panel in zip(axes.flat, panels):
+        axis.set_title(panel["title"], fontsize=10)
+        for target in panel["targets"]:
+            data = api(prometheus, "query_range", query=target["expr"], start=since, end=end, step=1)
+            for series in data["result"]:
+                legend = re.sub(r"\{\{(\w+)\}\}", lambda m: series["metric"].get(m.group(1), ""),
+                                target["legendFormat"])
+                xs = [float(t) - since for t, _ in series["values"]]
+                ys = [float(v) for _, v in series["values"]]
+                axis.plot(xs, ys, label=legend.strip() or "value")
+        axis.set_xlabel("seconds into the run", fontsize=8)
+        axis.tick_params(labelsize=8)
+        if axis.lines:
+            axis.legend(fontsize=7, loc="upper left")
+    for axis in list(axes.flat)[len(panels):]:
+        axis.axis("off")
+    figure.suptitle("mrtr-gateway dashboard panels, from scripts/observability.py's Prometheus run")
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    print(f"observability: panels drawn in {path}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin-dir", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--plot", help="draw the dashboard's panels from the run's data into this PNG")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="mrtr-observability-")
     dead_port = free_port()
@@ -317,6 +354,10 @@ def main():
     try:
         wait_for("Prometheus scraping the gateway", lambda: any(
             t["health"] == "up" for t in api(prom, "targets")["activeTargets"]))
+        # Twice, a scrape apart: a counter's first sample counts no increase, so the second pass
+        # is what the rates show.
+        drive(url)
+        time.sleep(2)
         drive(url)
         # A keys file that cannot be read: the reload is refused (and counted), the old keys kept.
         with open(keys, "w") as f:
@@ -361,6 +402,8 @@ def main():
         wait_for("MrtrGatewayBackendDown to clear",
                  lambda: not active("MrtrGatewayBackendDown", backend="gone"))
         print(f"observability: MrtrGatewayBackendDown cleared; {time.time() - started:.0f} s in all")
+        if args.plot:
+            plot(prom, started, args.plot)
     finally:
         for process in (backend, prometheus, gateway):
             if process is not None:
