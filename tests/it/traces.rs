@@ -2,7 +2,8 @@
 //! gateway exports (with `opentelemetry-proto`), and a backend records the trace context it is
 //! sent. One MRTR round trip is one trace: the client's context reaches the gateway in the
 //! `traceparent` header (round 1) and in `params._meta` (round 2), each round's span is the
-//! backend's parent, and the spans say what the MRTR layer did.
+//! backend's parent, and the spans say what the MRTR layer did, a refused request's span what
+//! was refused.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -189,6 +190,15 @@ async fn an_mrtr_round_trip_is_one_trace_across_client_gateway_and_backend() -> 
         .expect("the refused retry's span");
     assert_eq!(refusal.attributes["mrtr.refusal"], "invalid_envelope");
     assert_eq!(refusal.attributes["error.type"], "invalid_envelope");
+    // What was refused, read from its body though it never reached the proxy (issue 38).
+    assert_eq!(refusal.name, "tools/call confirm", "{refusal:?}");
+    assert_eq!(refusal.attributes["mcp.method.name"], "tools/call");
+    assert_eq!(refusal.attributes["gen_ai.tool.name"], "confirm");
+    assert_eq!(
+        refusal.attributes["jsonrpc.request.id"],
+        refused.body["id"].to_string(),
+        "{refusal:?}"
+    );
     assert_ne!(
         refusal.trace_id, TRACE,
         "a request without context starts a trace of its own"

@@ -163,12 +163,15 @@ where
                     let sealer = sealer.take().expect(POLLED_AFTER_COMPLETION);
                     let outcome = match collected {
                         Ok(body) => request::process(this.config, &sealer, &mut parts, body),
-                        Err(ReadBodyError::TooLarge) => Err(Rejection::TooLarge {
-                            limit: this.config.max_request_body,
-                        }),
+                        Err(ReadBodyError::TooLarge) => Err((
+                            Rejection::TooLarge {
+                                limit: this.config.max_request_body,
+                            },
+                            None,
+                        )),
                         Err(ReadBodyError::Body(err)) => {
                             tracing::debug!(error = %err, "request body could not be read");
-                            Err(Rejection::BodyUnreadable)
+                            Err((Rejection::BodyUnreadable, None))
                         }
                     };
                     match outcome {
@@ -181,9 +184,16 @@ where
                                 sealer: Some(sealer),
                             });
                         }
-                        Err(rejection) => this.state.set(State::Ready {
-                            response: Some(reject(rejection)),
-                        }),
+                        Err((rejection, head)) => {
+                            let mut response = reject(rejection);
+                            // What was refused, for observers outside the layer (a span).
+                            if let Some(head) = head {
+                                response.extensions_mut().insert(*head);
+                            }
+                            this.state.set(State::Ready {
+                                response: Some(response),
+                            })
+                        }
                     }
                 }
                 StateProj::Calling { future, plan, sealer } => {

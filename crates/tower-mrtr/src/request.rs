@@ -106,6 +106,9 @@ impl SealContext {
     }
 }
 
+/// A refusal, with the head of the refused request when its body names a method (for observers).
+pub(crate) type Refusal = (Rejection, Option<Box<McpRequestHead>>);
+
 /// Inspects a buffered POST body. On success returns the body to forward (the same bytes unless
 /// an envelope was opened) and the response plan; `parts` gains the extensions and, after a
 /// rewrite, a correct `Content-Length`.
@@ -114,18 +117,44 @@ pub(crate) fn process(
     sealer: &Sealer,
     parts: &mut Parts,
     body: Bytes,
-) -> Result<(Bytes, ResponsePlan), Rejection> {
-    match json::first_significant(&body) {
-        Some(b'{') => {}
-        Some(b'[') => return process_batch(config, parts, &body).map(|plan| (body, plan)),
-        _ => return Err(not_a_request(&body)),
+) -> Result<(Bytes, ResponsePlan), Refusal> {
+    match inspect(config, sealer, parts, &body) {
+        Ok((Some(rewritten), plan)) => Ok((rewritten, plan)),
+        Ok((None, plan)) => Ok((body, plan)),
+        // Read again only on a refusal (rare), so the accepted path keeps its single read.
+        Err(rejection) => Err((rejection, head_of(&body).map(Box::new))),
     }
-    let message = jsonrpc::parse_request(&body).map_err(|e| unreadable(e, None))?;
+}
+
+/// The head of a single request `body` whose method can be read, for a refusal's answer.
+fn head_of(body: &Bytes) -> Option<McpRequestHead> {
+    let message = jsonrpc::parse_request(body).ok()?;
+    let target = match &message.params {
+        ParamsField::Object(Ok(params)) => params.name.as_deref().or(params.uri.as_deref()),
+        _ => None,
+    };
+    let (method, id) = (message.method.as_deref()?, message.id.map(Raw::get));
+    Some(McpRequestHead::parsed(body, method, id, target, false))
+}
+
+/// [`process`] over a borrowed body: the body to forward (`None`: the same bytes) and the plan.
+fn inspect(
+    config: &Config,
+    sealer: &Sealer,
+    parts: &mut Parts,
+    body: &Bytes,
+) -> Result<(Option<Bytes>, ResponsePlan), Rejection> {
+    match json::first_significant(body) {
+        Some(b'{') => {}
+        Some(b'[') => return process_batch(config, parts, body).map(|plan| (None, plan)),
+        _ => return Err(not_a_request(body)),
+    }
+    let message = jsonrpc::parse_request(body).map_err(|e| unreadable(e, None))?;
     let id = message.id.map(Raw::get);
     let Some(method) = message.method.as_deref() else {
         // A response (a legacy client answering a server's request) or a malformed message: it
         // carries nothing to open, and its answer nothing to seal.
-        return Ok((body, ResponsePlan::Passthrough));
+        return Ok((None, ResponsePlan::Passthrough));
     };
     let params = match message.params {
         ParamsField::Absent => None,
@@ -150,7 +179,7 @@ pub(crate) fn process(
     let request = Request {
         config,
         sealer,
-        body: &body,
+        body,
         params: params.as_ref(),
         id,
     };
@@ -159,10 +188,14 @@ pub(crate) fn process(
         .copied()
         .find(|m| *m == method)
     {
-        return request.relay(parts, method);
+        return request
+            .relay(parts, method)
+            .map(|(body, plan)| (Some(body), plan));
     }
     if let Some(method) = jsonrpc::TASK_METHODS.iter().copied().find(|m| *m == method) {
-        return request.task_follow_up(parts, method);
+        return request
+            .task_follow_up(parts, method)
+            .map(|(body, plan)| (Some(body), plan));
     }
     if params.as_ref().is_some_and(|p| p.request_state.is_some()) {
         tracing::debug!(method, "requestState on a method that takes none");
@@ -171,15 +204,15 @@ pub(crate) fn process(
         });
     }
     if method == jsonrpc::LISTEN_METHOD {
-        return request.listen(parts);
+        return request.listen(parts).map(|(body, plan)| (Some(body), plan));
     }
     let target = params
         .as_ref()
         .and_then(|p| p.name.as_deref().or(p.uri.as_deref()));
     parts
         .extensions
-        .insert(McpRequestHead::parsed(&body, method, request.id, target, false));
-    Ok((body, ResponsePlan::Passthrough))
+        .insert(McpRequestHead::parsed(body, method, request.id, target, false));
+    Ok((None, ResponsePlan::Passthrough))
 }
 
 /// Whether requests of `method` can carry or produce envelopes: their params must be readable.

@@ -289,6 +289,10 @@ impl fmt::Debug for EnvelopeId {
 /// The target is `params.name` for `tools/call` and `prompts/get`, `params.uri` for
 /// `resources/read`, and whichever of the two is present for other methods. On a retry it is
 /// read from the body the backend will receive.
+///
+/// The layer leaves it in the extensions of the request it passes on and, when it refuses a
+/// single request whose method it could read, in the extensions of its refusal, so that an
+/// observer outside the layer (a trace span, an access log) can name what was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct McpRequestHead {
     method: SharedStr,

@@ -138,6 +138,8 @@ where
         },
         None => Settings::default(),
     };
+    let delay_given = matches.value_source("drain_delay") == Some(ValueSource::CommandLine)
+        || settings.drain_delay != Settings::default().drain_delay;
     // What the command line gave wins over the file: only those values are applied (the
     // defaults are in the file's settings already).
     let defaulted: Vec<String> = matches
@@ -158,6 +160,10 @@ where
         }
         (table, given) => given.or(table),
     };
+    if settings.demo && !delay_given {
+        // No load balancer watches a demo's /readyz: a stop need not wait for one to notice.
+        settings.drain_delay = crate::config::Seconds::from_secs(0);
+    }
     resolve(settings, &env)
         .map(|run| Command::Run(Box::new(run)))
         .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
@@ -393,6 +399,18 @@ mod tests {
                 .is_some()
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn a_demo_stops_without_a_drain_delay_unless_one_is_given() {
+        let demo = parsed(&["--demo"], None).unwrap();
+        assert_eq!(demo.config.settings.drain_delay.0, Duration::ZERO);
+        let given = parsed(&["--demo", "--drain-delay", "3"], None).unwrap();
+        assert_eq!(given.config.settings.drain_delay.0, Duration::from_secs(3));
+        let keys = Keyring::generate("k1").unwrap().to_config_string();
+        let served = parsed(&["--backend", "a=http://127.0.0.1:1/mcp"], Some(&keys)).unwrap();
+        assert_eq!(served.config.settings.drain_delay.0, Duration::from_secs(5));
     }
 
     #[test]

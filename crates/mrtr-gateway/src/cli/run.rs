@@ -3,13 +3,14 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tower_mrtr::Keyring;
 
 #[cfg(feature = "demo")]
 use super::demo;
 use super::{Command, Keys, Run};
-use crate::app::start_with_keys;
+use crate::app::{RunningGateway, start_with_keys};
 use crate::observe::logging;
 use crate::observe::metrics;
 use crate::ops::{admin, reload};
@@ -88,6 +89,12 @@ async fn serve(run: Run) -> Result<(), String> {
     let gateway = start_with_keys(config, handle, settings.listen)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", settings.listen))?;
+    if settings.require_backends
+        && let Err(down) = backends_up(&gateway).await
+    {
+        let _ = gateway.shutdown().await;
+        return Err(down);
+    }
     // Always watched, also without files: SIGHUP's default action would end the process.
     let keys_file = match &keys {
         Keys::File(file) => Some(file.clone()),
@@ -147,6 +154,42 @@ fn keys_or_ephemeral(keys: Option<Keys>) -> Result<Keys, String> {
          replica can open them. Set MRTR_KEYS for anything else."
     );
     Ok(Keys::Fixed(keyring.into()))
+}
+
+/// How long `--require-backends` waits for the first probe of every backend: a stdio server's
+/// handshake has a minute (a first `npx -y` may be downloading), an HTTP backend the response
+/// timeout.
+const FIRST_PROBE_LIMIT: Duration = Duration::from_secs(120);
+
+/// With `--require-backends`: waits for the first probe of every backend, and says which are down
+/// and why (their `/readyz` reason) if any is, or which were not probed in time.
+async fn backends_up(gateway: &RunningGateway) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + FIRST_PROBE_LIMIT;
+    while gateway.backends().iter().any(|b| b.health().is_up().is_none()) {
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let down: Vec<String> = gateway
+        .backends()
+        .iter()
+        .filter(|b| b.health().is_up() != Some(true))
+        .map(|b| {
+            let reason = b.health().to_json()["reason"]
+                .as_str()
+                .unwrap_or("not probed yet")
+                .to_owned();
+            format!("{} ({reason})", b.name())
+        })
+        .collect();
+    if down.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "--require-backends: backends down at start: {}; the log says why",
+        down.join(", ")
+    ))
 }
 
 async fn stop_signal() {

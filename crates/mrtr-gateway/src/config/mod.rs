@@ -34,7 +34,7 @@ use serde::Deserialize;
 use tower_mrtr::Clock;
 
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
-pub use self::values::{PositiveSeconds, Seconds};
+pub use self::values::{PassedVar, PositiveSeconds, Seconds};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
 use crate::front::origin::{HostPolicy, OriginPolicy};
 use crate::front::{deadline, shed};
@@ -154,6 +154,10 @@ pub struct Settings {
     #[arg(long, value_name = "any|all", default_value_t = ReadyRule::Any)]
     pub ready_backends: ReadyRule,
 
+    /// Exit with an error at start, naming each backend that is down at its first health probe and why (a stdio server that cannot start, a URL that does not answer), instead of serving without it
+    #[arg(long)]
+    pub require_backends: bool,
+
     /// Close a backend connection idle this long; keep it below the backends' own keep-alive timeouts (a `[[backend]]` idle-timeout wins)
     #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::backend::DEFAULT_IDLE_TIMEOUT))]
     pub backend_idle_timeout: PositiveSeconds,
@@ -165,6 +169,14 @@ pub struct Settings {
     /// End a stdio backend's answer that sends nothing this long, counted once it streams (a `[[backend]]` stall-timeout wins). Shorter than --backend-stall-timeout because a silent call holds one of its shared process's 64 places (and one of its principal's share) while it lasts; a minute still lets a tool work between progress notifications
     #[arg(long, value_name = "SECONDS", default_value_t = PositiveSeconds(upstream::stdio::DEFAULT_STDIO_STALL_TIMEOUT))]
     pub stdio_stall_timeout: PositiveSeconds,
+
+    /// A variable of the gateway's environment to pass on to every stdio backend, which otherwise gets only PATH, HOME and its own env (e.g. SSL_CERT_FILE, HTTPS_PROXY, NO_PROXY); repeat for several. Read when a process starts; a backend's own env of that name wins. Never MRTR_KEYS
+    #[arg(long, value_name = "VAR", action = ArgAction::Append)]
+    pub stdio_pass_env: Vec<PassedVar>,
+
+    /// Log each stderr line of a stdio backend at info instead of debug (the last lines of a process that exits are logged at warn either way)
+    #[arg(long)]
+    pub stdio_stderr_info: bool,
 
     /// Most requests in flight; more get 503 with a JSON-RPC error at once
     #[arg(long, value_name = "N", default_value_t = shed::DEFAULT_MAX_IN_FLIGHT)]
@@ -246,7 +258,7 @@ pub struct Settings {
     #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz
+    /// After SIGTERM, keep accepting (answering with 'Connection: close') this long so load balancers notice /readyz (0 with --demo unless given)
     #[arg(long, value_name = "SECONDS", default_value = "5")]
     pub drain_delay: Seconds,
 
@@ -460,6 +472,13 @@ impl GatewayConfig {
                         self.settings.backend_stall_timeout
                     };
                     backend = backend.with_stall_timeout(stall.0);
+                }
+                if !self.settings.stdio_pass_env.is_empty() {
+                    let names = self.settings.stdio_pass_env.iter().map(|var| var.0.clone());
+                    backend = backend.passing_env(names);
+                }
+                if self.settings.stdio_stderr_info {
+                    backend = backend.stderr_at_info(true);
                 }
                 backend
             })

@@ -137,6 +137,43 @@ impl PositiveSeconds {
     }
 }
 
+/// The name of a variable of the gateway's environment passed on to stdio servers
+/// (`--stdio-pass-env`): letters, digits and `_`, not starting with a digit, and never one of the
+/// gateway's own secrets (`MRTR_KEYS`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct PassedVar(pub(crate) String);
+
+impl FromStr for PassedVar {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        let well_formed = name.chars().next().is_some_and(|c| !c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !well_formed {
+            return Err(format!("{name:?} is not an environment variable's name"));
+        }
+        if name == "MRTR_KEYS" {
+            return Err("MRTR_KEYS holds the gateway's keys and is never passed on".to_owned());
+        }
+        Ok(Self(name.to_owned()))
+    }
+}
+
+impl TryFrom<String> for PassedVar {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        name.parse()
+    }
+}
+
+impl fmt::Display for PassedVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A request header name on the command line.
 pub(crate) fn header_name(text: &str) -> Result<HeaderName, String> {
     text.parse::<HeaderName>()
@@ -154,6 +191,15 @@ pub(crate) fn de_some_header_name<'de, D: Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passed_variables_are_names_and_never_the_keys() {
+        assert_eq!("SSL_CERT_FILE".parse::<PassedVar>().unwrap().0, "SSL_CERT_FILE");
+        assert_eq!("https_proxy".parse::<PassedVar>().unwrap().0, "https_proxy");
+        for bad in ["", "A=B", "1X", "A B", "MRTR_KEYS"] {
+            assert!(bad.parse::<PassedVar>().is_err(), "{bad:?}");
+        }
+    }
 
     #[derive(serde::Deserialize)]
     struct File {

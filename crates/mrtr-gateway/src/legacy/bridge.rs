@@ -39,10 +39,10 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
-use tower_mrtr::BoxError;
 use tower_mrtr::error::{
     HEADER_MISMATCH, INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT,
 };
+use tower_mrtr::{BoxError, Route};
 
 use super::answer::{InputRequired, Modern, ModernResponse, error_message, legacy_response};
 use super::config::LegacyConfig;
@@ -140,24 +140,32 @@ where
 {
     /// Relays the request and answers the client: JSON when the modern answer is one complete
     /// result, an SSE stream otherwise.
+    ///
+    /// The answer carries the [`Route`] of the backend that answered the first round (a retry
+    /// goes to the same one), for the access line and the span.
     pub(super) async fn respond(self) -> Response<LegacyBody> {
-        let first = match self.send_first().await {
-            Ok(First::Answer(response)) => response,
-            Ok(First::Read(response)) => return self.answer(response),
+        let (first, route) = match self.send_first().await {
+            Ok(First::Answer(response)) => {
+                let route = response.extensions().get::<Route>().cloned();
+                (response, route)
+            }
+            Ok(First::Read(response, route)) => return answered_by(self.answer(response), route),
             Err(error) => return json_answer(StatusCode::OK, self.error_answer(error)),
         };
         let (parts, body) = first.into_parts();
         if is_sse(&parts.headers) {
             let messages = Messages::new(true, Box::pin(body), self.config.max_message);
-            return sse_answer(CallBody::new(move |events| {
+            let answer = sse_answer(CallBody::new(move |events| {
                 self.drive(events, Next::Stream(messages))
             }));
+            return answered_by(answer, route);
         }
         let mut messages = Messages::new(false, Box::pin(body), self.config.max_message);
-        match read_response(&mut messages).await {
+        let answer = match read_response(&mut messages).await {
             Ok(response) => self.answer(response),
             Err(error) => json_answer(StatusCode::OK, self.error_answer(error)),
-        }
+        };
+        answered_by(answer, route)
     }
 
     /// The answer to a complete modern JSON answer: legacy JSON, or the bridge's stream.
@@ -191,6 +199,7 @@ where
             return Ok(First::Answer(response));
         }
         let (parts, body) = response.into_parts();
+        let route = parts.extensions.get::<Route>().cloned();
         let mut messages = Messages::new(is_sse(&parts.headers), Box::pin(body), self.config.max_message);
         let response = read_response(&mut messages).await?;
         let mismatch = response
@@ -201,7 +210,7 @@ where
         if mismatch && self.learn_tool_headers().await {
             return self.send(0, None).await.map(First::Answer);
         }
-        Ok(First::Read(response))
+        Ok(First::Read(response, route))
     }
 
     /// Lists the tools (as this client) to learn their `x-mcp-header` annotations.
@@ -567,7 +576,16 @@ fn too_many_answers(full: LimitReached) -> CallError {
 /// Round one's outcome: an answer still to read, or one read already.
 enum First<RB> {
     Answer(Response<RB>),
-    Read(ModernResponse),
+    /// Read already, with the route that answered it.
+    Read(ModernResponse, Option<Route>),
+}
+
+/// `answer`, marked as answered by `route` (when a backend answered).
+fn answered_by(mut answer: Response<LegacyBody>, route: Option<Route>) -> Response<LegacyBody> {
+    if let Some(route) = route {
+        answer.extensions_mut().insert(route);
+    }
+    answer
 }
 
 /// The next backend request for the client, or never (no channel).

@@ -21,6 +21,7 @@
 //! | GET with a session id | the session's standalone SSE stream: keep-alives and resource updates |
 //! | GET without one, or any other HTTP method | 405 |
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -36,10 +37,10 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
-use tower_mrtr::BoxError;
 use tower_mrtr::error::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SESSION_NOT_FOUND,
 };
+use tower_mrtr::{BoxError, McpRequestHead, Route};
 use tower_service::Service;
 
 use super::answer::Modern;
@@ -56,6 +57,7 @@ use super::session::{MCP_SESSION_ID, OpenedSession, Session};
 use super::standalone::resource_uri;
 use super::stream::Messages;
 use crate::auth::Caller;
+use crate::route::GATEWAY_ROUTE;
 use crate::route::headers::MCP_PROTOCOL_VERSION;
 
 /// Methods relayed to the modern backends.
@@ -188,6 +190,48 @@ fn legacy<RB>(response: Response<LegacyBody>) -> Response<Either<RB, LegacyBody>
     response.map(Either::Right)
 }
 
+/// What a legacy message names (its method, id and `params.name` or `params.uri`), as the
+/// MRTR layer's head of a modern request: the access line and the span read no body and a
+/// legacy request has no `Mcp-Method` or `Mcp-Name`.
+fn head_of(message: &LegacyMessage) -> Option<McpRequestHead> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        uri: Option<Cow<'a, str>>,
+    }
+    let mut head = McpRequestHead::new(message.method.as_deref()?);
+    if let Some(id) = &message.id {
+        head = head.with_id_json(id.get());
+    }
+    let named = message
+        .params
+        .as_deref()
+        .and_then(|params| serde_json::from_str::<Named<'_>>(params.get()).ok());
+    if let Some(target) = named.and_then(|named| named.name.or(named.uri)) {
+        head = head.with_target(&*target);
+    }
+    Some(head)
+}
+
+/// `answer` with what its request named (`head`) in its extensions and, when `answered` and no
+/// backend's route is on it already, the gateway's route: the front answered it itself.
+fn named(
+    mut answer: Response<LegacyBody>,
+    head: Option<McpRequestHead>,
+    answered: bool,
+) -> Response<LegacyBody> {
+    let extensions = answer.extensions_mut();
+    if let Some(head) = head {
+        extensions.insert(head);
+    }
+    if answered && extensions.get::<Route>().is_none() {
+        extensions.insert(Route::new(GATEWAY_ROUTE));
+    }
+    answer
+}
+
 impl DualEraLayer {
     async fn handle<S, B, RB>(self, inner: S, request: Request<B>) -> Response<Either<RB, LegacyBody>>
     where
@@ -232,11 +276,13 @@ impl DualEraLayer {
             }
         };
         let message = LegacyMessage::parse(&bytes);
+        let head = message.as_ref().and_then(head_of);
         if let Some(message) = message.as_ref()
             && message.method.as_deref() == Some("initialize")
             && message.id.is_some()
         {
-            return legacy(self.initialize(inner, &parts, message).await);
+            let answer = self.initialize(inner, &parts, message).await;
+            return legacy(named(answer, head, true));
         }
         if !with_session {
             // Not ours: the modern service answers exactly as it would have without the front.
@@ -244,12 +290,13 @@ impl DualEraLayer {
             return forward(inner, request).await;
         }
         let Some(session) = self.open_session(&parts) else {
-            return legacy(error(
+            let refusal = error(
                 StatusCode::NOT_FOUND,
                 None,
                 SESSION_NOT_FOUND,
                 "Session not found",
-            ));
+            );
+            return legacy(named(refusal, head, false));
         };
         // A version the front does not speak is refused; another legacy one than the session's
         // is served in the session's (SDK clients that lost track of the negotiated version
@@ -272,7 +319,7 @@ impl DualEraLayer {
                 "Parse error: expected one JSON-RPC message",
             ));
         };
-        legacy(match (message.method.is_some(), message.id.is_some()) {
+        let answer = match (message.method.is_some(), message.id.is_some()) {
             (false, true) => self.deliver(&session, message),
             (true, false) => status(StatusCode::ACCEPTED),
             (true, true) => self.request(inner, parts, session, message).await,
@@ -282,7 +329,8 @@ impl DualEraLayer {
                 INVALID_REQUEST,
                 "Not a JSON-RPC request, notification or response",
             ),
-        })
+        };
+        legacy(named(answer, head, true))
     }
 
     fn delete(&self, parts: &Parts) -> Response<LegacyBody> {

@@ -1,8 +1,10 @@
 //! The access log: one line per request at `info` level, target `mrtr_gateway::access`,
 //! written when the response head is ready.
 //!
-//! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`, `-` without
-//! one), `target` (`Mcp-Name`: the tool, prompt or resource; `-` without one), `backend` (the
+//! Fields: `http` (the HTTP method), `method` (the MCP method from `Mcp-Method`; without one,
+//! from the request head the answer carries: a legacy client's request, a body the MRTR layer
+//! refused; else `-`), `target` (`Mcp-Name`, or that head's target: the tool, prompt or
+//! resource; `-` without one), `backend` (the
 //! route that answered: a backend name, `@gateway` for the gateway's own answers, `-` when the
 //! gateway refused before routing), `status`, `duration_ms` (to the response head) and, when
 //! traces are exported (`otlp-endpoint`), `trace_id` (the request's span's). Never a
@@ -32,8 +34,8 @@ use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use http::{HeaderValue, Method, Request, Response};
-use tower_mrtr::Route;
 use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME};
+use tower_mrtr::{McpRequestHead, Route};
 use tracing::{Level, Span};
 
 /// The tracing target of access lines.
@@ -93,12 +95,21 @@ impl Entry {
     }
 
     /// Writes the line for `response`; `trace_id` is its span's, when traces are exported.
+    /// A request without `Mcp-Method` (a legacy client's, one the MRTR layer refused) is named
+    /// by the request head its answer carries, if any.
     pub(crate) fn finish<B>(&mut self, response: &Response<B>, trace_id: Option<&str>) {
         let Some(started) = self.0.take() else { return };
+        let head = match started.method {
+            None => response.extensions().get::<McpRequestHead>(),
+            Some(_) => None,
+        };
         let line = Line {
             http: started.http.as_str(),
-            method: text(&started.method),
-            target: text(&started.target),
+            method: head.map_or_else(|| text(&started.method), McpRequestHead::method),
+            target: match head {
+                Some(head) => head.target().unwrap_or("-"),
+                None => text(&started.target),
+            },
             backend: response.extensions().get::<Route>().map_or("-", Route::as_str),
             status: response.status().as_u16(),
             duration_ms: started.at.elapsed().as_secs_f64() * 1000.0,

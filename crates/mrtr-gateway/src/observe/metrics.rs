@@ -80,8 +80,9 @@ pub(crate) const BYTES_BUCKETS: &[f64] = &[
     64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 65536.0,
 ];
 
-/// Every value of the `method` label, in the order [`MethodLabel`] numbers them.
-const METHOD_LABELS: [&str; 18] = [
+/// Every value of the `method` label, in the order [`MethodLabel`] numbers them. The last two
+/// are an `initialize`-era backend's session `GET` stream and `DELETE`, which carry no message.
+const METHOD_LABELS: [&str; 22] = [
     "tools/call",
     "tools/list",
     "prompts/get",
@@ -98,8 +99,12 @@ const METHOD_LABELS: [&str; 18] = [
     "tasks/list",
     "ping",
     "logging/setLevel",
+    "initialize",
+    "notifications/*",
     "other",
     "none",
+    "GET",
+    "DELETE",
 ];
 
 /// A value of the `method` label, as its place in [`METHOD_LABELS`], so that handles can be kept
@@ -108,14 +113,23 @@ const METHOD_LABELS: [&str; 18] = [
 pub(crate) struct MethodLabel(u8);
 
 impl MethodLabel {
+    /// `notifications/*`: every notification.
+    const NOTIFICATIONS: Self = Self(17);
     /// `other`: a method outside the MCP method set.
-    const OTHER: Self = Self(16);
-    /// `none`: no `Mcp-Method` header.
-    const NONE: Self = Self(17);
+    const OTHER: Self = Self(18);
+    /// `none`: no method (no `Mcp-Method` header; a message that is an answer).
+    const NONE: Self = Self(19);
+    /// `GET`: an `initialize`-era backend's session stream.
+    const GET: Self = Self(20);
+    /// `DELETE`: the end of an `initialize`-era backend's session.
+    const DELETE: Self = Self(21);
 
     pub(crate) fn of(method: Option<&str>) -> Self {
         let Some(method) = method else { return Self::NONE };
-        // Sixteen comparisons, each by length first: as cheap as a `match` here.
+        if method.starts_with("notifications/") {
+            return Self::NOTIFICATIONS;
+        }
+        // Eighteen comparisons, each by length first: as cheap as a `match` here.
         METHOD_LABELS[..usize::from(Self::OTHER.0)]
             .iter()
             .position(|label| *label == method)
@@ -125,6 +139,28 @@ impl MethodLabel {
     /// The label of a request's `Mcp-Method` header.
     pub(crate) fn of_headers(headers: &HeaderMap) -> Self {
         Self::of(headers.get(&MCP_METHOD).and_then(|v| v.to_str().ok()))
+    }
+
+    /// The label of a request sent to a backend: its `Mcp-Method` header or, without one (an
+    /// `initialize`-era backend's requests), the HTTP method's (`GET`, `DELETE`) or the method
+    /// the JSON-RPC `body` names (read only then).
+    pub(crate) fn of_request(http: &http::Method, headers: &HeaderMap, body: &[u8]) -> Self {
+        if headers.contains_key(&MCP_METHOD) {
+            return Self::of_headers(headers);
+        }
+        match *http {
+            http::Method::GET => Self::GET,
+            http::Method::DELETE => Self::DELETE,
+            _ => {
+                #[derive(serde::Deserialize)]
+                struct Message<'a> {
+                    #[serde(borrow)]
+                    method: Option<std::borrow::Cow<'a, str>>,
+                }
+                let message = serde_json::from_slice::<Message<'_>>(body).ok();
+                Self::of(message.as_ref().and_then(|m| m.method.as_deref()))
+            }
+        }
     }
 
     fn index(self) -> usize {
@@ -381,16 +417,45 @@ mod tests {
     fn every_method_label_has_its_own_place() {
         let mut seen = std::collections::HashSet::new();
         for label in METHOD_LABELS {
-            let method = MethodLabel::of(Some(label));
-            let method = if label == "none" {
-                MethodLabel::of(None)
-            } else {
-                method
+            // `GET` and `DELETE` are HTTP methods, never read from a header.
+            let method = match label {
+                "none" => MethodLabel::of(None),
+                "GET" => MethodLabel::GET,
+                "DELETE" => MethodLabel::DELETE,
+                _ => MethodLabel::of(Some(label)),
             };
             assert_eq!(method.as_str(), label);
             assert!(seen.insert(method.index()));
         }
         assert_eq!(MethodLabel::of(Some("other")).as_str(), "other");
+        assert_eq!(MethodLabel::of(Some("GET")).as_str(), "other");
+    }
+
+    #[test]
+    fn requests_to_legacy_backends_are_labelled_by_what_they_carry() {
+        let none = HeaderMap::new();
+        let post = |body: &str| MethodLabel::of_request(&http::Method::POST, &none, body.as_bytes()).as_str();
+        assert_eq!(
+            post(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#),
+            "initialize"
+        );
+        assert_eq!(
+            post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            "notifications/*"
+        );
+        assert_eq!(
+            post(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}"#),
+            "tools/call"
+        );
+        assert_eq!(post(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), "none");
+        assert_eq!(post("not json"), "none");
+        let get = MethodLabel::of_request(&http::Method::GET, &none, b"");
+        let delete = MethodLabel::of_request(&http::Method::DELETE, &none, b"");
+        assert_eq!((get.as_str(), delete.as_str()), ("GET", "DELETE"));
+        let mut modern = HeaderMap::new();
+        modern.insert(MCP_METHOD, "tools/list".parse().unwrap());
+        let label = MethodLabel::of_request(&http::Method::POST, &modern, br#"{"method":"tools/call"}"#);
+        assert_eq!(label.as_str(), "tools/list", "the header, when there is one");
     }
 
     #[test]

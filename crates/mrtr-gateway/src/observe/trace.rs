@@ -188,32 +188,8 @@ impl TraceSlot {
             .clone()
             .or_else(|| meta().and_then(|meta| remote(&self.traces.propagator, &Meta(&meta))))
             .unwrap_or_default();
-        let method = head.method();
-        let name = match head.target() {
-            Some(target) => format!("{method} {target}"),
-            None => method.to_owned(),
-        };
-        let mut span = self.traces.start(name, &parent, self.at);
-        span.set_attribute(KeyValue::new(names::METHOD, method.to_owned()));
-        if let Some(target) = head.target() {
-            let key = match method {
-                "tools/call" => Some(names::TOOL),
-                "prompts/get" => Some(names::PROMPT),
-                "resources/read" => Some(names::RESOURCE),
-                _ => None,
-            };
-            if let Some(key) = key {
-                span.set_attribute(KeyValue::new(key, target.to_owned()));
-            }
-        }
-        if let Some(id) = head.id_json() {
-            // A string id without its quotes; a number as written.
-            let id = id
-                .strip_prefix('"')
-                .and_then(|i| i.strip_suffix('"'))
-                .unwrap_or(id);
-            span.set_attribute(KeyValue::new(names::REQUEST_ID, id.to_owned()));
-        }
+        let mut span = self.traces.start(span_name(head), &parent, self.at);
+        set_head(&mut span, head);
         if let Some(version) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()) {
             span.set_attribute(KeyValue::new(names::PROTOCOL_VERSION, version.to_owned()));
         }
@@ -224,6 +200,39 @@ impl TraceSlot {
         if let Ok(mut slot) = self.span.lock() {
             *slot = Some((span, opened));
         }
+    }
+}
+
+/// A span's name: the method, and the target when the request names one.
+fn span_name(head: &McpRequestHead) -> String {
+    match head.target() {
+        Some(target) => format!("{} {target}", head.method()),
+        None => head.method().to_owned(),
+    }
+}
+
+/// The attributes of what `head` names: the method, the target (by its kind) and the id.
+fn set_head(span: &mut Span, head: &McpRequestHead) {
+    let method = head.method();
+    span.set_attribute(KeyValue::new(names::METHOD, method.to_owned()));
+    if let Some(target) = head.target() {
+        let key = match method {
+            "tools/call" => Some(names::TOOL),
+            "prompts/get" => Some(names::PROMPT),
+            "resources/read" => Some(names::RESOURCE),
+            _ => None,
+        };
+        if let Some(key) = key {
+            span.set_attribute(KeyValue::new(key, target.to_owned()));
+        }
+    }
+    if let Some(id) = head.id_json() {
+        // A string id without its quotes; a number as written.
+        let id = id
+            .strip_prefix('"')
+            .and_then(|i| i.strip_suffix('"'))
+            .unwrap_or(id);
+        span.set_attribute(KeyValue::new(names::REQUEST_ID, id.to_owned()));
     }
 }
 
@@ -255,19 +264,22 @@ impl RequestTrace {
     }
 
     /// Ends the span with what `response` says (see the [module docs](self)); a request the
-    /// proxy never saw gets its span now.
+    /// proxy never saw gets its span now, named by the request head the answer carries (the
+    /// MRTR layer's refusals, the legacy front's answers) or else by `Mcp-Method`.
     pub(crate) fn finish<B>(&mut self, response: &Response<B>) {
         let Some(slot) = self.0.take() else { return };
         let started = slot.span.lock().ok().and_then(|mut span| span.take());
         let opened = started.as_ref().is_some_and(|(_, opened)| *opened);
         let mut span = started.map(|(span, _)| span).unwrap_or_else(|| {
+            let parent = slot.parent.clone().unwrap_or_default();
+            if let Some(head) = response.extensions().get::<McpRequestHead>() {
+                let mut span = slot.traces.start(span_name(head), &parent, slot.at);
+                set_head(&mut span, head);
+                return span;
+            }
             let request_method = slot.method.as_ref();
             let method = request_method.and_then(|m| m.to_str().ok()).unwrap_or("mcp");
-            let mut span = slot.traces.start(
-                method.to_owned(),
-                &slot.parent.clone().unwrap_or_default(),
-                slot.at,
-            );
+            let mut span = slot.traces.start(method.to_owned(), &parent, slot.at);
             if request_method.is_some() {
                 span.set_attribute(KeyValue::new(names::METHOD, method.to_owned()));
             }

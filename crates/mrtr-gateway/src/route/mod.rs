@@ -315,7 +315,9 @@ impl Inner {
         let id = head.id_json();
         if let Err(e) = headers::validate(&parts.headers, head) {
             tracing::debug!(method = head.method(), error = %e.message, "header validation failed");
-            let refusal = error_response(StatusCode::BAD_REQUEST, id, e.code, &e.message, e.data);
+            let mut refusal = error_response(StatusCode::BAD_REQUEST, id, e.code, &e.message, e.data);
+            // Refused before its span began: the front names the span from it.
+            refusal.extensions_mut().insert(head.clone());
             // On a retry the layer accepts an answer from the pinned route only. This refusal
             // carries nothing to seal, and the client must learn what to fix (not the layer's
             // generic "could not be relayed"), so it is reported under that route.

@@ -342,6 +342,29 @@ impl Backend {
         }
     }
 
+    /// A stdio backend that also gets the variables `names` of the gateway's environment,
+    /// read each time its process starts (an HTTP backend is returned as it is).
+    pub fn passing_env(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        if let Address::Stdio(command) = &mut self.address {
+            let command = Arc::make_mut(command);
+            for name in names {
+                if !command.pass_env.contains(&name) {
+                    command.pass_env.push(name);
+                }
+            }
+        }
+        self
+    }
+
+    /// A stdio backend whose stderr lines are logged at `info` (when `info`) rather than
+    /// `debug` (an HTTP backend is returned as it is).
+    pub fn stderr_at_info(mut self, info: bool) -> Self {
+        if let Address::Stdio(command) = &mut self.address {
+            Arc::make_mut(command).stderr_info = info;
+        }
+        self
+    }
+
     /// The command of a stdio backend (`None` for an HTTP one).
     pub fn command(&self) -> Option<&StdioCommand> {
         match &self.address {
@@ -397,6 +420,10 @@ pub struct StdioCommand {
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) per_principal: Option<NonZeroUsize>,
     pub(crate) calls_per_principal: Option<NonZeroUsize>,
+    /// Variables of the gateway's environment passed on (`--stdio-pass-env`), read at each start.
+    pub(crate) pass_env: Vec<String>,
+    /// Whether its stderr lines are logged at `info` (`--stdio-stderr info`) rather than `debug`.
+    pub(crate) stderr_info: bool,
 }
 
 impl StdioCommand {
@@ -419,6 +446,8 @@ impl StdioCommand {
             cwd: None,
             per_principal: None,
             calls_per_principal: None,
+            pass_env: Vec::new(),
+            stderr_info: false,
         })
     }
 
@@ -497,6 +526,8 @@ impl fmt::Debug for StdioCommand {
             .field("cwd", &self.cwd)
             .field("per_principal", &self.per_principal)
             .field("calls_per_principal", &self.calls_per_principal)
+            .field("pass_env", &self.pass_env)
+            .field("stderr_info", &self.stderr_info)
             .finish()
     }
 }

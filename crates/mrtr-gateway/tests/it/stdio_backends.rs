@@ -13,10 +13,13 @@ use std::time::Duration;
 
 use mrtr_backends::legacy::{OTHER, WATCHED};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
-use mrtr_test_support::gateway::{gateway, keyring, workspace_binary};
+use mrtr_test_support::gateway::{Process, gateway, keyring, workspace_binary};
 use mrtr_test_support::mcp::{call_tool_raw, listen, mcp_post};
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
+
+/// The gateway binary under test (Cargo builds it for these tests).
+const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 fn server() -> StdioCommand {
     let binary = workspace_binary("legacy-stdio-server");
@@ -211,7 +214,8 @@ async fn a_killed_process_fails_its_calls_at_once_and_is_started_again() {
 #[tokio::test]
 async fn a_command_that_cannot_start_is_a_backend_down_and_calls_fail_without_waiting() {
     let missing = StdioCommand::new(["/nonexistent/mcp-server"]).unwrap();
-    let gateway = gateway_over(missing, "unreachable").await;
+    // Its own reason, not the `unreachable` of a process between runs (issue 38).
+    let gateway = gateway_over(missing, "not_found").await;
     let started = tokio::time::Instant::now();
     let (status, text, response) = call(&gateway, 5, "echo", "hi", json!({})).await;
     assert_eq!(status, 502, "{text}");
@@ -442,4 +446,113 @@ async fn a_silent_stdio_call_ends_after_the_stdio_stall_timeout() {
         "the head after 0.5 s, then 1 s of silence: {elapsed:?}"
     );
     gateway.shutdown().await.unwrap();
+}
+
+/// Issue 38, finding 4, through the binary: a variable of the gateway's environment reaches a
+/// stdio server when `--stdio-pass-env` names it (and the others still do not); a program that is
+/// not there is `not_found` in `/readyz` and an `error` in the log; a process that exits during
+/// its handshake is `exited`, with its last stderr lines in the log at `warn`, where each
+/// stderr line is otherwise at `debug` (not in an `info` log).
+#[tokio::test]
+async fn stdio_servers_get_the_variables_passed_on_and_say_why_they_do_not_start() {
+    let server = workspace_binary("legacy-stdio-server");
+    let keys = tower_mrtr::Keyring::generate("k1").unwrap().to_config_string();
+    let gateway = Process::spawn(
+        BIN,
+        &[
+            "--backend",
+            &format!("local=stdio:{} legacy-stdio", server.display()),
+            "--backend",
+            "gone=stdio:/nonexistent/mcp-server",
+            "--backend",
+            "dying=stdio:sh -c 'echo chatty-line >&2; echo the-last-words >&2; exit 3'",
+            "--stdio-pass-env",
+            "MRTR_TEST_CA_FILE",
+            "--log-format",
+            "json",
+        ],
+        &[
+            ("MRTR_KEYS", keys.as_str()),
+            ("MRTR_TEST_CA_FILE", "/etc/ssl/test.pem"),
+            ("MRTR_TEST_NOT_PASSED", "x"),
+        ],
+    );
+    eventually(TIMEOUT, "every backend probed", || async {
+        let backends = gateway.readyz().await.1["backends"].clone();
+        backends["local"]["era"] == "legacy"
+            && backends["gone"]["reason"] == "not_found"
+            && backends["dying"]["reason"] == "exited"
+    })
+    .await;
+    let (status, _, response) = call_tool_raw(&gateway.url, 1, "environment", json!({}), json!({}), &[])
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(text_of(&response), "HOME,MRTR_TEST_CA_FILE,PATH", "{response}");
+
+    let lines = || -> Vec<Value> {
+        let stderr = gateway.stderr.lock().unwrap().clone();
+        stderr
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .collect()
+    };
+    eventually(TIMEOUT, "the last stderr lines at warn", || async {
+        lines().iter().any(|l| {
+            l["level"] == "WARN"
+                && l["fields"]["backend"] == "dying"
+                && l["fields"]["stderr"] == "chatty-line\nthe-last-words"
+        })
+    })
+    .await;
+    let lines = lines();
+    assert!(
+        lines.iter().any(|l| l["level"] == "ERROR"
+            && l["fields"]["backend"] == "gone"
+            && l["fields"]["reason"] == "not_found"),
+        "{lines:#?}"
+    );
+    // Each stderr line is a debug line, not in this info log.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "stdio backend" && l["level"] == "INFO"),
+        "{lines:#?}"
+    );
+}
+
+/// Issue 38, finding 4: with `--require-backends` a backend that cannot start stops the start,
+/// named with its reason; one that starts lets the gateway serve.
+#[tokio::test]
+async fn require_backends_refuses_to_start_without_them() {
+    let keys = tower_mrtr::Keyring::generate("k1").unwrap().to_config_string();
+    let refused = tokio::process::Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--require-backends"])
+        .args(["--backend", "gone=stdio:/nonexistent/mcp-server"])
+        .env("MRTR_KEYS", &keys)
+        .kill_on_drop(true)
+        .output();
+    let refused = tokio::time::timeout(Duration::from_secs(150), refused)
+        .await
+        .expect("the gateway exits")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("gone (not_found)"), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&refused.stdout).contains("listening on"),
+        "it never said it serves"
+    );
+
+    let server = workspace_binary("legacy-stdio-server");
+    let gateway = Process::spawn(
+        BIN,
+        &[
+            "--require-backends",
+            "--backend",
+            &format!("local=stdio:{} legacy-stdio", server.display()),
+        ],
+        &[("MRTR_KEYS", keys.as_str())],
+    );
+    assert_eq!(gateway.readyz().await.1["backends"]["local"]["era"], "legacy");
 }

@@ -206,7 +206,7 @@ impl Forwarder {
                 headers.append(name, value.clone());
             }
         }
-        let label = MethodLabel::of_headers(&headers);
+        let label = MethodLabel::of_request(&method, &headers, &body);
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
         *request.uri_mut() = url.clone();

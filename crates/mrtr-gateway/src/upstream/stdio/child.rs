@@ -1,14 +1,20 @@
 //! One run of a stdio backend's process: started without a shell, in its own process group and
-//! a clean environment ([`spawn`]); its stderr logged line by line under the backend's name; and
+//! a clean environment ([`spawn`]); its stderr logged line by line under the backend's name (at
+//! `debug`, or `info` with `--stdio-stderr info`), its last lines kept for the log when it exits
+//! ([`Stderr`]); and
 //! stopped the way the MCP stdio transport describes ([`stop`]): stdin closed, then `SIGTERM`,
 //! then `SIGKILL`, each after a grace period.
 //!
 //! The environment is the configured variables plus `PATH` and `HOME` (which a command found on
-//! the `PATH`, `npx` or `uvx`, needs): nothing else of the gateway's, so never `MRTR_KEYS`, the
-//! keys file's path or a backend credential.
+//! the `PATH`, `npx` or `uvx`, needs) and the variables the operator lists in
+//! `--stdio-pass-env` (`SSL_CERT_FILE`, `HTTPS_PROXY`, …, which `uvx` and `npx` need behind a
+//! proxy or a private CA): nothing else of the gateway's, so never `MRTR_KEYS`, the keys file's
+//! path or a backend credential.
 
+use std::collections::VecDeque;
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -30,11 +36,32 @@ const MAX_LOG_LINE: usize = 8 * 1024;
 /// The variables of the gateway's environment a child gets (besides the configured ones).
 const INHERITED: [&str; 2] = ["PATH", "HOME"];
 
-/// A started process: the child, and its stdout as lines.
+/// How many of a process's last stderr lines are kept, to log at `warn` when it exits.
+const TAIL_LINES: usize = 10;
+
+/// A started process: the child, its stdout as lines, and its stderr's reader.
 pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) stdin: ChildStdin,
     pub(crate) stdout: Lines<ChildStdout>,
+    pub(crate) stderr: Stderr,
+}
+
+/// The reader of a process's stderr: each line logged (at `debug`, or at `info` with
+/// `--stdio-stderr info`) and the last [`TAIL_LINES`] kept.
+pub(crate) struct Stderr {
+    reader: tokio::task::JoinHandle<()>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Stderr {
+    /// The last lines the process wrote, oldest first, once its stderr closed (waiting at most
+    /// `wait` for that: a process it started may hold the pipe open).
+    pub(crate) async fn tail(&mut self, wait: Duration) -> Vec<String> {
+        let _ = tokio::time::timeout(wait, &mut self.reader).await;
+        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.iter().cloned().collect()
+    }
 }
 
 /// A pipe's lines to its end. A line that cannot be read (too long, not UTF-8) is an error and
@@ -79,7 +106,8 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
         .stderr(Stdio::piped())
         // A process the gateway loses track of (the gateway dies) is not left running.
         .kill_on_drop(true);
-    for var in INHERITED {
+    let passed = command.pass_env.iter().map(String::as_str);
+    for var in INHERITED.into_iter().chain(passed) {
         if let Some(value) = std::env::var_os(var) {
             process.env(var, value);
         }
@@ -97,7 +125,10 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
     let backend = name.to_owned();
-    tokio::spawn(async move {
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+    let kept = tail.clone();
+    let info = command.stderr_info;
+    let reader = tokio::spawn(async move {
         // Read to the end whatever comes: a process whose stderr is not read blocks once the
         // pipe is full.
         let mut lines = Lines::new(FramedRead::new(
@@ -106,8 +137,20 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
         ));
         while let Some(line) = lines.next().await {
             match line {
-                Ok(line) => tracing::info!(backend, stderr = %line.trim_end(), "stdio backend"),
-                Err(error) => tracing::info!(backend, %error, "stdio backend (a stderr line dropped)"),
+                Ok(line) => {
+                    let line = line.trim_end();
+                    if info {
+                        tracing::info!(backend, stderr = %line, "stdio backend");
+                    } else {
+                        tracing::debug!(backend, stderr = %line, "stdio backend");
+                    }
+                    let mut tail = kept.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line.to_owned());
+                }
+                Err(error) => tracing::debug!(backend, %error, "stdio backend (a stderr line dropped)"),
             }
         }
     });
@@ -115,6 +158,7 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
         child,
         stdin,
         stdout: Lines::new(FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE))),
+        stderr: Stderr { reader, tail },
     })
 }
 

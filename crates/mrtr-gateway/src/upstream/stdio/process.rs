@@ -41,6 +41,9 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How long a process must run for its next exit to count as the first again.
 pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(60);
 
+/// How long the last stderr lines of a process that exited are waited for.
+const STDERR_WAIT: Duration = Duration::from_secs(1);
+
 /// How long a stopping process gets after its stdin is closed, and again after `SIGTERM`.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -238,13 +241,25 @@ impl Process {
             let backoff = BACKOFF_FIRST
                 .saturating_mul(1 << (failures - 1).min(16))
                 .min(BACKOFF_MAX);
-            tracing::warn!(
-                backend = &*self.name,
-                reason = down.reason,
-                detail = %down.detail,
-                restart_in_ms = backoff.as_millis() as u64,
-                "stdio backend down"
-            );
+            if down.reason == "not_found" {
+                // Nothing will change by itself: an error, still tried again (with backoff) in
+                // case the program is installed meanwhile.
+                tracing::error!(
+                    backend = &*self.name,
+                    reason = down.reason,
+                    detail = %down.detail,
+                    restart_in_ms = backoff.as_millis() as u64,
+                    "stdio backend cannot start"
+                );
+            } else {
+                tracing::warn!(
+                    backend = &*self.name,
+                    reason = down.reason,
+                    detail = %down.detail,
+                    restart_in_ms = backoff.as_millis() as u64,
+                    "stdio backend down"
+                );
+            }
             self.state.send_replace(State::Down(down, run));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
@@ -260,17 +275,13 @@ impl Process {
         self.state.send_replace(State::Starting(run));
         let spawned = match child::spawn(&self.name, &self.command) {
             Ok(spawned) => spawned,
-            Err(error) => {
-                return Down {
-                    reason: "unreachable",
-                    detail: format!("cannot start `{}`: {error}", self.command),
-                };
-            }
+            Err(error) => return not_started(&self.command, &error),
         };
         let child::Spawned {
             mut child,
             stdin,
             mut stdout,
+            mut stderr,
         } = spawned;
         let (writer, lines) = mpsc::channel(MAX_IN_FLIGHT * 4);
         let close = self.stop.child_token();
@@ -309,13 +320,32 @@ impl Process {
                     let _ = conn.hello.set(hello);
                     self.state.send_replace(State::Up(conn.clone()));
                     tokio::select! {
-                        status = child.wait() => exit(status, ""),
+                        status = child.wait() => {
+                            let tail = stderr.tail(STDERR_WAIT).await;
+                            tracing::warn!(
+                                backend = &*self.name,
+                                stderr = %tail.join("\n"),
+                                "stdio backend exited; its last stderr lines"
+                            );
+                            exit(status, "")
+                        }
                         () = self.stop.cancelled() => stopped(),
                     }
                 }
                 Err(down) => down,
             },
-            status = child.wait() => exit(status, " during its handshake"),
+            status = child.wait() => {
+                let tail = stderr.tail(STDERR_WAIT).await;
+                tracing::warn!(
+                    backend = &*self.name,
+                    stderr = %tail.join("\n"),
+                    "stdio backend exited during its handshake; its last stderr lines"
+                );
+                Down {
+                    reason: "exited",
+                    ..exit(status, " during its handshake")
+                }
+            }
             () = self.stop.cancelled() => stopped(),
         };
         // Whatever ended the run, the process goes: stdin closed, then signals.
@@ -326,6 +356,24 @@ impl Process {
         reader.abort();
         conn.close();
         down
+    }
+}
+
+/// Why a process that could not be started is down: `not_found` when its program is not
+/// there (not on the `PATH` the process gets, or no such file), else `unreachable`.
+fn not_started(command: &StdioCommand, error: &std::io::Error) -> Down {
+    if error.kind() == std::io::ErrorKind::NotFound {
+        return Down {
+            reason: "not_found",
+            detail: format!(
+                "cannot start `{command}`: the program `{}` was not found (is it installed, and on the PATH the gateway passes on?)",
+                command.program
+            ),
+        };
+    }
+    Down {
+        reason: "unreachable",
+        detail: format!("cannot start `{command}`: {error}"),
     }
 }
 
