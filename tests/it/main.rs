@@ -4,6 +4,7 @@
 //! its own (`legacy_memory.rs`): it counts the whole process's heap with a global allocator.
 
 mod attacks;
+mod audit;
 mod bad_input;
 mod deployments;
 mod gateway_http;

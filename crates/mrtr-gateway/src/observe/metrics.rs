@@ -63,6 +63,12 @@ pub(crate) const POLICY_DENIED_TOTAL: &str = "mrtr_gateway_policy_denied_total";
 /// Counter: requests answered 429 by a rate limit, by `limit` (what it counts per).
 pub(crate) const RATE_LIMITED_TOTAL: &str = "mrtr_gateway_rate_limited_total";
 
+/// Counter: audit events dropped (the queue was full, or the output failed).
+pub(crate) const AUDIT_DROPPED_TOTAL: &str = "mrtr_gateway_audit_dropped_total";
+/// Counter: tool, prompt or resource-template definitions found to differ from their pins, by
+/// `backend`.
+pub(crate) const TOOL_DEFINITION_CHANGED_TOTAL: &str = "mrtr_gateway_tool_definition_changed_total";
+
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -252,6 +258,14 @@ pub(crate) fn describe() {
         RATE_LIMITED_TOTAL,
         "Requests answered 429 by a rate limit, by what the limit counts per"
     );
+    describe_counter!(
+        AUDIT_DROPPED_TOTAL,
+        "Audit events dropped because the queue was full or the output failed"
+    );
+    describe_counter!(
+        TOOL_DEFINITION_CHANGED_TOTAL,
+        "Tool, prompt and resource-template definitions that differ from their pins, by backend"
+    );
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).
@@ -322,6 +336,16 @@ pub(crate) fn policy_denied(method: &'static str) {
 /// Records a request a rate limit refused; `per` is what the limit counts per.
 pub(crate) fn rate_limited(per: &'static str) {
     metrics::counter!(RATE_LIMITED_TOTAL, "limit" => per).increment(1);
+}
+
+/// Records an audit event dropped.
+pub(crate) fn audit_dropped() {
+    metrics::counter!(AUDIT_DROPPED_TOTAL).increment(1);
+}
+
+/// Records a definition of `backend` found to differ from its pin.
+pub(crate) fn definition_changed(backend: &str) {
+    metrics::counter!(TOOL_DEFINITION_CHANGED_TOTAL, "backend" => backend.to_owned()).increment(1);
 }
 
 /// Records that draining started.
