@@ -4,14 +4,13 @@
 //! flushes the trail), and the JSON-lines file is read back: one line per call, prompt, resource
 //! read, task follow-up and refusal, with the fields `docs/operations.md` describes.
 
-use std::path::PathBuf;
-
 use anyhow::Context as _;
 use mrtr_backends::{DemoBackend, ResponseMode, SuiteFixture, TasksFixture, serve};
 use mrtr_gateway::{Backend, GatewayConfig};
 use mrtr_test_support::backends::{delete_branch, delete_branch_retry};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::mcp::{Call, Reply, TASKS_EXTENSION, meta_declaring, send, with_client_info};
+use mrtr_test_support::tls::TempDir;
 use serde_json::{Value, json};
 
 const EXTRA: &str = r#"
@@ -37,14 +36,6 @@ requests = 1
 period = 3600
 "#;
 
-/// A scratch directory of this test's own.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mrtr-audit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
-}
-
 /// `method` with `params` as alice, from the client `audit-test` 1.2, declaring elicitation and
 /// the tasks extension.
 async fn call(url: &str, method: &str, params: Value) -> anyhow::Result<Reply> {
@@ -61,8 +52,8 @@ async fn call(url: &str, method: &str, params: Value) -> anyhow::Result<Reply> {
 
 #[tokio::test]
 async fn every_outcome_of_a_call_is_one_line_of_the_trail() -> anyhow::Result<()> {
-    let dir = scratch("outcomes");
-    let file = dir.join("audit.jsonl");
+    let dir = TempDir::new("audit-outcomes");
+    let file = dir.path("audit.jsonl");
     let a = serve(TasksFixture::new("task-a")?, ResponseMode::Json).await?;
     let b = serve(DemoBackend::beta("beta")?, ResponseMode::Sse).await?;
     let c = serve(DemoBackend::alpha("alpha")?, ResponseMode::Json).await?;
@@ -271,6 +262,5 @@ async fn every_outcome_of_a_call_is_one_line_of_the_trail() -> anyhow::Result<()
         (&follow_up["backend"], &follow_up["state_opened"]),
         (&json!("a"), &json!(true))
     );
-    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

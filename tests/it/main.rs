@@ -11,6 +11,7 @@ mod gateway_http;
 mod layout;
 mod legacy;
 mod oauth;
+mod pinning;
 mod policy;
 mod real_peers;
 mod rooms;

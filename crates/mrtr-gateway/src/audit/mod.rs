@@ -176,10 +176,15 @@ impl Audit {
         self.queue.submit_changed(changed);
     }
 
-    /// Writes what is queued and flushes the outputs; waits for it (at shutdown, on a thread
-    /// that may block).
-    pub fn flush(&self) {
-        self.queue.flush();
+    /// Writes what is queued and flushes the outputs; waits for it at most ten seconds (at
+    /// shutdown, on a thread that may block), so that a sink that blocks cannot hold up the
+    /// gateway's exit. `false` when the wait ran out (the log says so).
+    pub fn flush(&self) -> bool {
+        let flushed = self.queue.flush(std::time::Duration::from_secs(10));
+        if !flushed {
+            tracing::error!("audit trail: the sink did not take the last events within 10 s");
+        }
+        flushed
     }
 }
 

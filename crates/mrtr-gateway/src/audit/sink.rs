@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rolling_file::{BasicRollingFileAppender, RollingConditionBasic};
 
@@ -50,7 +50,6 @@ pub(crate) struct Queue {
     sender: Mutex<Option<SyncSender<Job>>>,
     counters: Arc<Counters>,
     max_bytes: usize,
-    writer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Queue {
@@ -71,14 +70,13 @@ impl Queue {
             line: Vec::new(),
             failing: false,
         };
-        let writer = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("mrtr-audit".to_owned())
             .spawn(move || writer.run(receiver))?;
         Ok(Self {
             sender: Mutex::new(Some(sender)),
             counters,
             max_bytes,
-            writer: Mutex::new(Some(writer)),
         })
     }
 
@@ -119,26 +117,39 @@ impl Queue {
         metrics::audit_dropped();
     }
 
-    /// Has the writer write what is queued and flush; waits for it (blocks while the writer
-    /// does: call it where blocking is fine).
-    pub(crate) fn flush(&self) {
+    /// Has the writer write what is queued and flush, and waits for it, at most `within` (a
+    /// sink that blocks must not hold up the gateway's exit): `false` when it did not finish.
+    /// Blocks: call it where blocking is fine.
+    pub(crate) fn flush(&self, within: Duration) -> bool {
         let sender = self.sender.lock().ok().and_then(|s| s.clone());
-        let Some(sender) = sender else { return };
+        let Some(sender) = sender else { return true };
+        let deadline = Instant::now() + within;
         let (done, finished) = mpsc::channel();
-        if sender.send(Job::Flush(done)).is_ok() {
-            let _ = finished.recv();
+        let mut job = Job::Flush(done);
+        // A full queue is waited on in steps: `SyncSender` has no send with a timeout.
+        loop {
+            match sender.try_send(job) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return true,
+                Err(TrySendError::Full(back)) if Instant::now() < deadline => {
+                    job = back;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TrySendError::Full(_)) => return false,
+            }
         }
+        finished
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_ok()
     }
 }
 
 impl Drop for Queue {
-    /// Closes the queue and waits for the writer to write what is in it.
+    /// Closes the queue: the writer writes what is in it and ends. It is not waited for (a sink
+    /// that blocks would block the drop); [`Queue::flush`] is the bounded wait.
     fn drop(&mut self) {
         if let Ok(mut sender) = self.sender.lock() {
             sender.take();
-        }
-        if let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) {
-            let _ = writer.join();
         }
     }
 }

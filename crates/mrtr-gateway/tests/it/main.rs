@@ -3,6 +3,7 @@
 //! with `cargo test --workspace --test it -- tls::`.
 
 mod access_log;
+mod audit_sink;
 mod backend_eras;
 mod backend_health;
 mod credentials;
