@@ -223,27 +223,33 @@ impl Record {
 
     /// What became of the call: the outcome, the refusal's reason, the JSON-RPC error's code.
     fn outcome(&self) -> (&'static str, Option<&'static str>, Option<i64>) {
-        if let Some(reason) = self.refusal {
-            return ("refused", Some(reason), None);
-        }
-        if let Some(Outcome::Refused { reason }) = self.layer {
-            return ("refused", Some(reason), None);
-        }
         let answer = joined(&self.answer);
         let message = if self.sse {
             crate::upstream::sse::last_response(answer)
         } else {
             (!self.answer_over && !answer.is_empty()).then_some(answer)
         };
-        let Some(answer) = message.and_then(|m| serde_json::from_slice::<AnswerPart>(&m).ok()) else {
+        let answer = message.and_then(|m| serde_json::from_slice::<AnswerPart>(&m).ok());
+        let code = answer
+            .as_ref()
+            .and_then(|a| a.error.as_ref())
+            .and_then(|e| e.code);
+        let refused = match self.layer {
+            Some(Outcome::Refused { reason }) => Some(reason),
+            _ => None,
+        };
+        if let Some(reason) = self.refusal.or(refused) {
+            return ("refused", Some(reason), code);
+        }
+        let Some(answer) = answer else {
             return match self.end {
                 End::Cut => ("cancelled", None, None),
                 End::Complete if self.status >= 400 => ("failed", None, None),
                 End::Complete => ("unread", None, None),
             };
         };
-        if let Some(error) = answer.error {
-            return ("failed", None, error.code);
+        if answer.error.is_some() {
+            return ("failed", None, code);
         }
         match answer.result {
             Some(result) if result.result_type.as_deref() == Some("input_required") => {

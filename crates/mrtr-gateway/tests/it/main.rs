@@ -13,6 +13,7 @@ mod legacy_backends;
 mod no_resend;
 mod operations;
 mod overload;
+mod pins_file;
 mod principals;
 mod processes;
 mod stdio_backends;
