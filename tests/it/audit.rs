@@ -264,3 +264,88 @@ async fn every_outcome_of_a_call_is_one_line_of_the_trail() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// An OTLP/HTTP receiver of log records on 127.0.0.1: each record's body, trace id and
+/// attributes.
+async fn logs_receiver() -> anyhow::Result<(String, LogRecords)> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message as _;
+    let records = LogRecords::default();
+    let kept = records.clone();
+    let app = axum::Router::new().route(
+        "/v1/logs",
+        axum::routing::post(move |body: bytes::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let request = ExportLogsServiceRequest::decode(body).expect("OTLP protobuf");
+                let records = request
+                    .resource_logs
+                    .iter()
+                    .flat_map(|r| &r.scope_logs)
+                    .flat_map(|s| &s.log_records);
+                for record in records {
+                    let text = |value: Option<&Any>| match value {
+                        Some(Any::StringValue(s)) => s.clone(),
+                        other => format!("{other:?}"),
+                    };
+                    let body = text(record.body.as_ref().and_then(|b| b.value.as_ref()));
+                    let trace: String = record.trace_id.iter().map(|b| format!("{b:02x}")).collect();
+                    let attributes = record
+                        .attributes
+                        .iter()
+                        .map(|kv| {
+                            (
+                                kv.key.clone(),
+                                text(kv.value.as_ref().and_then(|v| v.value.as_ref())),
+                            )
+                        })
+                        .collect();
+                    kept.lock().unwrap().push((body, trace, attributes));
+                }
+                ""
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((url, records))
+}
+
+type LogRecords =
+    std::sync::Arc<std::sync::Mutex<Vec<(String, String, std::collections::HashMap<String, String>)>>>;
+
+#[tokio::test]
+async fn the_trail_goes_out_as_otlp_log_records_in_the_calls_trace() -> anyhow::Result<()> {
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let (collector, records) = logs_receiver().await?;
+    let backend = serve(DemoBackend::alpha("alpha")?, ResponseMode::Json).await?;
+    let mut config = GatewayConfig::new(vec![Backend::new("alpha", &backend.url())?]);
+    config.settings.otlp_endpoint = Some(collector);
+    let audit: toml::Table = toml::from_str("output = \"none\"\notlp = true\n")?;
+    config.settings.audit = Some(audit.try_into()?);
+    let config = config.resolve_settings().map_err(anyhow::Error::msg)?;
+    let gateway = gateway(config, keyring()).await?;
+    let whoami =
+        Call::tool("whoami", json!({})).header("traceparent", &format!("00-{TRACE}-00f067aa0ba902b7-01"));
+    let answer = send(&gateway.url(), &whoami).await?;
+    assert!(answer.error_code().is_none(), "{answer:?}");
+    gateway.shutdown().await?; // flushes the trail, and its exporter
+
+    let records = records.lock().unwrap().clone();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let (body, trace, attributes) = &records[0];
+    let event: Value = serde_json::from_str(body)?;
+    assert_eq!(
+        (&event["target"], &event["outcome"]),
+        (&json!("whoami"), &json!("completed"))
+    );
+    assert_eq!(event["trace_id"], TRACE);
+    assert_eq!(trace, TRACE, "the record is in the call's trace");
+    assert_eq!(attributes["mcp.method.name"], "tools/call");
+    assert_eq!(attributes["mrtr.backend"], "alpha");
+    assert_eq!(attributes["mrtr.audit.outcome"], "completed");
+    backend.shutdown().await?;
+    Ok(())
+}
