@@ -22,7 +22,7 @@ use rmcp::model::{
     ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient, RoleServer, ServerHandler};
+use rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 const SAFE: &str = "Fetches a URL and returns its text.";
