@@ -4,6 +4,7 @@
 //! its own (`legacy_memory.rs`): it counts the whole process's heap with a global allocator.
 
 mod attacks;
+mod audit;
 mod bad_input;
 mod deployments;
 mod fleet;
@@ -11,6 +12,7 @@ mod gateway_http;
 mod layout;
 mod legacy;
 mod oauth;
+mod pinning;
 mod policy;
 mod real_peers;
 mod rooms;

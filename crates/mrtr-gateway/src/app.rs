@@ -15,7 +15,8 @@
 //! 4. the legacy front ([`legacy::DualEraLayer`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
-//!    refusals;
+//!    refusals; then, with `[audit]`, the audit trail's collection point (`audit::AuditLayer`),
+//!    which sees every call and its refusals as the metrics do;
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
 //!    pinned to that backend;
@@ -37,6 +38,7 @@ use tokio::task::JoinHandle;
 use tower::ServiceBuilder;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
+use crate::audit::{AuditLayer, Audited};
 use crate::config::GatewayConfig;
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, Http, HttpLayer};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
@@ -54,7 +56,7 @@ use crate::store::SharedStore;
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it.
-pub type McpStack = DualEra<RequestMetrics<Mrtr<Proxy>>>;
+pub type McpStack = DualEra<RequestMetrics<Audited<Mrtr<Proxy>>>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
 pub type GatewayService = Http<DecompressRequest<Front<McpStack>>>;
@@ -101,6 +103,7 @@ fn proxy(config: &GatewayConfig) -> Proxy {
     )
     .with_access(config.policy.clone(), config.rate_limits.clone())
     .traced(config.traces.is_some())
+    .accountable(config.pins.clone(), config.audit.is_some())
 }
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
@@ -119,6 +122,7 @@ fn service_with(
         // reaches both.
         .layer(legacy_front(config, keys.clone()))
         .layer(RequestMetricsLayer::new())
+        .layer(AuditLayer::new(config.audit.clone()))
         .layer(mrtr_layer(config, keys, &proxy))
         .service(proxy)
 }
@@ -140,6 +144,7 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
     // With [oauth] the resource server names the principal itself.
     .require_principal(config.auth.is_none().then(|| config.principal_header()).flatten())
     .traced(config.traces.clone())
+    .audited(config.audit.clone())
 }
 
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header
@@ -202,6 +207,8 @@ pub struct RunningGateway {
     proxy: Proxy,
     /// Flushed once the server stopped.
     traces: Option<Arc<Traces>>,
+    /// Written out and flushed once the server stopped.
+    audit: Option<Arc<crate::audit::Audit>>,
     keys: KeyringHandle,
     lifecycle: Lifecycle,
     accepting: Arc<AtomicBool>,
@@ -283,6 +290,9 @@ impl RunningGateway {
             // The exporter's client blocks; off the runtime's threads.
             let _ = tokio::task::spawn_blocking(move || traces.flush()).await;
         }
+        if let Some(audit) = self.audit {
+            let _ = tokio::task::spawn_blocking(move || audit.flush()).await;
+        }
         served?
     }
 }
@@ -351,6 +361,7 @@ pub async fn start_with_keys(
         probe,
         proxy,
         traces: config.traces.clone(),
+        audit: config.audit.clone(),
         keys,
         lifecycle,
         accepting,

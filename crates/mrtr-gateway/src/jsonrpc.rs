@@ -119,6 +119,21 @@ pub fn error_body(id: Option<&str>, code: i64, message: &str, data: Option<serde
     Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#))
 }
 
+/// `sha256:` and the hex SHA-256 of the canonical form of a JSON text
+/// ([`tower_mrtr::canonical::canonicalize`]: member order, whitespace and escapes do not matter,
+/// numbers by their exact value); `None` for text that has none (not JSON, a duplicate member).
+pub(crate) fn canonical_digest(json: &str) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let canonical = tower_mrtr::canonical::canonicalize(json).ok()?;
+    let mut out = String::with_capacity(71);
+    out.push_str("sha256:");
+    for byte in Sha256::digest(&canonical) {
+        let _ = write!(out, "{byte:02x}");
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,9 +8,10 @@
 //!
 //! The source is sorted into rooms named for the stages a request meets, from the client to the
 //! backend, each importing only rooms below it: `cli`, `app` (the composition root), `config`,
-//! `ops`, `front`, `legacy`, `route`, `policy`, `upstream` (every kind of backend behind one
-//! seam), `auth`, `serve` (the HTTP server both listeners run), `store` (the shared store of a
-//! fleet), `observe`, and the ground floor, `jsonrpc` and `tls`. `CONTRIBUTING.md` has the table (what each holds and may import, where a
+//! `ops`, `front`, `legacy`, `route`, `policy`, `audit` (the audit trail), `upstream` (every kind
+//! of backend behind one seam), `auth`, `serve` (the HTTP server both listeners run), `store`
+//! (the shared store of a fleet), `observe`, and the ground floor, `jsonrpc` and `tls`.
+//! `CONTRIBUTING.md` has the table (what each holds and may import, where a
 //! new feature goes), and a test holds the code to it.
 //!
 //! ```no_run
@@ -31,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -47,6 +49,7 @@ pub mod tls;
 mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
+pub use audit::{Audit, AuditOutput, AuditSettings};
 pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
 pub use front::{Front, FrontBody, FrontFuture, FrontLayer, MCP_PATH};
 pub use observe::logging::LogFormat;
@@ -55,6 +58,7 @@ pub use ops::readiness::{Readiness, ReadyRule};
 pub use ops::{admin, reload};
 pub use route::Proxy;
 pub use route::headers::SUPPORTED_VERSIONS;
+pub use route::pins::{PinEntry, PinKind, PinMode, PinningSettings, Pins, PinsFile, Unpinned};
 pub use serve::drain::Lifecycle;
 pub use upstream::era::Era;
 pub use upstream::stdio::StdioCommand;

@@ -209,6 +209,16 @@ headers.x-tenant = { value = "acme" }
         assert_eq!(file.backend.len(), 4);
         assert_eq!(file.keys_file.as_deref(), Some(Path::new("/etc/mrtr/keys/keys")));
         assert!(file.backend[3].client_cert.is_some());
+        let audit = file.audit.as_ref().expect("an [audit] table");
+        assert_eq!(
+            (audit.output, audit.record_arguments.len()),
+            (crate::AuditOutput::File, 2)
+        );
+        let pinning = file.pinning.as_ref().expect("a [pinning] table");
+        assert_eq!(
+            (pinning.mode, pinning.unpinned),
+            (crate::PinMode::Enforce, crate::Unpinned::Hold)
+        );
         let memory_env = |name: &str| (name == "NODE_EXTRA_CA_CERTS").then(|| "/etc/ca.pem".to_owned());
         let memory = file.backend[2].resolve(None, &memory_env).unwrap();
         assert_eq!(

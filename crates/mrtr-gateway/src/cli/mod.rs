@@ -9,6 +9,7 @@
 #[cfg(feature = "demo")]
 mod demo;
 mod file;
+mod pin;
 mod run;
 
 use std::ffi::OsString;
@@ -61,7 +62,11 @@ OVERLOAD AND SLOW PEERS:
 SIGNALS:
   SIGTERM drains: /readyz turns 503, answers carry 'Connection: close', the listener closes after
   --drain-delay, and open requests and streams get until --drain-timeout; then exit 0.
-  SIGHUP re-reads the keys file and the listener certificate.
+  SIGHUP re-reads the keys file, the listener certificate and the pins file.
+
+PINNING:
+  mrtr-gateway pin --config FILE > pins.toml lists every configured backend's tools, prompts and
+  resource templates and prints their definitions' digests, for [pinning] file = 'pins.toml'.
 
 EXAMPLES:
   mrtr-gateway --demo
@@ -77,6 +82,8 @@ pub enum Command {
     Run(Box<Run>),
     /// Print a fresh keyring entry with this key id, and exit.
     GenerateKey(String),
+    /// Print the pins of the configured backends' definitions as they are now (`pin`), and exit.
+    Pin(Box<GatewayConfig>),
 }
 
 /// Where the keyring comes from.
@@ -116,6 +123,18 @@ fn command() -> Clap {
         .about(ABOUT)
         .long_about(None)
         .after_help(AFTER_HELP)
+        .subcommand(
+            Clap::new("pin")
+                .about("Print the digests of the configured backends' tool, prompt and resource-template definitions as a pins file ([pinning] file), and exit")
+                .arg(
+                    clap::Arg::new("config")
+                        .long("config")
+                        .value_name("FILE")
+                        .required(true)
+                        .value_parser(clap::value_parser!(PathBuf))
+                        .help("The gateway's config file, whose backends are listed"),
+                ),
+        )
 }
 
 /// Parses the command line; `env` reads environment variables (`MRTR_KEYS`, header sources).
@@ -130,6 +149,16 @@ where
         .map_err(|error| without_credentials(error, &mut clap))?;
     if let Some(kid) = matches.get_one::<String>("generate_key") {
         return Ok(Command::GenerateKey(kid.clone()));
+    }
+    if let Some(pin) = matches.subcommand_matches("pin") {
+        let path = pin.get_one::<PathBuf>("config").cloned().unwrap_or_default();
+        let settings =
+            file::load(&path).map_err(|m| clap.error(clap::error::ErrorKind::ValueValidation, m))?;
+        let backends = resolve_backends(&settings, &env)
+            .map_err(|m| clap.error(clap::error::ErrorKind::ValueValidation, m))?;
+        let mut config = GatewayConfig::new(backends);
+        config.settings = settings;
+        return Ok(Command::Pin(Box::new(config)));
     }
     let mut settings = match matches.get_one::<PathBuf>("config").cloned() {
         Some(path) => match file::load(&path) {
@@ -190,14 +219,11 @@ fn without_credentials(error: clap::Error, clap: &mut Clap) -> clap::Error {
     )
 }
 
-/// Checks the settings as a whole and loads what they name: backends (their TLS files and
-/// header sources), the keys, the listener's certificate.
-fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<Run, String> {
-    if settings.demo && !cfg!(feature = "demo") {
-        return Err(
-            "--demo needs the demo backends, which this build leaves out (cargo feature `demo`)".to_owned(),
-        );
-    }
+/// The backends `settings` name, resolved (TLS files, header sources), each name used once.
+fn resolve_backends(
+    settings: &Settings,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<crate::upstream::Backend>, String> {
     let backends = settings
         .backend
         .iter()
@@ -208,6 +234,18 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("backend name {:?} is used twice", w[0]));
     }
+    Ok(backends)
+}
+
+/// Checks the settings as a whole and loads what they name: backends (their TLS files and
+/// header sources), the keys, the listener's certificate.
+fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<Run, String> {
+    if settings.demo && !cfg!(feature = "demo") {
+        return Err(
+            "--demo needs the demo backends, which this build leaves out (cargo feature `demo`)".to_owned(),
+        );
+    }
+    let backends = resolve_backends(&settings, env)?;
     if settings.principal_header.is_none()
         && settings.oauth.is_none()
         && let Some(backend) = backends
@@ -302,6 +340,7 @@ mod tests {
         ) {
             Ok(Command::Run(s)) => Ok(*s),
             Ok(Command::GenerateKey(_)) => Err("generate".into()),
+            Ok(Command::Pin(_)) => Err("pin".into()),
             Err(e) => Err(e.to_string()),
         }
     }

@@ -13,7 +13,7 @@ use super::{Command, Keys, Run};
 use crate::app::{RunningGateway, start_with_keys};
 use crate::observe::logging;
 use crate::observe::metrics;
-use crate::ops::{admin, reload};
+use crate::ops::{self, admin, reload};
 
 /// Runs the binary with `args` (the program name first) and `env` (the process's environment):
 /// parses the command line, serves until SIGTERM or Ctrl-C, drains, and says how it ended.
@@ -38,6 +38,7 @@ where
             .map(|entry| println!("{}", *entry))
             .map_err(|error| error.to_string()),
         Command::Run(resolved) => serve(*resolved).await,
+        Command::Pin(config) => super::pin::print(*config).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,6 +87,7 @@ async fn serve(run: Run) -> Result<(), String> {
         .listener_tls
         .clone()
         .map(|tls| Arc::new(reload::CertFiles::new(tls)));
+    let pins = config.pins.clone();
     let gateway = start_with_keys(config, handle, settings.listen)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", settings.listen))?;
@@ -101,6 +103,9 @@ async fn serve(run: Run) -> Result<(), String> {
         Keys::Fixed(_) => None,
     };
     let watcher = tokio::spawn(reload::watch(keys_file, certs, settings.reload_interval.into()));
+    let pins_watcher = pins
+        .filter(|pins| pins.file().is_some())
+        .map(|pins| tokio::spawn(ops::pins::watch(pins, settings.reload_interval.into())));
     let admin = match settings.admin_listen {
         None => None,
         Some(addr) => Some(
@@ -126,6 +131,9 @@ async fn serve(run: Run) -> Result<(), String> {
         tracing::warn!(%error, "the listener ended with an error");
     }
     watcher.abort();
+    if let Some(pins_watcher) = pins_watcher {
+        pins_watcher.abort();
+    }
     if let Some(admin) = admin {
         let _ = admin.shutdown().await;
     }

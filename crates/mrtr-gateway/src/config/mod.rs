@@ -35,6 +35,7 @@ use tower_mrtr::Clock;
 
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
 pub use self::values::{PassedVar, PositiveSeconds, Seconds};
+use crate::audit::{Audit, AuditSettings};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
 use crate::front::origin::{HostPolicy, OriginPolicy};
 use crate::front::{deadline, shed};
@@ -43,6 +44,7 @@ use crate::observe::logging::LogFormat;
 use crate::observe::trace::Traces;
 use crate::ops::readiness::ReadyRule;
 use crate::policy::{Policy, PolicyRule, RateLimitSpec, RateLimits};
+use crate::route::pins::{PinningSettings, Pins};
 use crate::serve::ClientLimits;
 use crate::serve::drain::DrainConfig;
 use crate::store::{SharedStore, SharedStoreSettings};
@@ -288,6 +290,16 @@ pub struct Settings {
     /// shared-store table
     #[arg(long, value_name = "URL")]
     pub shared_store: Option<SharedStoreSettings>,
+
+    /// The `[audit]` table (config file only): an audit event per tool call, prompt, resource
+    /// read and task follow-up, and per refusal of one.
+    #[arg(skip)]
+    pub audit: Option<AuditSettings>,
+
+    /// The `[pinning]` table (config file only): tool, prompt and resource-template definitions
+    /// pinned, so that a backend cannot change them under their users.
+    #[arg(skip)]
+    pub pinning: Option<PinningSettings>,
 }
 
 impl Default for Settings {
@@ -382,6 +394,10 @@ pub struct GatewayConfig {
     pub traces: Option<Arc<Traces>>,
     /// The shared store of a fleet (from `settings.shared_store`).
     pub shared_store: Option<Arc<SharedStore>>,
+    /// The audit trail (from `settings.audit`).
+    pub audit: Option<Arc<Audit>>,
+    /// The pinned definitions (from `settings.pinning`); `None` with `mode = "off"`.
+    pub pins: Option<Arc<Pins>>,
 }
 
 impl GatewayConfig {
@@ -402,12 +418,15 @@ impl GatewayConfig {
             rate_limits: None,
             traces: None,
             shared_store: None,
+            audit: None,
+            pins: None,
         }
     }
 
     /// Builds what `settings` configure beyond the backends: the resource server, the policy,
-    /// the rate limits and the trace exporter (the binary does this; an embedder that sets
-    /// `settings.oauth`, `policy`, `rate_limit` or `otlp_endpoint` calls it). `[oauth]` and
+    /// the rate limits, the trace exporter, the audit trail (its writer's thread starts here)
+    /// and the pins (the binary does this; an embedder that sets `settings.oauth`, `policy`,
+    /// `rate_limit`, `otlp_endpoint`, `audit` or `pinning` calls it). `[oauth]` and
     /// `principal-header` are exclusive: each names the principal.
     pub fn resolve_settings(self) -> Result<Self, String> {
         self.resolve_settings_in(&|name| std::env::var(name).ok())
@@ -443,6 +462,16 @@ impl GatewayConfig {
             )),
         };
         self.traces = settings.otlp_endpoint.as_deref().map(Traces::otlp).transpose()?;
+        let otlp = settings.otlp_endpoint.as_deref();
+        self.audit = settings
+            .audit
+            .clone()
+            .map(|audit| Audit::start(audit, otlp))
+            .transpose()?;
+        self.pins = match &settings.pinning {
+            Some(pinning) => Pins::new(pinning, self.audit.clone())?,
+            None => None,
+        };
         Ok(self)
     }
 

@@ -42,6 +42,7 @@ use tower_service::Service;
 use self::deadline::BodyDeadline;
 use self::origin::Guard;
 use self::shed::{Admission, LoadShed};
+use crate::audit::Audit;
 use crate::auth::resource::Check;
 use crate::auth::{Authenticator, Caller, principal};
 use crate::observe::access;
@@ -63,6 +64,7 @@ pub struct FrontLayer {
     auth: Option<Arc<Authenticator>>,
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
+    audit: Option<Arc<Audit>>,
 }
 
 impl FrontLayer {
@@ -76,6 +78,7 @@ impl FrontLayer {
             auth: None,
             principal: None,
             traces: None,
+            audit: None,
         }
     }
 
@@ -100,6 +103,13 @@ impl FrontLayer {
         self.traces = traces;
         self
     }
+
+    /// Reports the requests refused for their caller (a bearer token, the principal header) to
+    /// the audit trail.
+    pub(crate) fn audited(mut self, audit: Option<Arc<Audit>>) -> Self {
+        self.audit = audit;
+        self
+    }
 }
 
 impl<S> Layer<S> for FrontLayer {
@@ -113,6 +123,7 @@ impl<S> Layer<S> for FrontLayer {
             auth: self.auth.clone(),
             principal: self.principal.clone(),
             traces: self.traces.clone(),
+            audit: self.audit.clone(),
             mcp,
         }
     }
@@ -127,6 +138,7 @@ pub struct Front<S> {
     auth: Option<Arc<Authenticator>>,
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
+    audit: Option<Arc<Audit>>,
     mcp: S,
 }
 
@@ -229,6 +241,9 @@ where
                         .insert(Caller::from_principal(&principal));
                 }
                 Err(unreadable) => {
+                    if let Some(audit) = &self.audit {
+                        audit.refused_at_front(&request, principal_label(&unreadable), StatusCode::FORBIDDEN);
+                    }
                     let close = unread_body(&request);
                     return FrontFuture {
                         trace,
@@ -241,6 +256,9 @@ where
             match auth.check(&mut request, false) {
                 Check::Passed => {}
                 Check::Refused(refusal) => {
+                    if let Some(audit) = &self.audit {
+                        audit.refused_at_front(&request, auth_label(refusal.status()), refusal.status());
+                    }
                     let close = unread_body(&request);
                     return FrontFuture {
                         trace,
@@ -252,9 +270,17 @@ where
                     let clone = self.mcp.clone();
                     let mut mcp = std::mem::replace(&mut self.mcp, clone);
                     let auth = auth.clone();
+                    let audit = self.audit.clone();
                     let later = async move {
                         auth.refresh(asked).await;
                         if let Check::Refused(mut refusal) = auth.check(&mut request, true) {
+                            if let Some(audit) = &audit {
+                                audit.refused_at_front(
+                                    &request,
+                                    auth_label(refusal.status()),
+                                    refusal.status(),
+                                );
+                            }
                             if unread_body(&request) {
                                 close_connection(&mut refusal);
                             }
@@ -329,12 +355,7 @@ fn unread_body<B>(request: &Request<B>) -> bool {
 /// reason in the log and `mrtr_gateway_auth_refused_total{reason="principal_…"}`.
 fn no_principal(unreadable: principal::Unreadable) -> Response<Full<Bytes>> {
     tracing::debug!(reason = unreadable.reason(), "request refused: {unreadable}");
-    crate::observe::metrics::auth_refused(match unreadable {
-        principal::Unreadable::Missing => "principal_missing",
-        principal::Unreadable::Repeated => "principal_repeated",
-        principal::Unreadable::Empty => "principal_empty",
-        principal::Unreadable::Undecodable => "principal_undecodable",
-    });
+    crate::observe::metrics::auth_refused(principal_label(&unreadable));
     let message = format!("Forbidden: {unreadable}");
     let mut response = Response::new(Full::new(crate::jsonrpc::error_body(
         None,
@@ -348,6 +369,26 @@ fn no_principal(unreadable: principal::Unreadable) -> Response<Full<Bytes>> {
         http::HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// The label of a principal header that could not be read (metrics, the audit trail).
+fn principal_label(unreadable: &principal::Unreadable) -> &'static str {
+    match unreadable {
+        principal::Unreadable::Missing => "principal_missing",
+        principal::Unreadable::Repeated => "principal_repeated",
+        principal::Unreadable::Empty => "principal_empty",
+        principal::Unreadable::Undecodable => "principal_undecodable",
+    }
+}
+
+/// The audit trail's label of the resource server's refusal: 401 (no token, or one that does
+/// not verify) or 403 (a scope missing).
+fn auth_label(status: StatusCode) -> &'static str {
+    if status == StatusCode::FORBIDDEN {
+        "insufficient_scope"
+    } else {
+        "unauthenticated"
+    }
 }
 
 /// Says `Connection: close` on an answer, so that the client does not reuse the connection.

@@ -69,6 +69,11 @@ pub(crate) const SHARED_STORE_ERRORS_TOTAL: &str = "mrtr_gateway_shared_store_er
 pub(crate) const SHARED_STORE_UP: &str = "mrtr_gateway_shared_store_up";
 /// Counter: retries refused because their request state had been opened before (single use).
 pub(crate) const REPLAYS_REFUSED_TOTAL: &str = "mrtr_gateway_replays_refused_total";
+/// Counter: audit events dropped (the queue was full, or the output failed).
+pub(crate) const AUDIT_DROPPED_TOTAL: &str = "mrtr_gateway_audit_dropped_total";
+/// Counter: tool, prompt or resource-template definitions found to differ from their pins, by
+/// `backend`.
+pub(crate) const TOOL_DEFINITION_CHANGED_TOTAL: &str = "mrtr_gateway_tool_definition_changed_total";
 
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
@@ -307,6 +312,14 @@ pub(crate) fn describe() {
         REPLAYS_REFUSED_TOTAL,
         "Retries refused because their request state was opened before (single use)"
     );
+    describe_counter!(
+        AUDIT_DROPPED_TOTAL,
+        "Audit events dropped because the queue was full or the output failed"
+    );
+    describe_counter!(
+        TOOL_DEFINITION_CHANGED_TOTAL,
+        "Tool, prompt and resource-template definitions that differ from their pins, by backend"
+    );
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).
@@ -392,6 +405,16 @@ pub(crate) fn shared_store_up(up: bool) {
 /// Records a retry refused as a replay of a single-use request state.
 pub(crate) fn replay_refused() {
     metrics::counter!(REPLAYS_REFUSED_TOTAL).increment(1);
+}
+
+/// Records an audit event dropped.
+pub(crate) fn audit_dropped() {
+    metrics::counter!(AUDIT_DROPPED_TOTAL).increment(1);
+}
+
+/// Records a definition of `backend` found to differ from its pin.
+pub(crate) fn definition_changed(backend: &str) {
+    metrics::counter!(TOOL_DEFINITION_CHANGED_TOTAL, "backend" => backend.to_owned()).increment(1);
 }
 
 /// Records that draining started.

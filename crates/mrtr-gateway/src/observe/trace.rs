@@ -70,16 +70,7 @@ impl Traces {
     /// Spans exported in batches to the OTLP/HTTP collector at `endpoint` (`/v1/traces` is
     /// appended to a URL without a path).
     pub fn otlp(endpoint: &str) -> Result<Arc<Self>, String> {
-        let url: http::Uri = endpoint
-            .parse()
-            .map_err(|e| format!("otlp-endpoint: not a URL: {e}"))?;
-        if url.scheme_str() != Some("http") || url.authority().is_none() {
-            return Err("otlp-endpoint: expected http://HOST:PORT (OTLP/HTTP, protobuf), such as http://127.0.0.1:4318".into());
-        }
-        let endpoint = match url.path() {
-            "" | "/" => format!("{}/v1/traces", endpoint.trim_end_matches('/')),
-            _ => endpoint.to_owned(),
-        };
+        let endpoint = signal_endpoint(endpoint, "traces")?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_endpoint(endpoint)
@@ -114,6 +105,25 @@ impl Traces {
             .with_start_time(at)
             .start_with_context(&self.tracer, parent)
     }
+}
+
+/// The URL a signal (`traces`, `logs`) is exported to from `otlp-endpoint`: `/v1/{signal}` is
+/// appended to a URL without a path; a URL with one is used as it is (then it names one signal's
+/// path, and only that signal can use it).
+pub(crate) fn signal_endpoint(endpoint: &str, signal: &str) -> Result<String, String> {
+    let url: http::Uri = endpoint
+        .parse()
+        .map_err(|e| format!("otlp-endpoint: not a URL: {e}"))?;
+    if url.scheme_str() != Some("http") || url.authority().is_none() {
+        return Err(
+            "otlp-endpoint: expected http://HOST:PORT (OTLP/HTTP, protobuf), such as http://127.0.0.1:4318"
+                .into(),
+        );
+    }
+    Ok(match url.path() {
+        "" | "/" => format!("{}/v1/{signal}", endpoint.trim_end_matches('/')),
+        _ => endpoint.to_owned(),
+    })
 }
 
 /// The headers as the propagator reads them.
@@ -236,6 +246,21 @@ fn set_head(span: &mut Span, head: &McpRequestHead) {
     }
 }
 
+impl TraceSlot {
+    /// The trace id of the request's span once the proxy began it, else of the client's context
+    /// (for the audit trail, which reads it when the answer has ended).
+    pub(crate) fn trace_id(&self) -> Option<String> {
+        let span = self.span.lock().ok()?;
+        span.as_ref()
+            .map(|(s, _)| s.span_context().trace_id().to_string())
+            .or_else(|| {
+                self.parent
+                    .as_ref()
+                    .map(|p| p.span().span_context().trace_id().to_string())
+            })
+    }
+}
+
 /// The span of one request, from the front's side: `None` without [`Traces`].
 #[derive(Debug)]
 pub(crate) struct RequestTrace(Option<Arc<TraceSlot>>);
@@ -316,15 +341,7 @@ impl RequestTrace {
 
     /// The trace id of the span, for the access line (`None` without [`Traces`]).
     pub(crate) fn trace_id(&self) -> Option<String> {
-        let slot = self.0.as_ref()?;
-        let span = slot.span.lock().ok()?;
-        span.as_ref()
-            .map(|(s, _)| s.span_context().trace_id().to_string())
-            .or_else(|| {
-                slot.parent
-                    .as_ref()
-                    .map(|p| p.span().span_context().trace_id().to_string())
-            })
+        self.0.as_ref()?.trace_id()
     }
 }
 

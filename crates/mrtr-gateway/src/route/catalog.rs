@@ -53,6 +53,15 @@ impl Kind {
         Self::ALL.into_iter().find(|k| k.list_method() == method)
     }
 
+    /// The kind a call names: a tool (`tools/call`) or a prompt (`prompts/get`).
+    pub(crate) fn called(method: &str) -> Option<Self> {
+        match method {
+            "tools/call" => Some(Self::Tools),
+            "prompts/get" => Some(Self::Prompts),
+            _ => None,
+        }
+    }
+
     pub(crate) fn list_method(self) -> &'static str {
         match self {
             Self::Tools => "tools/list",
@@ -349,6 +358,9 @@ pub(crate) struct Item<'a> {
     pub(crate) key: &'a str,
     pub(crate) exposed: &'a str,
 }
+
+/// What a list filter keeps of a listing.
+pub(crate) type Keep<'a> = dyn Fn(Item<'_>) -> bool + 'a;
 
 /// Merges the listings of the backends that answered (`(backend index, listing)`, in
 /// configuration order) into one list result, applying `names`, keeping only the items `keep`

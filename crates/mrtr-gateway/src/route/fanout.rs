@@ -76,27 +76,34 @@ impl Inner {
         for (index, failure) in &failures {
             tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
         }
-        let result = match &self.policy {
-            Some(policy) => {
-                let caller =
-                    policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref());
-                let keep = |item: catalog::Item<'_>| {
-                    let origin = KnownOrigin::new(self.backends[item.backend].name(), item.key);
-                    let subject = match kind {
-                        Kind::Tools | Kind::Prompts => Subject::Named {
-                            thing: kind.thing(),
-                            exposed: item.exposed,
-                            origin: Some(origin.as_origin()),
-                        },
-                        Kind::Resources => Subject::Uri(item.key),
-                        Kind::Templates => Subject::Template(item.key),
-                    };
-                    policy.allows(caller.as_ref(), &subject)
-                };
-                catalog::merge_listings(kind, &names, &listings, &self.server_info, Some(&keep))
-            }
-            None => catalog::merge_listings(kind, &names, &listings, &self.server_info, None),
+        let caller = self.policy.as_ref().and_then(|_| {
+            policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref())
+        });
+        let permitted = |item: catalog::Item<'_>| {
+            let Some(policy) = &self.policy else { return true };
+            let origin = KnownOrigin::new(self.backends[item.backend].name(), item.key);
+            let subject = match kind {
+                Kind::Tools | Kind::Prompts => Subject::Named {
+                    thing: kind.thing(),
+                    exposed: item.exposed,
+                    origin: Some(origin.as_origin()),
+                },
+                Kind::Resources => Subject::Uri(item.key),
+                Kind::Templates => Subject::Template(item.key),
+            };
+            policy.allows(caller.as_ref(), &subject)
         };
+        // A definition pinning withholds is left out, whoever asks.
+        let served = |item: catalog::Item<'_>| {
+            self.pins.as_ref().is_none_or(|pins| {
+                pins.withheld(self.backends[item.backend].name(), kind, item.key)
+                    .is_none()
+            })
+        };
+        let keep = |item: catalog::Item<'_>| permitted(item) && served(item);
+        let filter: Option<&catalog::Keep<'_>> =
+            (self.policy.is_some() || self.pins.is_some()).then_some(&keep);
+        let result = catalog::merge_listings(kind, &names, &listings, &self.server_info, filter);
         self.own(success(id, &result))
     }
 
@@ -171,7 +178,7 @@ impl Inner {
         .await
     }
 
-    async fn list_backend(
+    pub(super) async fn list_backend(
         &self,
         index: usize,
         kind: Kind,
@@ -204,6 +211,13 @@ impl Inner {
     }
 
     fn record(&self, kind: Kind, outcomes: &[Result<Listing, Unanswered>]) -> catalog::Names {
+        if let Some(pins) = &self.pins {
+            for (index, outcome) in outcomes.iter().enumerate() {
+                if let Ok(listing) = outcome {
+                    pins.observe(self.backends[index].name(), kind, &listing.items);
+                }
+            }
+        }
         let listed = outcomes
             .iter()
             .map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items)))

@@ -19,7 +19,8 @@ use tower_mrtr::error::INVALID_REQUEST;
 use tower_mrtr::{Continuation, Denied, McpRequestHead};
 
 use super::catalog::{Kind, SEPARATOR};
-use super::{Inner, error_response, request_params};
+use super::pins::Pins;
+use super::{INVALID_PARAMS, Inner, error_response, request_params};
 use crate::auth::Caller;
 use crate::jsonrpc;
 use crate::policy::{self, Origin, Policy, Subject, Thing};
@@ -52,7 +53,9 @@ impl KnownOrigin {
 
 /// The refusal of something the policy denied, as the layer words its own.
 pub(super) fn refusal(id: Option<&str>, denied: &Denied) -> Response<ProxyBody> {
-    error_response(StatusCode::FORBIDDEN, id, INVALID_REQUEST, denied.message(), None)
+    let mut response = error_response(StatusCode::FORBIDDEN, id, INVALID_REQUEST, denied.message(), None);
+    response.extensions_mut().insert(crate::audit::Refusal("denied"));
+    response
 }
 
 impl Inner {
@@ -92,6 +95,28 @@ impl Inner {
             Some(exposed),
             Some(origin.as_origin()),
         )
+    }
+
+    /// The refusal of a call of backend `index`'s `original` (exposed as `exposed`) when pinning
+    /// withholds its definition (`pins.rs`), after listing `kind` again if the catalog's table is
+    /// older than its TTL, so that the definition judged is the one the backend lists now.
+    pub(super) async fn withheld(
+        &self,
+        kind: Kind,
+        (index, original): (usize, &str),
+        (exposed, id): (&str, Option<&str>),
+        parts: &Parts,
+        body: &Bytes,
+    ) -> Option<Response<ProxyBody>> {
+        let pins = self.pins.as_ref().filter(|pins| pins.enforcing())?;
+        if self.catalog.fresh_since(kind).is_none() {
+            self.refresh(&[kind], parts, body).await;
+        }
+        let reason = pins.withheld(self.backends[index].name(), kind, original)?;
+        let message = Pins::refusal(reason, kind, exposed);
+        let mut response = error_response(StatusCode::OK, id, INVALID_PARAMS, &message, None);
+        response.extensions_mut().insert(crate::audit::Refusal(reason));
+        Some(response)
     }
 
     /// A task follow-up pinned to backend `index`: checked as the `tools/call` that created the

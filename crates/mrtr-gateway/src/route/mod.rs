@@ -34,6 +34,7 @@ mod govern;
 pub(crate) mod headers;
 mod listen;
 mod named;
+pub(crate) mod pins;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -55,6 +56,8 @@ use tower_service::Service;
 
 use self::catalog::{Catalog, Kind};
 pub(crate) use self::govern::KnownOrigin;
+use self::pins::Pins;
+use crate::audit::{self, CallNote};
 use crate::jsonrpc::{self, RawObject, error_body};
 use crate::observe::trace::TraceSlot;
 use crate::policy::{self, Charge, Policy, RateLimits, Refusal};
@@ -87,6 +90,10 @@ struct Inner {
     /// Whether requests carry a trace span to begin (`otlp-endpoint`); without, the request's
     /// extensions are not searched for one.
     traced: bool,
+    /// Tool definitions pinned (`[pinning]`, `pins.rs`); lists are then merged by the gateway.
+    pins: Option<Arc<Pins>>,
+    /// Whether answers carry a [`CallNote`] for the audit trail (`[audit]`).
+    audited: bool,
 }
 
 impl Proxy {
@@ -118,6 +125,8 @@ impl Proxy {
                 policy: None,
                 limits: None,
                 traced: false,
+                pins: None,
+                audited: false,
             }),
         }
     }
@@ -148,6 +157,19 @@ impl Proxy {
         Arc::get_mut(&mut self.inner)
             .expect("traced is called on a new proxy")
             .traced = traced;
+        self
+    }
+
+    /// This proxy with definitions pinned (`pins.rs`) and, when `audited`, what only it knows
+    /// of a call left in the answer for the audit trail ([`CallNote`]).
+    ///
+    /// # Panics
+    ///
+    /// If the proxy was cloned already: call it on a new proxy.
+    pub(crate) fn accountable(mut self, pins: Option<Arc<Pins>>, audited: bool) -> Self {
+        let inner = Arc::get_mut(&mut self.inner).expect("accountable is called on a new proxy");
+        inner.pins = pins;
+        inner.audited = audited;
         self
     }
 
@@ -194,6 +216,13 @@ where
             // Taken out so that the headers can move on to the backend without a copy.
             let head = parts.extensions.remove::<McpRequestHead>();
             let pinned = parts.extensions.remove::<PinnedRoute>().map(|p| p.0);
+            let note = inner.audited.then(|| CallNote {
+                backend_target: head.as_ref().and_then(McpRequestHead::target).map(Arc::from),
+                continued: parts
+                    .extensions
+                    .get::<Continuation>()
+                    .map(|c| (c.round(), c.call_target().map(Arc::from))),
+            });
             // The layer has already buffered (and size-limited) every POST body.
             let (route, mut response) = match read_buffered(body).await {
                 Ok(body) => inner.dispatch(parts, head, pinned.as_ref(), body).await,
@@ -213,6 +242,13 @@ where
                 }
             };
             response.extensions_mut().insert(route);
+            if let Some(mut note) = note {
+                // A name restored on the way to the backend was noted by `forward`.
+                if let Some(forwarded) = response.extensions_mut().remove::<CallNote>() {
+                    note.backend_target = forwarded.backend_target;
+                }
+                response.extensions_mut().insert(note);
+            }
             Ok(response)
         })
     }
@@ -366,12 +402,17 @@ impl Inner {
         if let Some(route) = pinned {
             return self.pinned(parts, head, route, body).await;
         }
-        if self.policy.is_some()
+        if (self.policy.is_some() || self.pins.is_some())
             && let Some(kind) = Kind::from_list_method(head.method())
         {
             return self.list(kind, &parts, head, body).await;
         }
         if self.backends.len() == 1 {
+            if let (Some(kind), Some(name)) = (Kind::called(head.method()), head.target())
+                && let Some(refusal) = self.withheld(kind, (0, name), (name, id), &parts, &body).await
+            {
+                return self.own(refusal);
+            }
             return self
                 .forward(0, (parts.headers, parts.extensions), id, body, None)
                 .await;
@@ -436,7 +477,17 @@ impl Inner {
         };
         let relayed = self.upstreams.relay(backend, headers, id, body, client).await;
         match relayed {
-            Ok(response) => (backend.route().clone(), response),
+            Ok(mut response) => {
+                if self.audited
+                    && let Some((["params", "name"], original)) = rename
+                {
+                    response.extensions_mut().insert(CallNote {
+                        backend_target: Some(Arc::from(original)),
+                        continued: None,
+                    });
+                }
+                (backend.route().clone(), response)
+            }
             Err(error) => {
                 tracing::warn!(backend = backend.name(), %error, "backend unavailable");
                 let message = format!("Backend {:?} is unavailable", backend.name());
@@ -465,10 +516,14 @@ fn refused(id: Option<&str>, refusal: Refusal) -> Response<ProxyBody> {
     match refusal {
         Refusal::Limited(wait) => rate_limited(id, wait),
         // As the layer refuses a state that does not open: -32602, before any backend.
-        Refusal::Replayed => invalid_params(
-            id,
-            "This requestState was used already (each opens once); start the call again without it",
-        ),
+        Refusal::Replayed => {
+            let mut response = invalid_params(
+                id,
+                "This requestState was used already (each opens once); start the call again without it",
+            );
+            response.extensions_mut().insert(audit::Refusal("replayed"));
+            response
+        }
         Refusal::StoreUnavailable => {
             let mut response = error_response(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -480,6 +535,9 @@ fn refused(id: Option<&str>, refusal: Refusal) -> Response<ProxyBody> {
             response
                 .headers_mut()
                 .insert(http::header::RETRY_AFTER, HeaderValue::from(1));
+            response
+                .extensions_mut()
+                .insert(audit::Refusal("store_unavailable"));
             response
         }
     }
@@ -500,6 +558,7 @@ fn rate_limited(id: Option<&str>, wait: Duration) -> Response<ProxyBody> {
     response
         .headers_mut()
         .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    response.extensions_mut().insert(audit::Refusal("rate_limited"));
     response
 }
 

@@ -79,6 +79,13 @@ impl Inner {
         if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
             return (route.clone(), govern::refusal(head.id_json(), &denied));
         }
+        let asked = (exposed, head.id_json());
+        if let Some(refusal) = self
+            .withheld(kind, (index, &original), asked, &parts, &body)
+            .await
+        {
+            return (route.clone(), refusal);
+        }
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
         self.forward(
             index,
@@ -126,6 +133,12 @@ impl Inner {
         };
         if let Err(denied) = self.permit_named(&parts, head, exposed, (index, &original)) {
             return self.own(govern::refusal(id, &denied));
+        }
+        if let Some(refusal) = self
+            .withheld(kind, (index, &original), (exposed, id), &parts, &body)
+            .await
+        {
+            return self.own(refusal);
         }
         let rename = (original != exposed).then_some((&["params", "name"][..], original.as_str()));
         self.forward(index, (parts.headers, parts.extensions), id, body, rename)

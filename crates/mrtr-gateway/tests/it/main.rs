@@ -3,6 +3,7 @@
 //! with `cargo test --workspace --test it -- tls::`.
 
 mod access_log;
+mod audit_sink;
 mod backend_eras;
 mod backend_health;
 mod credentials;
@@ -12,6 +13,7 @@ mod legacy_backends;
 mod no_resend;
 mod operations;
 mod overload;
+mod pins_file;
 mod principals;
 mod processes;
 mod stdio_backends;
