@@ -8,8 +8,8 @@ use super::{Cell, SSE_EVENTS};
 use crate::mcp;
 use crate::messages::{self, excerpt};
 
-/// The names the gateway gives the mock backends: the first two for [`Hop::Gateway2`], the first
-/// N for [`Hop::Merge`].
+/// The names the gateway gives the mock backends: the first two for
+/// [`Hop::Gateway2`](super::Hop::Gateway2), the first N for [`Hop::Merge`](super::Hop::Merge).
 pub const BACKEND_NAMES: [&str; 10] = [
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
 ];
