@@ -6,6 +6,9 @@
 #   bash scripts/bench-gateway.sh                  # 3 interleaved rounds of 5 s per cell (~7 min)
 #   bash scripts/bench-gateway.sh --callgrind      # instructions per request, bare vs gateway
 #   bash scripts/bench-gateway.sh --smoke          # CI: 1 s per cell, checks answers only
+#   bash scripts/bench-gateway.sh --callgrind 300 --cells call-256,legacy-http-256,legacy-client-256,stdio-256
+#                                                   # legacy and stdio backends, legacy clients, merges
+#                                                   # (issue 40), each beside its reference cell
 #   bash scripts/bench-gateway.sh --peer 'agentgateway=scripts/peers/agentgateway.sh {port} {backend} {dir}'
 #                                                   # another gateway in the same rounds (issue 25)
 #   bash scripts/bench-gateway.sh --help           # every option (cells, rounds, seconds, ...)

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::load::{self, Target};
 use crate::peer::{Peer, Values};
 use crate::procs::{self, Cpu, Launch, Proc, Spawn};
-use crate::workload::{Cell, Hop, Workload};
+use crate::workload::{BACKEND_NAMES, Cell, Hop, Workload};
 
 /// What to run; see `gateway-bench --help`.
 #[derive(Clone, Debug)]
@@ -42,14 +42,28 @@ pub struct Plan {
 
 /// The processes of a run.
 struct Fleet {
-    backends: Vec<Proc>,
+    backends: Backends,
     hops: HashMap<Hop, Proc>,
+}
+
+/// The mock backends a run's hops need (see [`Backends::start`]).
+struct Backends {
+    /// 2026-07-28 backends: as many as the hop with the most of them fronts (at least one).
+    modern: Vec<Proc>,
+    /// The `initialize`-era backend of [`Hop::LegacyHttp`], if a cell needs it.
+    legacy: Option<Proc>,
+}
+
+impl Backends {
+    fn all(&self) -> impl Iterator<Item = &Proc> {
+        self.modern.iter().chain(&self.legacy)
+    }
 }
 
 impl Fleet {
     fn target(&self, hop: Hop) -> Target {
         let url = match hop {
-            Hop::Direct => &self.backends[0].url,
+            Hop::Direct => &self.backends.modern[0].url,
             hop => &self.hops[&hop].url,
         };
         Target::from_url(url).expect("the processes print http://ADDR/PATH")
@@ -105,13 +119,47 @@ pub struct Count {
     pub dump: PathBuf,
 }
 
-/// The hops a cell is measured through: ours, then the peers.
+/// The hops a cell is measured through: ours, then the peers (in front of one modern backend,
+/// so only for the cells of that backend).
 pub fn hops_for(cell: Cell, peers: &[Hop]) -> Vec<Hop> {
-    let ours: &[Hop] = match cell {
-        Cell::List => &[Hop::Direct, Hop::Bare, Hop::Gateway, Hop::Gateway2],
-        _ => &[Hop::Direct, Hop::Bare, Hop::Gateway],
+    let (ours, peers): (&[Hop], _) = match cell {
+        Cell::List => (&[Hop::Direct, Hop::Bare, Hop::Gateway, Hop::Gateway2], peers),
+        Cell::Call { .. } | Cell::Round1 { .. } | Cell::Round2 { .. } | Cell::Sse => {
+            (&[Hop::Direct, Hop::Bare, Hop::Gateway], peers)
+        }
+        // The backend's own sessions and processes are not reached directly: through the
+        // gateway only, read against the reference cell's gateway figures.
+        Cell::LegacyHttp { .. } => (&[Hop::LegacyHttp], &[]),
+        Cell::LegacyClient => (&[Hop::Gateway], &[]),
+        Cell::Stdio { legacy: false } => (&[Hop::Stdio], &[]),
+        Cell::Stdio { legacy: true } => (&[Hop::LegacyStdio], &[]),
+        Cell::Merge { backends: 3 } => (&[Hop::Merge(3)], &[]),
+        Cell::Merge { .. } => (&[Hop::Merge(10)], &[]),
     };
     ours.iter().chain(peers).copied().collect()
+}
+
+/// The processes of ours that `cells` go through, in a fixed order (not [`Hop::Direct`] nor
+/// peers).
+fn hops_of(cells: &[Cell]) -> Vec<Hop> {
+    let mut hops: Vec<Hop> = Vec::new();
+    for &cell in cells {
+        for hop in hops_for(cell, &[]) {
+            if hop != Hop::Direct && !hops.contains(&hop) {
+                hops.push(hop);
+            }
+        }
+    }
+    hops
+}
+
+/// How many modern mock backends `hop` fronts.
+fn backends_of(hop: Hop) -> usize {
+    match hop {
+        Hop::Gateway2 => 2,
+        Hop::Merge(n) => n.min(BACKEND_NAMES.len()),
+        _ => 1,
+    }
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -144,32 +192,47 @@ fn gateway_keys(plan: &Plan) -> io::Result<String> {
     }
 }
 
-fn start_backends(plan: &Plan) -> io::Result<Vec<Proc>> {
-    let program = binary(plan, "mock-backend")?;
-    ["alpha", "beta"]
-        .into_iter()
-        .map(|name| {
+impl Backends {
+    /// Starts the mock backends `hops` need: as many modern ones as the hop with the most (two at
+    /// least, as before the cells of other backends), and the legacy one if [`Hop::LegacyHttp`]
+    /// is among them.
+    fn start(plan: &Plan, hops: &[Hop]) -> io::Result<Self> {
+        let program = binary(plan, "mock-backend")?;
+        let spawn = |name: &str, legacy: bool| {
+            let mut args = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
+            if legacy {
+                args.push("--legacy".to_owned());
+            }
             Spawn {
                 name: &format!("backend-{name}"),
                 program: &program,
-                args: vec!["--listen".into(), "127.0.0.1:0".into()],
+                args,
                 env: Vec::new(),
                 cpus: plan.hop_cpus.as_deref(),
                 callgrind_out: None,
                 log_dir: &plan.work_dir,
             }
             .start(START_TIMEOUT)
-        })
-        .collect()
+        };
+        let count = hops.iter().copied().map(backends_of).fold(2, usize::max);
+        let modern = BACKEND_NAMES[..count]
+            .iter()
+            .map(|name| spawn(name, false))
+            .collect::<io::Result<_>>()?;
+        let legacy = match hops.contains(&Hop::LegacyHttp) {
+            true => Some(spawn("legacy", true)?),
+            false => None,
+        };
+        Ok(Self { modern, legacy })
+    }
 }
 
-fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bool) -> io::Result<Proc> {
-    let name = match hop {
-        Hop::Direct | Hop::Peer(_) => unreachable!("no process of ours"),
-        Hop::Bare => "bare-proxy",
-        Hop::Gateway => "gateway",
-        Hop::Gateway2 => "gateway-2",
-    };
+fn start_hop(plan: &Plan, hop: Hop, backends: &Backends, keys: &str, callgrind: bool) -> io::Result<Proc> {
+    if matches!(hop, Hop::Direct | Hop::Peer(_)) {
+        unreachable!("no process of ours");
+    }
+    let name = hop.file_name();
+    let name = name.as_str();
     let (program, args, env) = match hop {
         Hop::Bare => (
             binary(plan, "bare-proxy")?,
@@ -177,15 +240,32 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &[Proc], keys: &str, callgrind: bo
                 "--listen".into(),
                 "127.0.0.1:0".into(),
                 "--backend".into(),
-                backends[0].url.clone(),
+                backends.modern[0].url.clone(),
             ],
             Vec::new(),
         ),
         _ => {
-            let count = if hop == Hop::Gateway2 { 2 } else { 1 };
             let mut args = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
-            for (backend, name) in backends.iter().zip(["alpha", "beta"]).take(count) {
-                args.extend(["--backend".to_owned(), format!("{name}={}", backend.url)]);
+            let mock = || binary(plan, "mock-backend").map(|p| p.display().to_string());
+            let backend = match hop {
+                Hop::LegacyHttp => {
+                    let legacy = backends.legacy.as_ref().expect("started for this hop");
+                    vec![format!("legacy={}", legacy.url)]
+                }
+                // The gateway starts the process; under callgrind it is not counted (valgrind
+                // does not follow children unless told to).
+                Hop::Stdio => vec![format!("stdio=stdio:{} --stdio", mock()?)],
+                Hop::LegacyStdio => vec![format!("stdio=stdio:{} --stdio --legacy", mock()?)],
+                _ => backends
+                    .modern
+                    .iter()
+                    .zip(BACKEND_NAMES)
+                    .take(backends_of(hop))
+                    .map(|(backend, name)| format!("{name}={}", backend.url))
+                    .collect(),
+            };
+            for backend in backend {
+                args.extend(["--backend".to_owned(), backend]);
             }
             args.extend(plan.gateway_args.iter().cloned());
             (
@@ -233,7 +313,15 @@ async fn start_peer(plan: &Plan, peer: &Peer, backend: &Proc) -> io::Result<Proc
 }
 
 /// Round 2 replays one retry: its state (an envelope through the gateway) comes from one round 1.
+/// A legacy client opens its session first. A hop in front of a legacy backend or a stdio
+/// process is waited for until it answers correctly (its health probe finds the backend's era).
 async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload> {
+    if matches!(hop, Hop::LegacyHttp | Hop::Stdio | Hop::LegacyStdio) {
+        ready(cell, hop, target).await?;
+    }
+    if cell == Cell::LegacyClient {
+        return legacy_session(cell, hop, target).await;
+    }
     let Cell::Round2 { state } = cell else {
         return Ok(Workload::new(cell, hop, None));
     };
@@ -254,17 +342,72 @@ async fn workload(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload>
     Ok(Workload::new(cell, hop, Some(retry_state)))
 }
 
+/// Waits (at most 30 s) until a request of `cell` through `hop` is answered correctly.
+async fn ready(cell: Cell, hop: Hop, target: &Target) -> io::Result<()> {
+    let work = Workload::new(cell, hop, None);
+    let mut last = String::new();
+    for _ in 0..300 {
+        let mut connection = load::Connection::open(target).await?;
+        match connection.exchange(&work).await.verdict {
+            Ok(()) => return Ok(()),
+            Err(reason) => last = reason,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(io::Error::other(format!(
+        "{} via {}: no correct answer within 30 s: {last}",
+        cell.name(),
+        hop.name()
+    )))
+}
+
+/// An `initialize`-era client's session at the gateway's front: `initialize`, then
+/// `notifications/initialized`, the requests of `cell` in the session the front gave.
+async fn legacy_session(cell: Cell, hop: Hop, target: &Target) -> io::Result<Workload> {
+    let opening = Workload::new(cell, hop, None);
+    let mut connection = load::Connection::open(target).await?;
+    let reply = connection
+        .send(&opening, crate::mcp::initialize_request(1))
+        .await
+        .map_err(io::Error::other)?;
+    let session = reply
+        .session
+        .filter(|_| reply.status.is_success())
+        .ok_or_else(|| {
+            io::Error::other(format!(
+                "initialize through {} opened no session (HTTP {}): {}",
+                hop.name(),
+                reply.status,
+                crate::messages::excerpt(&reply.body)
+            ))
+        })?;
+    let work = opening.in_session(session);
+    let reply = connection
+        .send(&work, crate::mcp::initialized_notification())
+        .await
+        .map_err(io::Error::other)?;
+    if reply.status != http::StatusCode::ACCEPTED {
+        return Err(io::Error::other(format!(
+            "notifications/initialized through {}: HTTP {} instead of 202",
+            hop.name(),
+            reply.status
+        )));
+    }
+    Ok(work)
+}
+
 /// Runs the timing rounds.
 pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
     let keys = gateway_keys(plan)?;
-    let backends = start_backends(plan)?;
+    let ours = hops_of(&plan.cells);
+    let backends = Backends::start(plan, &ours)?;
     let mut hops = HashMap::new();
-    for hop in [Hop::Bare, Hop::Gateway, Hop::Gateway2] {
+    for hop in ours {
         hops.insert(hop, start_hop(plan, hop, &backends, &keys, false)?);
     }
     // Whatever has started is killed (dropped) if a later process fails to start.
     for peer in &plan.peers {
-        hops.insert(peer.hop(), start_peer(plan, peer, &backends[0]).await?);
+        hops.insert(peer.hop(), start_peer(plan, peer, &backends.modern[0]).await?);
     }
     let fleet = Fleet { backends, hops };
     let mut timings = Timings {
@@ -295,7 +438,7 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
             }
         }
     }
-    for proc in fleet.backends.iter().chain(fleet.hops.values()) {
+    for proc in fleet.backends.all().chain(fleet.hops.values()) {
         timings
             .peak_rss_kib
             .push((proc.name.clone(), proc.peak_rss_kib()?));
@@ -318,7 +461,7 @@ async fn run_one(
     let backends = &fleet.backends;
     let read = || -> (Option<Cpu>, Cpu) {
         let backend = backends
-            .iter()
+            .all()
             .filter_map(|b| b.cpu().ok())
             .fold(Cpu::default(), Cpu::plus);
         (hop_proc.and_then(|p| p.cpu().ok()), backend)
@@ -365,20 +508,28 @@ async fn run_one(
     })
 }
 
-/// Counts instructions per request of the bare proxy and the gateway under callgrind: after a
-/// warm-up, counters are zeroed, `requests` requests are sent one after another, and the
-/// counters dumped.
+/// Counts instructions per request of the bare proxy and the gateways under callgrind (the
+/// gateway with two backends is not counted): after a warm-up, counters are zeroed, `requests`
+/// requests are sent one after another, and the counters dumped.
 pub async fn run_counts(plan: &Plan) -> io::Result<Vec<Count>> {
     const WARMUP_REQUESTS: u64 = 50;
     let requests = plan.callgrind_requests.unwrap_or(500).max(1);
     let keys = gateway_keys(plan)?;
-    let backends = start_backends(plan)?;
+    let hops: Vec<Hop> = hops_of(&plan.cells)
+        .into_iter()
+        .filter(|&hop| hop != Hop::Gateway2)
+        .collect();
+    let backends = Backends::start(plan, &hops)?;
     let mut counts = Vec::new();
-    for hop in [Hop::Bare, Hop::Gateway] {
+    for hop in hops {
         let proc = start_hop(plan, hop, &backends, &keys, true)?;
         let target = Target::from_url(&proc.url).expect("the hop prints http://ADDR/PATH");
         let base = plan.work_dir.join(format!("{}.callgrind", proc.name));
-        for (dumps, &cell) in (1..).zip(plan.cells.iter()) {
+        let cells = plan
+            .cells
+            .iter()
+            .filter(|&&cell| hops_for(cell, &[]).contains(&hop));
+        for (dumps, &cell) in (1..).zip(cells) {
             let work = workload(cell, hop, &target).await?;
             let warm = load::run_count(&target, &work, WARMUP_REQUESTS).await?;
             procs::callgrind_control(proc.pid(), "--zero")?;

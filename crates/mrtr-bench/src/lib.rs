@@ -5,7 +5,8 @@
 //! directly, all in front of the same fast mock MCP backend. Its binaries:
 //!
 //! * `mock-backend`: the MCP backend ([`backend`]): JSON and SSE answers, MRTR rounds with a
-//!   state of chosen size that it checks on round 2;
+//!   state of chosen size that it checks on round 2; in the `initialize` era (`--legacy`) and
+//!   over stdio (`--stdio`) for the cells of legacy and stdio backends;
 //! * `bare-proxy`: hyper server, hyper-util pooled client, bodies streamed, nothing parsed
 //!   ([`bare`]);
 //! * `gateway-bench`: starts those and `mrtr-gateway` pinned with `taskset`, drives every cell

@@ -121,6 +121,7 @@ impl Connection {
             .map_err(|e| format!("request failed: {e}"))?;
         let status = response.status();
         let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+        let session = response.headers().get("mcp-session-id").cloned();
         let body = response
             .into_body()
             .collect()
@@ -130,6 +131,7 @@ impl Connection {
         Ok(Reply {
             status,
             content_type,
+            session,
             body,
         })
     }
@@ -142,6 +144,8 @@ pub struct Reply {
     pub status: http::StatusCode,
     /// Its `Content-Type`, if any.
     pub content_type: Option<HeaderValue>,
+    /// Its `Mcp-Session-Id`, if any (the answer to a legacy client's `initialize`).
+    pub session: Option<HeaderValue>,
     /// Its whole body.
     pub body: Bytes,
 }

@@ -164,6 +164,40 @@ pub fn list_request(id: u64) -> Vec<u8> {
     request(id, "tools/list", "")
 }
 
+/// The revision an `initialize`-era client and the legacy mock backend speak.
+pub const LEGACY_VERSION: &str = "2025-11-25";
+
+/// An `initialize`-era client's `initialize`, offering [`LEGACY_VERSION`].
+pub fn initialize_request(id: u64) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{}},"clientInfo":{{"name":"gateway-bench","version":"{}"}}}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
+/// `notifications/initialized`, which a legacy client sends after `initialize`.
+pub fn initialized_notification() -> Vec<u8> {
+    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
+}
+
+/// The legacy mock backend's `initialize` answer.
+pub fn initialize_answer(id: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"mock-backend","version":"{}"}}}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
+/// `tools/call` of `echo` as an `initialize`-era client sends it: no per-request `_meta`.
+pub fn legacy_echo_request(id: u64, answer_size: usize) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{ECHO}","arguments":{{"size":{answer_size}}}}}}}"#
+    )
+    .into_bytes()
+}
+
 /// The backend's `server/discover` answer, as a 2026-07-28 server gives it.
 pub fn discover_answer(id: &str) -> Vec<u8> {
     format!(
@@ -210,6 +244,10 @@ mod tests {
             list_request(4),
             progress_request(5, 3),
             list_answer("4"),
+            initialize_request(6),
+            initialize_answer("6"),
+            initialized_notification(),
+            legacy_echo_request(7, 256),
         ] {
             serde_json::from_slice::<serde_json::Value>(&body).unwrap();
         }

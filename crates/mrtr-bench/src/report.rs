@@ -14,8 +14,25 @@ pub fn target(cell: Cell) -> Option<(f64, Option<f64>)> {
         Cell::Call { .. } => Some((0.90, Some(1.15))),
         Cell::Round1 { .. } | Cell::Round2 { .. } => Some((0.85, Some(1.25))),
         Cell::Sse => Some((0.95, None)),
-        Cell::List => None,
+        _ => None,
     }
+}
+
+/// Issue 40's targets for a path beside the modern call: the highest ratio of its gateway
+/// instructions per request over its [`Cell::reference`]'s, if the cell has one.
+pub fn path_target(cell: Cell) -> Option<f64> {
+    match cell {
+        Cell::LegacyHttp { .. } => Some(1.3),
+        Cell::LegacyClient => Some(1.5),
+        _ => None,
+    }
+}
+
+/// The gateway hop that serves `cell` (the first hop of ours that is not the bare proxy).
+fn gateway_hop(cell: Cell) -> Option<Hop> {
+    hops_for(cell, &[])
+        .into_iter()
+        .find(|hop| !matches!(hop, Hop::Direct | Hop::Bare))
 }
 
 /// Peak RSS of the gateway may be at most this many times the bare proxy's.
@@ -161,6 +178,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
         );
     }
 
+    paths_timed(&mut out, cells, timings);
     for &peer in &timings.peers {
         peer_table(&mut out, cells, timings, peer);
     }
@@ -251,6 +269,46 @@ fn peer_table(out: &mut String, cells: &[Cell], timings: &Timings, peer: Hop) {
     }
 }
 
+/// The paths beside the modern call (legacy backends and clients, stdio, merges) against their
+/// reference cell through the gateway with one modern backend, in the same rounds.
+fn paths_timed(out: &mut String, cells: &[Cell], timings: &Timings) {
+    let mut header = false;
+    for &cell in cells {
+        let (Some(reference), Some(hop)) = (cell.reference(), gateway_hop(cell)) else {
+            continue;
+        };
+        let (Some(path), Some(base)) = (
+            timings.samples.get(&(cell, hop)),
+            timings.samples.get(&(reference, Hop::Gateway)),
+        ) else {
+            continue;
+        };
+        if !header {
+            header = true;
+            let _ = writeln!(
+                out,
+                "\n### Paths beside the modern call: per-round ratios over the reference cell through the gateway, median [min..max]\n\n| cell | through | reference | req/s | hop CPU per request | p50 |\n|---|---|---|---|---|---|"
+            );
+        }
+        let rate = ratios(path, base, |s| Some(s.rate));
+        let cpu = ratios(path, base, |s| s.hop_cpu_us);
+        let p50 = ratios(path, base, |s| Some(s.p50_us));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.2}{} | {:.2}{} | {:.2}{} |",
+            cell.describe(),
+            hop.name(),
+            reference.name(),
+            median(rate.clone()),
+            spread(&rate),
+            median(cpu.clone()),
+            spread(&cpu),
+            median(p50.clone()),
+            spread(&p50),
+        );
+    }
+}
+
 /// The instruction-count report.
 pub fn counts(cells: &[Cell], counts: &[Count]) -> String {
     let mut out = String::from(
@@ -274,6 +332,44 @@ pub fn counts(cells: &[Cell], counts: &[Count]) -> String {
             gateway,
             gateway / bare,
             gateway - bare
+        );
+    }
+    let of = |cell: Cell, hop: Hop| {
+        counts
+            .iter()
+            .find(|c| c.cell == cell && c.hop == hop)
+            .map(|c| c.per_request)
+    };
+    let mut header = false;
+    for &cell in cells {
+        let (Some(reference), Some(hop)) = (cell.reference(), gateway_hop(cell)) else {
+            continue;
+        };
+        let Some(path) = of(cell, hop) else { continue };
+        if !header {
+            header = true;
+            out.push_str(
+                "\n### Paths beside the modern call: gateway instructions per request over the reference cell's (same run)\n\n| cell | through | instructions | reference | its instructions | ratio | target | met |\n|---|---|---:|---|---:|---:|---|---|\n",
+            );
+        }
+        let base = of(reference, Hop::Gateway);
+        let ratio = base.map(|b| path / b);
+        let (target, met) = match (path_target(cell), ratio) {
+            (Some(t), Some(r)) => (format!("≤ {t:.2}"), if r <= t { "yes" } else { "no" }),
+            (Some(t), None) => (format!("≤ {t:.2}"), "-"),
+            (None, _) => ("-".to_owned(), "-"),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            cell.describe(),
+            hop.name(),
+            path,
+            reference.name(),
+            base.map_or("(not in this run)".to_owned(), |b| format!("{b:.0}")),
+            ratio.map_or("-".to_owned(), |r| format!("{r:.3}")),
+            target,
+            met
         );
     }
     out

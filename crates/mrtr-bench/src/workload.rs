@@ -36,6 +36,11 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use crate::mcp;
 use crate::messages::{self, excerpt};
 
+mod rewritten;
+
+pub use rewritten::BACKEND_NAMES;
+use rewritten::{check_merged_list, check_translated};
+
 /// Progress events in the SSE cell's stream (about 150 bytes each).
 pub const SSE_EVENTS: usize = 64;
 
@@ -61,11 +66,32 @@ pub enum Cell {
     Sse,
     /// `tools/list`.
     List,
+    /// `tools/call` of `echo` (256 B) or of `progress` (SSE, `sse`) to an `initialize`-era HTTP
+    /// backend ([`Hop::LegacyHttp`]): a backend session, the gateway's own ids, the answer
+    /// translated (`resultType` added).
+    LegacyHttp {
+        /// The SSE answer of [`SSE_EVENTS`] events instead of 256 B of JSON.
+        sse: bool,
+    },
+    /// `tools/call` of `echo` (256 B) by an `initialize`-era client, in the session it opened
+    /// at the gateway's front, to the modern backend ([`Hop::Gateway`]).
+    LegacyClient,
+    /// `tools/call` of `echo` (256 B) to a stdio backend, the mock backend as a process of the
+    /// gateway's ([`Hop::Stdio`], [`Hop::LegacyStdio`]).
+    Stdio {
+        /// The process speaks the `initialize` era.
+        legacy: bool,
+    },
+    /// `tools/list` merged over this many backends ([`Hop::Merge`]).
+    Merge {
+        /// How many mock backends the gateway fronts.
+        backends: usize,
+    },
 }
 
 impl Cell {
     /// The cells of a full run, in the order they are printed.
-    pub const ALL: [Cell; 8] = [
+    pub const ALL: [Cell; 15] = [
         Cell::Call { size: 256 },
         Cell::Call { size: 4096 },
         Cell::Round1 { state: 256 },
@@ -74,15 +100,41 @@ impl Cell {
         Cell::Round2 { state: 4096 },
         Cell::Sse,
         Cell::List,
+        Cell::LegacyHttp { sse: false },
+        Cell::LegacyHttp { sse: true },
+        Cell::LegacyClient,
+        Cell::Stdio { legacy: false },
+        Cell::Stdio { legacy: true },
+        Cell::Merge { backends: 3 },
+        Cell::Merge { backends: 10 },
     ];
+
+    /// The answer size of the cells that call `echo` and are not [`Cell::Call`].
+    pub const ECHO_SIZE: usize = 256;
+
+    /// The cell whose gateway figures this one is read against (the same work through the
+    /// gateway in front of one modern HTTP backend), if it is one of the paths beside it.
+    pub fn reference(self) -> Option<Cell> {
+        match self {
+            Cell::LegacyHttp { sse: true } => Some(Cell::Sse),
+            Cell::LegacyHttp { sse: false } | Cell::LegacyClient | Cell::Stdio { .. } => Some(Cell::Call {
+                size: Self::ECHO_SIZE,
+            }),
+            Cell::Merge { .. } => Some(Cell::List),
+            _ => None,
+        }
+    }
 
     /// The `Mcp-Method` and `Mcp-Name` of its requests.
     fn method_and_name(self) -> (&'static str, Option<&'static str>) {
         match self {
             Cell::Call { .. } => ("tools/call", Some(mcp::ECHO)),
             Cell::Round1 { .. } | Cell::Round2 { .. } => ("tools/call", Some(mcp::CONFIRM)),
-            Cell::Sse => ("tools/call", Some(mcp::PROGRESS)),
-            Cell::List => ("tools/list", None),
+            Cell::Sse | Cell::LegacyHttp { sse: true } => ("tools/call", Some(mcp::PROGRESS)),
+            Cell::List | Cell::Merge { .. } => ("tools/list", None),
+            Cell::LegacyHttp { sse: false } | Cell::LegacyClient | Cell::Stdio { .. } => {
+                ("tools/call", Some(mcp::ECHO))
+            }
         }
     }
 
@@ -94,6 +146,12 @@ impl Cell {
             Cell::Round2 { state } => format!("r2-{state}"),
             Cell::Sse => "sse".to_owned(),
             Cell::List => "list".to_owned(),
+            Cell::LegacyHttp { sse: false } => format!("legacy-http-{}", Self::ECHO_SIZE),
+            Cell::LegacyHttp { sse: true } => "legacy-http-sse".to_owned(),
+            Cell::LegacyClient => format!("legacy-client-{}", Self::ECHO_SIZE),
+            Cell::Stdio { legacy: false } => format!("stdio-{}", Self::ECHO_SIZE),
+            Cell::Stdio { legacy: true } => format!("legacy-stdio-{}", Self::ECHO_SIZE),
+            Cell::Merge { backends } => format!("list-{backends}"),
         }
     }
 
@@ -105,6 +163,23 @@ impl Cell {
             Cell::Round2 { state } => format!("round 2, envelope opened ({} state)", bytes(state)),
             Cell::Sse => format!("SSE answer, {SSE_EVENTS} per-event frames"),
             Cell::List => "`tools/list`".to_owned(),
+            Cell::LegacyHttp { sse: false } => format!(
+                "`tools/call` ({}) to a legacy HTTP backend",
+                bytes(Self::ECHO_SIZE)
+            ),
+            Cell::LegacyHttp { sse: true } => {
+                format!("SSE answer ({SSE_EVENTS} events) from a legacy HTTP backend")
+            }
+            Cell::LegacyClient => format!(
+                "legacy client's `tools/call` ({}) through the front",
+                bytes(Self::ECHO_SIZE)
+            ),
+            Cell::Stdio { legacy } => format!(
+                "`tools/call` ({}) to a {} stdio backend",
+                bytes(Self::ECHO_SIZE),
+                if legacy { "legacy" } else { "modern" }
+            ),
+            Cell::Merge { backends } => format!("`tools/list` merged over {backends} backends"),
         }
     }
 }
@@ -136,6 +211,14 @@ pub enum Hop {
     Gateway2,
     /// Through another gateway with one backend, named on the command line (`--peer NAME=...`).
     Peer(&'static str),
+    /// Through `mrtr-gateway` in front of the mock backend speaking the `initialize` era over HTTP.
+    LegacyHttp,
+    /// Through `mrtr-gateway` in front of the mock backend as its stdio process, 2026-07-28.
+    Stdio,
+    /// … the same, the process speaking the `initialize` era.
+    LegacyStdio,
+    /// Through `mrtr-gateway` with this many mock backends (3 or 10), each its own process.
+    Merge(usize),
 }
 
 impl Hop {
@@ -147,11 +230,32 @@ impl Hop {
             Hop::Gateway => "gateway",
             Hop::Gateway2 => "gateway, 2 backends",
             Hop::Peer(name) => name,
+            Hop::LegacyHttp => "gateway, legacy HTTP backend",
+            Hop::Stdio => "gateway, stdio backend",
+            Hop::LegacyStdio => "gateway, legacy stdio backend",
+            Hop::Merge(3) => "gateway, 3 backends",
+            Hop::Merge(10) => "gateway, 10 backends",
+            Hop::Merge(_) => "gateway, several backends",
+        }
+    }
+
+    /// A short name for files (logs, callgrind dumps).
+    pub fn file_name(self) -> String {
+        match self {
+            Hop::Direct => "direct".to_owned(),
+            Hop::Bare => "bare-proxy".to_owned(),
+            Hop::Gateway => "gateway".to_owned(),
+            Hop::Gateway2 => "gateway-2".to_owned(),
+            Hop::Peer(name) => name.to_owned(),
+            Hop::LegacyHttp => "gateway-legacy-http".to_owned(),
+            Hop::Stdio => "gateway-stdio".to_owned(),
+            Hop::LegacyStdio => "gateway-legacy-stdio".to_owned(),
+            Hop::Merge(n) => format!("gateway-{n}"),
         }
     }
 
     fn seals(self) -> bool {
-        matches!(self, Hop::Gateway | Hop::Gateway2)
+        !matches!(self, Hop::Direct | Hop::Bare | Hop::Peer(_))
     }
 }
 
@@ -179,6 +283,19 @@ impl Workload {
             "accept",
             HeaderValue::from_static("application/json, text/event-stream"),
         );
+        if cell == Cell::LegacyClient {
+            // An `initialize`-era client: its revision, and no `Mcp-Method` or `Mcp-Name`.
+            headers.insert(
+                "mcp-protocol-version",
+                HeaderValue::from_static(mcp::LEGACY_VERSION),
+            );
+            return Self {
+                cell,
+                hop,
+                headers,
+                retry_state,
+            };
+        }
         headers.insert(
             "mcp-protocol-version",
             HeaderValue::from_static(mcp::PROTOCOL_VERSION),
@@ -193,6 +310,12 @@ impl Workload {
             headers,
             retry_state,
         }
+    }
+
+    /// The same requests in the legacy session `session` (an `Mcp-Session-Id`).
+    pub fn in_session(mut self, session: HeaderValue) -> Self {
+        self.headers.insert("mcp-session-id", session);
+        self
     }
 
     /// The cell.
@@ -217,8 +340,10 @@ impl Workload {
                 state,
                 self.retry_state.as_deref().unwrap_or_default(),
             ),
-            Cell::Sse => mcp::progress_request(id, SSE_EVENTS),
-            Cell::List => mcp::list_request(id),
+            Cell::Sse | Cell::LegacyHttp { sse: true } => mcp::progress_request(id, SSE_EVENTS),
+            Cell::List | Cell::Merge { .. } => mcp::list_request(id),
+            Cell::LegacyHttp { sse: false } | Cell::Stdio { .. } => mcp::echo_request(id, Cell::ECHO_SIZE),
+            Cell::LegacyClient => mcp::legacy_echo_request(id, Cell::ECHO_SIZE),
         }
     }
 
@@ -267,8 +392,17 @@ impl Workload {
             Cell::Round1 { state } => self.check_round1(&id_text, &mcp::state(id, state), body),
             Cell::Round2 { .. } => exact(mcp::confirmed_answer(&id_text, ROUND2_SEED)),
             Cell::Sse => exact(mcp::progress_events(&id_text, SSE_EVENTS).concat()),
-            Cell::List if self.hop == Hop::Gateway2 => check_merged_list(id, body),
+            Cell::List if self.hop == Hop::Gateway2 => check_merged_list(id, body, 2),
             Cell::List => exact(mcp::list_answer(&id_text)),
+            Cell::Merge { backends } => check_merged_list(id, body, backends),
+            // A 2026-07-28 stdio backend's answer passes with only its id restored, and a legacy
+            // client's loses nothing it had (the mock's answer has no `resultType`).
+            Cell::Stdio { legacy: false } | Cell::LegacyClient => {
+                check_translated(self.cell, &id_text, content_type, body, false)
+            }
+            Cell::LegacyHttp { .. } | Cell::Stdio { legacy: true } => {
+                check_translated(self.cell, &id_text, content_type, body, true)
+            }
         }
     }
 
@@ -292,6 +426,7 @@ impl Workload {
                 &mcp::progress_events(&id_text, SSE_EVENTS).concat(),
             ),
             Cell::List => messages::of_answer(json, &mcp::list_answer(&id_text)),
+            _ => return Err(format!("{} is not measured through a peer", self.cell)),
         }
         .expect("the backend's own answers parse");
         let expected: Vec<serde_json::Value> = expected.into_iter().map(as_relayed).collect();
@@ -384,30 +519,6 @@ pub fn as_relayed(mut message: serde_json::Value) -> serde_json::Value {
         result.remove("cacheScope");
     }
     message
-}
-
-/// The gateway's merged catalog of two mock backends: every tool twice, prefixed by backend.
-fn check_merged_list(id: u64, body: &[u8]) -> Result<(), String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("merged list is not JSON: {e}"))?;
-    if value["id"].as_u64() != Some(id) {
-        return Err(format!("merged list answers id {} instead of {id}", value["id"]));
-    }
-    let mut names: Vec<&str> = value["result"]["tools"]
-        .as_array()
-        .ok_or("merged list has no tools")?
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    names.sort_unstable();
-    let mut expected: Vec<String> = ["alpha", "beta"]
-        .iter()
-        .flat_map(|b| mcp::TOOLS.iter().map(move |t| format!("{b}__{t}")))
-        .collect();
-    expected.sort_unstable();
-    (names == expected)
-        .then_some(())
-        .ok_or_else(|| format!("merged list names {names:?}"))
 }
 
 #[cfg(test)]
@@ -549,6 +660,17 @@ mod tests {
         assert!(check(Cell::Sse, PEER, SSE, 19, floats.as_bytes()).is_ok());
         let off = floats.replacen(r#""progress":3,"#, r#""progress":3.5,"#, 1);
         assert!(check(Cell::Sse, PEER, SSE, 19, off.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn every_cell_has_its_own_name() {
+        for cell in Cell::ALL {
+            assert_eq!(
+                Cell::ALL.iter().filter(|c| c.name() == cell.name()).count(),
+                1,
+                "{cell}"
+            );
+        }
     }
 
     #[test]

@@ -41,7 +41,10 @@ fn command() -> Command {
         .arg(Arg::new("secs").long("secs").default_value("5").value_parser(value_parser!(f64)).help("Measured seconds per segment"))
         .arg(Arg::new("warmup").long("warmup").default_value("0.5").value_parser(value_parser!(f64)).help("Unmeasured seconds at the start of each segment"))
         .arg(Arg::new("connections").long("connections").default_value("32").value_parser(value_parser!(usize)))
-        .arg(Arg::new("cells").long("cells").help("Comma-separated cells (default all): call-256, call-4096, r1-256, r2-256, r1-4096, r2-4096, sse, list"))
+        .arg(Arg::new("cells").long("cells").help("Comma-separated cells (default all): call-256, call-4096, r1-256, r2-256, r1-4096, r2-4096, sse, list; \
+             beside them, through gateways of other backends and clients: legacy-http-256, legacy-http-sse (an initialize-era \
+             HTTP backend), legacy-client-256 (an initialize-era client), stdio-256, legacy-stdio-256 (the mock backend as a \
+             stdio process), list-3, list-10 (tools/list merged over 3 or 10 backends)"))
         .arg(Arg::new("hop-cpus").long("hop-cpus").default_value("0").help("taskset -c list for the backends and hops; \"none\" not to pin"))
         .arg(Arg::new("bin-dir").long("bin-dir").help("Where mock-backend, bare-proxy and mrtr-gateway are (default: beside this binary)"))
         .arg(
