@@ -181,6 +181,30 @@ where
     }
 }
 
+impl<S> Front<S> {
+    /// Leaves the principal header's principal on `request` as its [`Caller`]; the refusal when
+    /// the header does not read to one principal (audited here; answered by [`no_principal`]).
+    fn read_principal<B>(&self, request: &mut Request<B>) -> Result<(), principal::Unreadable> {
+        let Some(name) = &self.principal else {
+            return Ok(());
+        };
+        match principal::read(request.headers(), name) {
+            Ok(principal) => {
+                request
+                    .extensions_mut()
+                    .insert(Caller::from_principal(&principal));
+                Ok(())
+            }
+            Err(unreadable) => {
+                if let Some(audit) = &self.audit {
+                    audit.refused_at_front(request, principal_label(&unreadable), StatusCode::FORBIDDEN);
+                }
+                Err(unreadable)
+            }
+        }
+    }
+}
+
 impl<S, B, R> Service<Request<B>> for Front<S>
 where
     S: Service<Request<BodyDeadline<B>>, Response = Response<R>, Error = Infallible> + Clone + Send + 'static,
@@ -233,24 +257,12 @@ where
         let to_front: ToFront<R> = |response| response.map(Either::Left);
         let timeout = self.body_timeout;
         let trace = RequestTrace::start(self.traces.as_ref(), &mut request);
-        if let Some(name) = &self.principal {
-            match principal::read(request.headers(), name) {
-                Ok(principal) => {
-                    request
-                        .extensions_mut()
-                        .insert(Caller::from_principal(&principal));
-                }
-                Err(unreadable) => {
-                    if let Some(audit) = &self.audit {
-                        audit.refused_at_front(&request, principal_label(&unreadable), StatusCode::FORBIDDEN);
-                    }
-                    let close = unread_body(&request);
-                    return FrontFuture {
-                        trace,
-                        ..own(no_principal(unreadable), entry, close)
-                    };
-                }
-            }
+        if let Err(unreadable) = self.read_principal(&mut request) {
+            let close = unread_body(&request);
+            return FrontFuture {
+                trace,
+                ..own(no_principal(unreadable), entry, close)
+            };
         }
         if let Some(auth) = &self.auth {
             match auth.check(&mut request, false) {

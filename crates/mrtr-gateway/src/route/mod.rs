@@ -330,6 +330,53 @@ impl Inner {
         look(self)
     }
 
+    /// The answer to a body the layer found no JSON-RPC request in (it inserts a head for every
+    /// request object it reads).
+    fn not_a_request(&self, body: &Bytes) -> Routed {
+        let (code, message) = match serde_json::from_slice::<&RawValue>(body) {
+            Err(_) => (PARSE_ERROR, "Parse error: the body is not JSON"),
+            Ok(raw) if raw.get().starts_with('[') => (INVALID_REQUEST, "JSON-RPC batches are not supported"),
+            Ok(_) => (INVALID_REQUEST, "The body is not a JSON-RPC request"),
+        };
+        self.own(error_response(StatusCode::BAD_REQUEST, None, code, message, None))
+    }
+
+    /// Counts the request against `limits`, in the process or in the fleet's shared store.
+    async fn admit(
+        &self,
+        limits: &RateLimits,
+        parts: &Parts,
+        head: &McpRequestHead,
+        pinned: Option<&Route>,
+    ) -> Result<(), Refusal> {
+        let caller = self.caller(parts);
+        // A retry is counted as the call it continues (its first use is part of it); a task
+        // follow-up, which runs no tool again, as a request of the principal.
+        let charge = match parts.extensions.get::<Continuation>() {
+            Some(c) if pinned.is_some() && c.round() > 0 => {
+                Charge::retry(c.call_method(), c.call_target(), c.envelope(), c.expires_at())
+            }
+            _ => Charge::call(head.method(), head.target()),
+        };
+        match limits.store() {
+            None => limits.check(caller.as_ref(), charge).map_err(Refusal::Limited),
+            Some(store) => limits.check_shared(store, caller.as_ref(), charge).await,
+        }
+    }
+
+    /// What the policy lets through of a completion or a listen (the body, with denied resources
+    /// left out of a listen); other requests are checked by the MRTR layer's `authorize`.
+    fn permit(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Result<Bytes, tower_mrtr::Denied> {
+        let Some(policy) = &self.policy else {
+            return Ok(body);
+        };
+        match head.method() {
+            "completion/complete" => self.permit_completion(policy, parts, &body).map(|()| body),
+            "subscriptions/listen" => self.permit_listen(policy, parts, body),
+            _ => Ok(body),
+        }
+    }
+
     async fn dispatch(
         &self,
         mut parts: Parts,
@@ -338,15 +385,7 @@ impl Inner {
         body: Bytes,
     ) -> Routed {
         let Some(head) = &head else {
-            // The layer inserts a head for every JSON-RPC request object it reads.
-            let (code, message) = match serde_json::from_slice::<&RawValue>(&body) {
-                Err(_) => (PARSE_ERROR, "Parse error: the body is not JSON"),
-                Ok(raw) if raw.get().starts_with('[') => {
-                    (INVALID_REQUEST, "JSON-RPC batches are not supported")
-                }
-                Ok(_) => (INVALID_REQUEST, "The body is not a JSON-RPC request"),
-            };
-            return self.own(error_response(StatusCode::BAD_REQUEST, None, code, message, None));
+            return self.not_a_request(&body);
         };
         let id = head.id_json();
         if let Err(e) = headers::validate(&parts.headers, head) {
@@ -369,36 +408,15 @@ impl Inner {
             let meta = || request_meta(&body).and_then(|raw| serde_json::from_str(raw.get()).ok());
             slot.begin(head, pinned.is_some(), meta, &mut parts.headers);
         }
-        if let Some(limits) = &self.limits {
-            let caller = self.caller(&parts);
-            // A retry is counted as the call it continues (its first use is part of it); a task
-            // follow-up, which runs no tool again, as a request of the principal.
-            let charge = match parts.extensions.get::<Continuation>() {
-                Some(c) if pinned.is_some() && c.round() > 0 => {
-                    Charge::retry(c.call_method(), c.call_target(), c.envelope(), c.expires_at())
-                }
-                _ => Charge::call(head.method(), head.target()),
-            };
-            let admitted = match limits.store() {
-                None => limits.check(caller.as_ref(), charge).map_err(Refusal::Limited),
-                Some(store) => limits.check_shared(store, caller.as_ref(), charge).await,
-            };
-            if let Err(refusal) = admitted {
-                return (Self::answering(pinned), refused(id, refusal));
-            }
+        if let Some(limits) = &self.limits
+            && let Err(refusal) = self.admit(limits, &parts, head, pinned).await
+        {
+            return (Self::answering(pinned), refused(id, refusal));
         }
-        let mut body = body;
-        if let Some(policy) = &self.policy {
-            let permitted = match head.method() {
-                "completion/complete" => self.permit_completion(policy, &parts, &body).map(|()| body),
-                "subscriptions/listen" => self.permit_listen(policy, &parts, body),
-                _ => Ok(body),
-            };
-            body = match permitted {
-                Ok(body) => body,
-                Err(denied) => return (Self::answering(pinned), govern::refusal(id, &denied)),
-            };
-        }
+        let body = match self.permit(&parts, head, body) {
+            Ok(body) => body,
+            Err(denied) => return (Self::answering(pinned), govern::refusal(id, &denied)),
+        };
         if let Some(route) = pinned {
             return self.pinned(parts, head, route, body).await;
         }
