@@ -69,7 +69,7 @@ pub struct PinningSettings {
     pub file: Option<PathBuf>,
     /// `learn` or `hold`: what happens to a definition without a pin.
     pub unpinned: Unpinned,
-    /// The most definitions kept (listed now, and learned); see [`Pins::observe`].
+    /// The most definitions kept (listed now, and learned): a name beyond them is not judged, and is withheld under `enforce`.
     pub max_definitions: usize,
 }
 
