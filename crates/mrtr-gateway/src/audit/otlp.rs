@@ -8,7 +8,7 @@ use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 
-use crate::observe::trace::signal_endpoint;
+use crate::observe::trace::{resource, signal_endpoint};
 
 /// The OTLP log exporter of the audit trail.
 pub(crate) struct Logs {
@@ -33,11 +33,7 @@ impl Logs {
             .map_err(|e| format!("otlp-endpoint (audit logs): {e}"))?;
         let provider = SdkLoggerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(
-                opentelemetry_sdk::Resource::builder()
-                    .with_service_name("mrtr-gateway")
-                    .build(),
-            )
+            .with_resource(resource())
             .build();
         Ok(Self {
             logger: provider.logger("mrtr-gateway.audit"),

@@ -78,11 +78,7 @@ impl Traces {
             .map_err(|e| format!("otlp-endpoint: {e}"))?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(
-                opentelemetry_sdk::Resource::builder()
-                    .with_service_name("mrtr-gateway")
-                    .build(),
-            )
+            .with_resource(resource())
             .build();
         Ok(Arc::new(Self {
             tracer: provider.tracer("mrtr-gateway"),
@@ -105,6 +101,13 @@ impl Traces {
             .with_start_time(at)
             .start_with_context(&self.tracer, parent)
     }
+}
+
+/// What every exported signal (spans, the audit trail's log records) says it comes from.
+pub(crate) fn resource() -> opentelemetry_sdk::Resource {
+    opentelemetry_sdk::Resource::builder()
+        .with_service_name("mrtr-gateway")
+        .build()
 }
 
 /// The URL a signal (`traces`, `logs`) is exported to from `otlp-endpoint`: `/v1/{signal}` is
