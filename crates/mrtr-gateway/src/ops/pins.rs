@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::reload::Reloads;
 use crate::route::pins::Pins;
 
 /// Re-reads `pins`' file on SIGHUP and every `interval`, until the task is aborted.
@@ -14,25 +15,9 @@ pub(crate) async fn watch(pins: Arc<Pins>, interval: Duration) {
     let Some(path) = pins.file().map(|p| p.display().to_string()) else {
         return;
     };
-    #[cfg(unix)]
-    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // the first tick is immediate; the file was just read
+    let mut reloads = Reloads::start(interval).await;
     loop {
-        #[cfg(unix)]
-        let hangup = async {
-            match hangups.as_mut() {
-                Some(signal) => signal.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let hangup = std::future::pending::<Option<()>>();
-        tokio::select! {
-            _ = hangup => {}
-            _ = ticks.tick() => {}
-        }
+        reloads.next().await;
         match pins.reload() {
             Ok(true) => tracing::info!(file = %path, "pins reloaded"),
             Ok(false) => {}

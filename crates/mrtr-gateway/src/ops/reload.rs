@@ -216,21 +216,41 @@ impl CertFiles {
     }
 }
 
-/// Re-reads `keys` and `certs` on SIGHUP and when their content changes (checked every
-/// `interval`), until the task is aborted.
-pub async fn watch(keys: Option<Arc<KeysFile>>, certs: Option<Arc<CertFiles>>, interval: Duration) {
+/// When a watcher re-reads its files: on SIGHUP, and every `interval` (to see edits made without
+/// a signal). Shared by the keys and certificate watcher below and the pins file's (`pins.rs`).
+pub(crate) struct Reloads {
     #[cfg(unix)]
-    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(signal) => Some(signal),
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGHUP; files are still re-read on change");
-            None
+    hangups: Option<tokio::signal::unix::Signal>,
+    ticks: tokio::time::Interval,
+}
+
+impl Reloads {
+    /// Starts listening for SIGHUP; the first wait ends `interval` from now at the latest (the
+    /// files were just read).
+    pub(crate) async fn start(interval: Duration) -> Self {
+        #[cfg(unix)]
+        let hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(signal) => Some(signal),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; files are still re-read on change");
+                None
+            }
+        };
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await; // the first tick is immediate
+        Self {
+            #[cfg(unix)]
+            hangups,
+            ticks,
         }
-    };
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // the first tick is immediate; the files were just read
-    loop {
+    }
+
+    /// Waits for the next re-read: `true` when a SIGHUP asked for it, `false` on the interval.
+    pub(crate) async fn next(&mut self) -> bool {
+        let ticks = &mut self.ticks;
+        #[cfg(unix)]
+        let hangups = &mut self.hangups;
         #[cfg(unix)]
         let hangup = async {
             match hangups.as_mut() {
@@ -240,13 +260,22 @@ pub async fn watch(keys: Option<Arc<KeysFile>>, certs: Option<Arc<CertFiles>>, i
         };
         #[cfg(not(unix))]
         let hangup = std::future::pending::<Option<()>>();
-        let forced = tokio::select! {
-            _ = hangup => {
-                tracing::info!("SIGHUP: re-reading the keys and the listener certificate");
-                true
-            }
+        tokio::select! {
+            _ = hangup => true,
             _ = ticks.tick() => false,
-        };
+        }
+    }
+}
+
+/// Re-reads `keys` and `certs` on SIGHUP and when their content changes (checked every
+/// `interval`), until the task is aborted.
+pub async fn watch(keys: Option<Arc<KeysFile>>, certs: Option<Arc<CertFiles>>, interval: Duration) {
+    let mut reloads = Reloads::start(interval).await;
+    loop {
+        let forced = reloads.next().await;
+        if forced {
+            tracing::info!("SIGHUP: re-reading the keys and the listener certificate");
+        }
         if let Some(keys) = &keys
             && keys.reload() == Reloaded::Unchanged
             && forced
