@@ -15,7 +15,7 @@
 //! 4. the legacy front ([`legacy::DualEraLayer`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
-//!    refusals; then, with `[audit]`, the audit trail's collection point (`audit::AuditLayer`),
+//!    refusals; then the audit trail's collection point (`audit::AuditLayer`, always in the stack, passing requests through when `[audit]` is absent),
 //!    which sees every call and its refusals as the metrics do;
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
