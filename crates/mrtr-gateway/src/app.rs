@@ -15,8 +15,10 @@
 //! 4. the legacy front ([`legacy::DualEraLayer`]): a modern POST passes after one header comparison;
 //!    clients of the `initialize` era are served here, MRTR bridged inside their requests;
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
-//!    refusals; then the audit trail's collection point (`audit::AuditLayer`, always in the stack, passing requests through when `[audit]` is absent),
-//!    which sees every call and its refusals as the metrics do;
+//!    refusals; then, with `[audit]`, the audit trail's collection point (`audit::AuditLayer`),
+//!    which sees every call and its refusals as the metrics do. Without `[audit]`, [`start`]
+//!    serves the stack without it (a second instance of the same composition, [`compose`]), so
+//!    that an unconfigured trail costs nothing per request;
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
 //!    pinned to that backend;
@@ -36,6 +38,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tower::ServiceBuilder;
+use tower::layer::util::Identity;
+use tower_layer::Layer;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::audit::{AuditLayer, Audited};
@@ -55,11 +59,12 @@ use crate::serve::drain::Lifecycle;
 use crate::store::SharedStore;
 use crate::upstream::Backend;
 
-/// The MCP stack behind the front, as [`service`] composes it.
-pub type McpStack = DualEra<RequestMetrics<Audited<Mrtr<Proxy>>>>;
+/// The MCP stack behind the front, as [`service`] composes it; `Calls` is what serves the
+/// modern calls (the MRTR layer and the proxy, with or without the audit trail around them).
+pub type McpStack<Calls = Audited<Mrtr<Proxy>>> = DualEra<RequestMetrics<Calls>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
-pub type GatewayService = Http<DecompressRequest<Front<McpStack>>>;
+pub type GatewayService<Calls = Audited<Mrtr<Proxy>>> = Http<DecompressRequest<Front<McpStack<Calls>>>>;
 
 /// The gateway as one tower service serving [`MCP_PATH`] (see the
 /// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
@@ -107,13 +112,28 @@ fn proxy(config: &GatewayConfig) -> Proxy {
 }
 
 /// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
-/// replaced while the gateway runs). The one place the stack is composed.
+/// replaced while the gateway runs), with the audit trail's collection point in the stack.
 fn service_with(
     config: &GatewayConfig,
     keys: KeyringHandle,
     proxy: Proxy,
     listen: SocketAddr,
 ) -> GatewayService {
+    compose(config, keys, proxy, listen, AuditLayer::new(config.audit.clone()))
+}
+
+/// The one place the stack is composed, with `calls` around the MRTR layer: the audit trail's
+/// layer, or [`Identity`] when there is no trail to keep.
+fn compose<L>(
+    config: &GatewayConfig,
+    keys: KeyringHandle,
+    proxy: Proxy,
+    listen: SocketAddr,
+    calls: L,
+) -> GatewayService<L::Service>
+where
+    L: Layer<Mrtr<Proxy>>,
+{
     ServiceBuilder::new()
         .layer(HttpLayer)
         .layer(DecompressRequestLayer)
@@ -122,7 +142,7 @@ fn service_with(
         // reaches both.
         .layer(legacy_front(config, keys.clone()))
         .layer(RequestMetricsLayer::new())
-        .layer(AuditLayer::new(config.audit.clone()))
+        .layer(calls)
         .layer(mrtr_layer(config, keys, &proxy))
         .service(proxy)
 }
@@ -340,24 +360,40 @@ pub async fn start_with_keys(
         .clone()
         .zip(config.health_interval())
         .map(|(store, interval)| tokio::spawn(crate::store::watch(store, interval)));
-    let app = service_with(&config, keys.clone(), proxy.clone(), addr);
     let (stop, stopped) = watch::channel(false);
     let lifecycle = Lifecycle::new();
     let accepting = Arc::new(AtomicBool::new(true));
     let server = Server {
         listener,
-        service: app,
+        service: (),
         tls: config.listener_tls.clone(),
         drain: Some((lifecycle.clone(), config.settings.drain())),
         stop: stopped,
         accepting: accepting.clone(),
         limits: config.settings.client_limits(),
     };
+    let served = keys.clone();
+    let task = match &config.audit {
+        Some(audit) => {
+            let app = compose(
+                &config,
+                served,
+                proxy.clone(),
+                addr,
+                AuditLayer::new(Some(audit.clone())),
+            );
+            tokio::spawn(server.serving(app).run())
+        }
+        None => {
+            let app = compose(&config, served, proxy.clone(), addr, Identity::new());
+            tokio::spawn(server.serving(app).run())
+        }
+    };
     Ok(RunningGateway {
         addr,
         tls: config.listener_tls.is_some(),
         stop,
-        task: tokio::spawn(server.run()),
+        task,
         probe,
         proxy,
         traces: config.traces.clone(),

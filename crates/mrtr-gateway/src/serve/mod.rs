@@ -76,6 +76,21 @@ pub(crate) struct Server<S> {
     pub(crate) limits: ClientLimits,
 }
 
+impl<S> Server<S> {
+    /// The same server for another service (the stack is chosen after the listener is set up).
+    pub(crate) fn serving<T>(self, service: T) -> Server<T> {
+        Server {
+            listener: self.listener,
+            service,
+            tls: self.tls,
+            drain: self.drain,
+            stop: self.stop,
+            accepting: self.accepting,
+            limits: self.limits,
+        }
+    }
+}
+
 impl<S, B> Server<S>
 where
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Unpin + 'static,
