@@ -17,7 +17,7 @@
 //! 5. request metrics (`front::metrics::RequestMetricsLayer`), outside the layer so that they count its
 //!    refusals; then, with `[audit]`, the audit trail's collection point (`audit::AuditLayer`),
 //!    which sees every call and its refusals as the metrics do. Without `[audit]`, [`start`]
-//!    serves the stack without it (a second instance of the same composition, [`compose`]), so
+//!    serves the stack without it (a second instance of the same composition, `compose`), so
 //!    that an unconfigured trail costs nothing per request;
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
