@@ -3,7 +3,9 @@
 //! gateway, for a 2026-07-28 client (raw HTTP) and an `initialize`-era client (rmcp), under
 //! `warn` and `enforce`. The definition is learned at first sight; the changed one is served and
 //! reported under `warn`, left out of the list and refused under `enforce`; either way the audit
-//! trail holds a `definition_changed` event with both digests.
+//! trail holds a `definition_changed` event with both digests. With a shared store (a real
+//! `redis-server` on loopback), the learned pins are the fleet's: a replica started after the
+//! change judges it by what another replica learned, also across a store outage.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -11,10 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use mrtr_backends::{ResponseMode, ServedBackend, serve};
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::mcp::{Call, send};
 use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
+use mrtr_test_support::redis::RedisServer;
 use mrtr_test_support::tls::TempDir;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
@@ -227,6 +230,117 @@ async fn a_changed_description_is_withheld_and_refused_under_enforce() -> anyhow
             .iter()
             .all(|l| l["outcome"] == "refused" && l["target"] == "fetch")
     );
+    Ok(())
+}
+
+/// A replica pinning under `enforce` in front of `served`, with `extra` config (a store).
+async fn replica(served: &ServedBackend, extra: &str) -> anyhow::Result<RunningGateway> {
+    let mut config = GatewayConfig::new(vec![Backend::new("web", &served.url())?]);
+    let table: toml::Table = toml::from_str(&format!("[pinning]\nmode = \"enforce\"\n{extra}"))?;
+    config.settings.pinning = Some(table["pinning"].clone().try_into()?);
+    if let Some(store) = table.get("shared-store") {
+        config.settings.shared_store = Some(store.clone().try_into()?);
+        config.settings.health_interval = Some(PositiveSeconds(std::time::Duration::from_millis(100)));
+    }
+    let config = config.resolve_settings().map_err(anyhow::Error::msg)?;
+    gateway(config, keyring()).await
+}
+
+/// Waits (at most 10 s) until `gateway`'s `/readyz` detail says the store is `state`.
+async fn store_is(gateway: &RunningGateway, state: &str) -> anyhow::Result<()> {
+    for _ in 0..200 {
+        if gateway.readiness().check().1["shared_store"]["state"] == state {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("the store never read {state}")
+}
+
+fn refused(view: (Option<String>, Result<String, String>), why: &str) {
+    assert_eq!(view.0, None, "left out of the list");
+    let message = view.1.expect_err("refused");
+    assert!(
+        message.contains("\"fetch\"") && message.contains(why),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn with_a_shared_store_a_new_replica_judges_a_changed_tool_by_the_fleets_pin() -> anyhow::Result<()> {
+    let redis = RedisServer::start_new();
+    let store = format!("[shared-store]\nurl = \"{}\"\n", redis.url());
+    let backend = RugPull::default();
+    let served = serve(backend.clone(), ResponseMode::Json).await?;
+    let first = replica(&served, &store).await?;
+    assert_eq!(
+        modern_view(&first.url()).await?,
+        (Some(SAFE.to_owned()), Ok("fetch ran".to_owned()))
+    );
+    backend.pulled.store(true, Ordering::SeqCst);
+    // Started after the change: it never saw the safe definition itself.
+    let second = replica(&served, &store).await?;
+    refused(
+        modern_view(&second.url()).await?,
+        "definition changed since it was pinned",
+    );
+    refused(
+        legacy_view(&second.url()).await?,
+        "definition changed since it was pinned",
+    );
+    // Alone, a replica started now learns the changed definition at first sight.
+    let alone = replica(&served, "").await?;
+    assert_eq!(
+        modern_view(&alone.url()).await?,
+        (Some(PULLED.to_owned()), Ok("fetch ran".to_owned()))
+    );
+    for gateway in [first, second, alone] {
+        gateway.shutdown().await?;
+    }
+    served.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pin_learned_while_the_store_is_down_is_withheld_until_the_fleets_pin_judges_it()
+-> anyhow::Result<()> {
+    let mut redis = RedisServer::start_new();
+    let store = format!("[shared-store]\nurl = \"{}\"\ntimeout = 0.2\n", redis.url());
+    let backend = RugPull::default();
+    let served = serve(backend.clone(), ResponseMode::Json).await?;
+    let first = replica(&served, &store).await?;
+    assert_eq!(modern_view(&first.url()).await?.0.as_deref(), Some(SAFE));
+    redis.stop();
+    store_is(&first, "down").await?;
+    backend.pulled.store(true, Ordering::SeqCst);
+    let second = replica(&served, &store).await?;
+    // Nothing it sees is known to be the fleet's (on-store-error = "deny"): all held.
+    let list = send(&second.url(), &Call::new("tools/list", json!({}))).await?;
+    assert_eq!(list.result()["tools"], json!([]), "{list:?}");
+    let called = send(
+        &second.url(),
+        &Call::tool("fetch", json!({ "url": "https://example.com" })),
+    )
+    .await?;
+    let message = called.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not pinned yet"), "{called:?}");
+    // Back, and empty (nothing saved): the first replica's next listing claims its pins again,
+    // and the second replica's claim then meets the fleet's pin.
+    redis.start();
+    store_is(&first, "up").await?;
+    assert_eq!(
+        modern_view(&first.url()).await?.0,
+        None,
+        "the pulled tool, judged by its pin"
+    );
+    refused(
+        modern_view(&second.url()).await?,
+        "definition changed since it was pinned",
+    );
+    for gateway in [first, second] {
+        gateway.shutdown().await?;
+    }
+    served.shutdown().await?;
     Ok(())
 }
 

@@ -469,7 +469,7 @@ impl GatewayConfig {
             .map(|audit| Audit::start(audit, otlp))
             .transpose()?;
         self.pins = match &settings.pinning {
-            Some(pinning) => Pins::new(pinning, self.audit.clone())?,
+            Some(pinning) => Pins::new(pinning, self.audit.clone(), self.shared_store.clone())?,
             None => None,
         };
         Ok(self)

@@ -61,7 +61,7 @@ impl Inner {
             return self.own(invalid_params(id, "Invalid cursor"));
         }
         let outcomes = self.list_all(kind, &parts.headers, &parts.extensions, body).await;
-        let names = self.record(kind, &outcomes);
+        let names = self.record(kind, &outcomes).await;
         let mut listings = Vec::new();
         let mut failures = Vec::new();
         for (index, outcome) in outcomes.into_iter().enumerate() {
@@ -210,11 +210,12 @@ impl Inner {
         Ok(listing)
     }
 
-    fn record(&self, kind: Kind, outcomes: &[Result<Listing, Unanswered>]) -> catalog::Names {
+    async fn record(&self, kind: Kind, outcomes: &[Result<Listing, Unanswered>]) -> catalog::Names {
         if let Some(pins) = &self.pins {
             for (index, outcome) in outcomes.iter().enumerate() {
                 if let Ok(listing) = outcome {
-                    pins.observe(self.backends[index].name(), kind, &listing.items);
+                    pins.observe(self.backends[index].name(), kind, &listing.items)
+                        .await;
                 }
             }
         }
@@ -270,7 +271,7 @@ impl Inner {
                     tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
                 }
             }
-            self.record(kind, &outcomes);
+            self.record(kind, &outcomes).await;
         }
     }
 }

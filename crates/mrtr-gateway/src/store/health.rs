@@ -4,6 +4,7 @@
 //! `on-store-error` into no service at all; the detail says why limited requests are refused.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -16,6 +17,9 @@ use crate::observe::metrics;
 pub struct StoreHealth {
     on_error: OnStoreError,
     state: Mutex<State>,
+    /// How many times the store answered after not answering (or before its first answer):
+    /// what it holds may have been lost meanwhile (a restart without persistence).
+    recoveries: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -34,6 +38,7 @@ impl StoreHealth {
                 last: None,
                 since: Instant::now(),
             }),
+            recoveries: AtomicU64::new(0),
         }
     }
 
@@ -53,9 +58,17 @@ impl StoreHealth {
         if changed {
             state.since = Instant::now();
             metrics::shared_store_up(now.is_ok());
+            if now.is_ok() {
+                self.recoveries.fetch_add(1, Ordering::Relaxed);
+            }
         }
         state.last = Some(now);
         changed
+    }
+
+    /// How many times the store came (back) up: see [`StoreHealth`]'s field.
+    pub(crate) fn recoveries(&self) -> u64 {
+        self.recoveries.load(Ordering::Relaxed)
     }
 
     /// Whether the last operation succeeded (`None` before the first).

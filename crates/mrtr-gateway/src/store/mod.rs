@@ -10,6 +10,7 @@
 //! * [`health`]: what the last operation found (`/readyz`, `mrtr_gateway_shared_store_up`);
 //! * `script.rs`: the one check each request makes, an atomic Lua script (one round trip): a
 //!   retry's envelope recorded (`SET NX`), then a GCRA cell taken from each limit that applies;
+//! * `pins.rs`: pins learned by the fleet (`[pinning]`), the first definition any replica saw;
 //! * this file: [`SharedStore`], the connection (redis-rs's `ConnectionManager`: one
 //!   multiplexed connection, reconnected with backoff, commands pipelined on it, at most
 //!   [`MAX_IN_FLIGHT`] at once) and the timeout every operation runs under.
@@ -24,6 +25,7 @@
 //! the check needs.
 
 pub mod health;
+mod pins;
 mod script;
 pub mod settings;
 
@@ -33,6 +35,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub(crate) use self::health::StoreHealth;
+pub(crate) use self::pins::{FleetPin, MAX_CLAIMS_PER_RUN, PinClaim};
 pub(crate) use self::script::{Check, EnvelopeUse, Take, Verdict};
 pub use self::settings::{OnStoreError, SharedStoreSettings, StoreUrl};
 use crate::observe::metrics;
@@ -81,6 +84,7 @@ pub struct SharedStore {
     settings: SharedStoreSettings,
     health: Arc<StoreHealth>,
     script: script::Script,
+    pins: pins::PinScript,
 }
 
 impl std::fmt::Debug for SharedStore {
@@ -115,6 +119,7 @@ impl SharedStore {
             manager: OnceLock::new(),
             health: Arc::new(StoreHealth::new(settings.on_store_error)),
             script: script::Script::new(&settings.key_prefix),
+            pins: pins::PinScript::new(&settings.key_prefix),
             settings,
         }))
     }
@@ -166,6 +171,21 @@ impl SharedStore {
         let result = match tokio::time::timeout(self.settings.timeout(), run).await {
             Ok(result) => result.map_err(|e| {
                 tracing::debug!(error = %e, "shared store check failed");
+                StoreError::of(&e)
+            }),
+            Err(_) => Err(StoreError::Timeout),
+        };
+        self.observe(result)
+    }
+
+    /// Claims learned pins (at most [`MAX_CLAIMS_PER_RUN`], one round trip, within the
+    /// timeout): the fleet's pin for each, in order (`pins.rs`).
+    pub(crate) async fn claim_pins(&self, claims: &[PinClaim]) -> Result<Vec<FleetPin>, StoreError> {
+        let mut connection = self.connection()?;
+        let run = self.pins.run(&mut connection, claims);
+        let result = match tokio::time::timeout(self.settings.timeout(), run).await {
+            Ok(result) => result.map_err(|e| {
+                tracing::debug!(error = %e, "shared store pin claim failed");
                 StoreError::of(&e)
             }),
             Err(_) => Err(StoreError::Timeout),
