@@ -349,3 +349,66 @@ async fn the_trail_goes_out_as_otlp_log_records_in_the_calls_trace() -> anyhow::
     backend.shutdown().await?;
     Ok(())
 }
+
+/// A sink that blocks (a FIFO nobody reads yet) holds up no request: the queue fills, what does
+/// not fit is dropped and counted, and once the FIFO is read the next event says how many were
+/// dropped. Every call is accounted for: written, or counted in a `dropped`.
+#[tokio::test]
+async fn a_sink_that_blocks_drops_what_does_not_fit_and_the_next_event_says_so() -> anyhow::Result<()> {
+    const QUEUE: usize = 4;
+    const CALLS: usize = 20;
+    let dir = TempDir::new("audit-blocked");
+    let fifo = dir.path("audit.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status()?;
+    anyhow::ensure!(made.success(), "mkfifo failed");
+    let s = serve(SuiteFixture::new()?, ResponseMode::Json).await?;
+    let mut config = GatewayConfig::new(vec![Backend::new("s", &s.url())?]);
+    let audit: toml::Table = toml::from_str(&format!(
+        "output = \"file\"\nfile = {:?}\nqueue = {QUEUE}\n",
+        fifo.display().to_string()
+    ))?;
+    config.settings.audit = Some(audit.try_into()?);
+    let config = config.resolve_settings().map_err(anyhow::Error::msg)?;
+    let gateway = gateway(config, keyring()).await?;
+    let url = gateway.url();
+    let simple = json!({ "name": "test_simple_text", "arguments": {} });
+    for _ in 0..CALLS {
+        let answer = call(&url, "tools/call", simple.clone()).await?;
+        assert!(answer.result()["content"].is_array(), "{answer:?}");
+    }
+    // The writer is blocked opening the FIFO; reading it lets it on.
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || -> std::io::Result<()> {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(std::fs::File::open(&fifo)?).lines() {
+            let _ = lines_tx.send(line?);
+        }
+        Ok(())
+    });
+    let wait = std::time::Duration::from_secs(10);
+    let mut lines: Vec<Value> = Vec::new();
+    for _ in 0..QUEUE {
+        lines.push(serde_json::from_str(&lines_rx.recv_timeout(wait)?)?);
+    }
+    // The queue is drained: this call's event is written.
+    let last = call(&url, "tools/call", simple).await?;
+    assert!(last.error_code().is_none(), "{last:?}");
+    gateway.shutdown().await?;
+    reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader panicked"))??;
+    lines.extend(
+        lines_rx
+            .try_iter()
+            .map(|l| serde_json::from_str::<Value>(&l))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let dropped: Vec<u64> = lines.iter().map(|l| l["dropped"].as_u64().unwrap_or(0)).collect();
+    // The queue's places were written, the rest dropped, and the first event written after the
+    // drops says how many.
+    assert_eq!(lines.len(), QUEUE + 1, "{lines:?}");
+    assert_eq!(dropped[0], (CALLS - QUEUE) as u64, "{lines:?}");
+    assert!(dropped[1..].iter().all(|&d| d == 0), "{lines:?}");
+    s.shutdown().await?;
+    Ok(())
+}
