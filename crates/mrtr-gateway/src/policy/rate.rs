@@ -167,9 +167,11 @@ impl Limit {
         hash.update(principal);
         hash.update(tool);
         let digest = hash.finalize();
-        let mut key = format!("{prefix}:v1:rl:{}:{}:", self.name, self.version);
-        for byte in &digest[..16] {
-            key.push_str(&format!("{byte:02x}"));
+        let mut hex = [0; 32];
+        let hex = base16ct::lower::encode_str(&digest[..16], &mut hex).unwrap_or_default();
+        let mut key = String::with_capacity(prefix.len() + self.name.len() + self.version.len() + 40);
+        for part in [prefix, ":v1:rl:", &self.name, ":", &self.version, ":", hex] {
+            key.push_str(part);
         }
         key
     }

@@ -70,7 +70,8 @@ impl PinScript {
 
     fn key(&self, claim: &PinClaim) -> String {
         let name = Sha256::digest(claim.name.as_bytes());
-        let name: String = name[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let mut hex = [0; 32];
+        let name = base16ct::lower::encode_str(&name[..16], &mut hex).unwrap_or_default();
         format!("{}{}:{}:{name}", self.prefix, claim.backend, claim.kind)
     }
 
