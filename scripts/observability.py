@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The dashboard and the alert rules of deploy/ against a real Prometheus and a real gateway.
 
-Starts mrtr-gateway (--demo, plus a [[policy]], a [[rate-limit]], a principal header and a
-backend that is down), a Prometheus (Debian's package) scraping its admin listener every second
+Starts mrtr-gateway (--demo, plus a [[policy]], a [[rate-limit]], a principal header, a
+backend that is down, an initialize-era HTTP backend (mock-backend --legacy) and an
+initialize-era stdio backend (legacy-stdio-server)), a Prometheus (Debian's package) scraping its admin listener every second
 with deploy/prometheus/alerts.yaml loaded, and drives a scripted mix of traffic: modern calls
-with an MRTR round, a retry with a tampered requestState, a burst of them, a legacy client,
-calls the policy denies, a rate limit reached, requests without a principal, a shed burst.
+with an MRTR round, a retry with a tampered requestState, a burst of them, a legacy client (with
+an MRTR round bridged in its call: the gateway's elicitation answered on its own POST), calls
+the policy denies, a rate limit reached, requests without a principal, a shed burst.
 Then it fails unless:
 
 * every metric the dashboard and the rules name is in the gateway's /metrics (a renamed metric
@@ -113,9 +115,11 @@ class Modern:
 
 
 def legacy_session(url, user):
-    """An initialize-era client: initialize, initialized, a call."""
+    """An initialize-era client: initialize, initialized, a list, and a call whose MRTR round
+    the gateway bridges in the call (an elicitation/create on the call's stream, answered by a
+    POST of the client's while the call waits)."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
         "clientInfo": {"name": "observability-legacy", "version": "1"}}}
     status, headers, text = post(url, init, {"x-user": user})
     session = headers.get("mcp-session-id")
@@ -126,6 +130,33 @@ def legacy_session(url, user):
     status, _, text = post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, common)
     if status != 200:
         fail(f"legacy tools/list: {status} {text}")
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "alpha__delete_branch", "arguments": {"repo": "demo", "branch": "old"}}}
+    parsed = urllib.parse.urlparse(url)
+    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
+    connection.request("POST", parsed.path, json.dumps(call), {
+        **common, "content-type": "application/json", "accept": "application/json, text/event-stream"})
+    response = connection.getresponse()
+    answered = False
+    while True:
+        line = response.readline().decode()
+        if not line:
+            fail("the legacy call's stream ended without its result")
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:])
+        if event.get("method") == "elicitation/create" and not answered:
+            answer = {"jsonrpc": "2.0", "id": event["id"],
+                      "result": {"action": "accept", "content": {"confirm": True}}}
+            status, _, text = post(url, answer, common)
+            if status != 202:
+                fail(f"the legacy client's answer: {status} {text}")
+            answered = True
+        elif event.get("id") == 3:
+            if not answered or "result" not in event:
+                fail(f"the legacy call's MRTR round was not bridged: {event}")
+            break
+    connection.close()
 
 
 def drive(url):
@@ -183,7 +214,18 @@ def drive(url):
         fail(f"no request of the burst was shed: {sorted(set(shed))}")
 
 
-def start_gateway(bin_dir, work, dead_port):
+def start_legacy_backend(bin_dir):
+    """mock-backend --legacy: an initialize-era HTTP backend (the gateway holds a session with it)."""
+    backend = subprocess.Popen([os.path.join(bin_dir, "mock-backend"), "--legacy"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = backend.stdout.readline()
+    if " listening on " not in line:
+        backend.kill()
+        fail(f"mock-backend --legacy did not start: {line!r}")
+    return backend, line.split()[-1]
+
+
+def start_gateway(bin_dir, work, dead_port, legacy_url):
     binary = os.path.join(bin_dir, "mrtr-gateway")
     keys = os.path.join(work, "keys")
     entry = subprocess.run([binary, "--generate-key", "k1"], capture_output=True, text=True, check=True)
@@ -200,6 +242,19 @@ max-in-flight = 4
 [[backend]]
 name = "gone"
 url = "http://127.0.0.1:{dead_port}/mcp"
+
+[[backend]]
+name = "old"
+url = "{legacy_url}"
+
+[[backend]]
+name = "pipe"
+command = ["{os.path.join(bin_dir, "legacy-stdio-server")}", "pipe"]
+
+# A stdio server that exits at once, started again and again (the stdio panels' fault).
+[[backend]]
+name = "dying"
+command = ["sh", "-c", "exit 3"]
 
 [[policy]]
 principals = ["*"]
@@ -347,7 +402,12 @@ def main():
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="mrtr-observability-")
     dead_port = free_port()
-    gateway, url, admin, keys = start_gateway(args.bin_dir, work, dead_port)
+    legacy, legacy_url = start_legacy_backend(args.bin_dir)
+    try:
+        gateway, url, admin, keys = start_gateway(args.bin_dir, work, dead_port, legacy_url)
+    except SystemExit:
+        legacy.kill()
+        raise
     prometheus, prom = start_prometheus(work, admin)
     backend = None
     started = time.time()
@@ -405,7 +465,7 @@ def main():
         if args.plot:
             plot(prom, started, args.plot)
     finally:
-        for process in (backend, prometheus, gateway):
+        for process in (backend, prometheus, gateway, legacy):
             if process is not None:
                 process.terminate()
                 try:

@@ -2,7 +2,7 @@
 //! 2025-06-18, 2025-11-25) in front of the same backends, with multi round-trip requests
 //! bridged inside the legacy request. Imports `auth` (the caller), `route` (the mirrored-header names), `upstream`
 //! (its SSE reader, and the channel through which legacy backends' requests reach a legacy
-//! client) and the ground floor; its own floors, lowest first: `config`, `modern` (the bound on
+//! client), `observe` (its sessions and waiting calls counted) and the ground floor; its own floors, lowest first: `config`, `modern` (the bound on
 //! the modern stack it calls, written once), `session`, `answer` and `stream`; `lifecycle`,
 //! `notes`, `registry`, `reply` (its own HTTP answers), `request` and `subscriptions`; `bridge`
 //! and `layer` (the front's state, [`DualEraLayer`]); `listen`; `standalone` (a session's `GET`

@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use super::session::SessionDigest;
+use crate::observe::metrics::{self, Held};
 
 /// A client's answer: the JSON-RPC `result`, or its `error` object.
 pub(super) type Answer = Result<Box<RawValue>, Box<RawValue>>;
@@ -248,6 +249,7 @@ impl WaitingCalls {
         Ok(WaitingCall {
             calls: self.clone(),
             owner,
+            _counted: Held::new(metrics::LEGACY_WAITING_CALLS, None),
         })
     }
 
@@ -262,6 +264,7 @@ impl WaitingCalls {
 pub(super) struct WaitingCall {
     calls: WaitingCalls,
     owner: Owner,
+    _counted: Held,
 }
 
 impl Drop for WaitingCall {

@@ -558,6 +558,7 @@ impl DualEraLayer {
         match HeaderValue::from_str(&session_id) {
             Ok(value) => {
                 response.headers_mut().insert(MCP_SESSION_ID, value);
+                crate::observe::metrics::legacy_session_opened();
                 response
             }
             Err(_) => error(

@@ -56,6 +56,17 @@ pub(crate) const SHED_TOTAL: &str = "mrtr_gateway_shed_total";
 pub(crate) const OPEN_CONNECTIONS: &str = "mrtr_gateway_open_connections";
 /// Counter: HTTP/1.1 client connections parked while idle (their hyper connection dropped).
 pub(crate) const CONNECTIONS_PARKED_TOTAL: &str = "mrtr_gateway_connections_parked_total";
+/// Counter: sessions opened by `initialize`-era clients (an `initialize` answered with a session id).
+pub(crate) const LEGACY_SESSIONS_TOTAL: &str = "mrtr_gateway_legacy_sessions_total";
+/// Gauge: `initialize`-era clients' calls held open waiting for the client's answer to a request
+/// of the gateway's (an MRTR round bridged in the call).
+pub(crate) const LEGACY_WAITING_CALLS: &str = "mrtr_gateway_legacy_waiting_calls";
+/// Gauge: sessions open with `initialize`-era HTTP backends, by `backend`.
+pub(crate) const BACKEND_SESSIONS: &str = "mrtr_gateway_backend_sessions";
+/// Gauge: stdio backend processes running (started, not yet exited), by `backend`.
+pub(crate) const STDIO_PROCESSES: &str = "mrtr_gateway_stdio_processes";
+/// Counter: stdio backend processes that went down, by `backend` and `reason`.
+pub(crate) const STDIO_DOWN_TOTAL: &str = "mrtr_gateway_stdio_down_total";
 /// Counter: requests refused by the OAuth resource server, by `reason`.
 pub(crate) const AUTH_REFUSED_TOTAL: &str = "mrtr_gateway_auth_refused_total";
 /// Counter: calls the policy refused, by `method`.
@@ -320,6 +331,57 @@ pub(crate) fn describe() {
         TOOL_DEFINITION_CHANGED_TOTAL,
         "Tool, prompt and resource-template definitions that differ from their pins, by backend"
     );
+    describe_counter!(
+        LEGACY_SESSIONS_TOTAL,
+        "Sessions opened by initialize-era clients (initialize answered with a session id)"
+    );
+    describe_gauge!(
+        LEGACY_WAITING_CALLS,
+        "Initialize-era clients' calls held open for the client's answer to a request of the gateway's"
+    );
+    describe_gauge!(
+        BACKEND_SESSIONS,
+        "Sessions open with initialize-era HTTP backends, by backend"
+    );
+    describe_gauge!(STDIO_PROCESSES, "stdio backend processes running, by backend");
+    describe_counter!(
+        STDIO_DOWN_TOTAL,
+        "stdio backend processes that went down (exited, not found, no answer...), by backend and reason"
+    );
+}
+
+/// One unit of a gauge held while this value lives: added when made, taken away when dropped,
+/// so that a gauge of things open (sessions, processes, waiting calls) cannot drift on an early
+/// return or a panic.
+#[derive(Debug)]
+pub(crate) struct Held(metrics::Gauge);
+
+impl Held {
+    /// One more of `gauge` (labelled `backend` when given), until dropped.
+    pub(crate) fn new(gauge: &'static str, backend: Option<&str>) -> Self {
+        let gauge = match backend {
+            Some(backend) => metrics::gauge!(gauge, "backend" => backend.to_owned()),
+            None => metrics::gauge!(gauge),
+        };
+        gauge.increment(1.0);
+        Self(gauge)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// Records a session opened by an `initialize`-era client.
+pub(crate) fn legacy_session_opened() {
+    metrics::counter!(LEGACY_SESSIONS_TOTAL).increment(1);
+}
+
+/// Records a stdio backend's process gone down for `reason`.
+pub(crate) fn stdio_down(backend: &str, reason: &'static str) {
+    metrics::counter!(STDIO_DOWN_TOTAL, "backend" => backend.to_owned(), "reason" => reason).increment(1);
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).

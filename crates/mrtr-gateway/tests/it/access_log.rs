@@ -186,4 +186,14 @@ async fn legacy_clients_and_backends_are_named_in_the_access_log_and_metrics() {
     assert_eq!(requests("server/discover"), Some(1.0), "{metrics}");
     assert_eq!(requests("ping"), None, "{metrics}");
     assert_eq!(requests("initialize"), None, "{metrics}");
+    // What is open: the legacy client's one session opened, no call of it waiting, and the
+    // sessions with the legacy HTTP backend (the probe's, the clients').
+    assert_eq!(
+        count("mrtr_gateway_legacy_sessions_total", &[]),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(count("mrtr_gateway_legacy_waiting_calls", &[]), None, "{metrics}");
+    let sessions = count("mrtr_gateway_backend_sessions", &[("backend", "old")]);
+    assert!(sessions.is_some_and(|n| n >= 1.0), "{metrics}");
 }

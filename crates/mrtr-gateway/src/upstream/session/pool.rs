@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::wire::{self, identity_headers};
+use crate::observe::metrics::{self, Held};
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::Backend;
 use crate::upstream::era::{LEGACY_VERSIONS, discover_result};
@@ -77,6 +78,8 @@ pub(super) struct Session {
     /// A `server/discover` result made from the `initialize` result.
     pub(super) discover: Value,
     next_id: AtomicU64,
+    /// Counted in `mrtr_gateway_backend_sessions` while open.
+    _counted: Held,
 }
 
 impl Session {
@@ -266,6 +269,7 @@ pub(super) async fn open(
         version: version.to_owned(),
         discover: discover_result(&result),
         next_id: AtomicU64::new(1),
+        _counted: Held::new(metrics::BACKEND_SESSIONS, Some(backend.name())),
     })
 }
 
