@@ -15,6 +15,7 @@ use mrtr_backends::legacy::{OTHER, WATCHED};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, StdioCommand};
 use mrtr_test_support::gateway::{Process, gateway, keyring, workspace_binary};
 use mrtr_test_support::mcp::{call_tool_raw, listen, mcp_post};
+use mrtr_test_support::metrics::sample;
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -225,6 +226,29 @@ async fn a_command_that_cannot_start_is_a_backend_down_and_calls_fail_without_wa
         "bounded by the next start attempt, not the response timeout: {:?}",
         started.elapsed()
     );
+    gateway.shutdown().await.unwrap();
+}
+
+/// A server that keeps exiting fails a call at once (unavailable, 502); the call does
+/// not wait through the backoff for another run (which a list fanning out to every backend
+/// would wait for too). Each run appends a line to a file, so the test sees that no run was
+/// started for the call: after the fourth failure in a row the next run is 2 s away.
+#[tokio::test]
+async fn a_server_that_keeps_exiting_fails_calls_at_once_without_another_run() {
+    let dir = mrtr_test_support::tls::TempDir::new("stdio-crash-loop");
+    let runs = dir.path("runs");
+    let script = format!("echo run >> '{}'; exit 3", runs.display());
+    let dying = StdioCommand::new(["sh", "-c", script.as_str()]).unwrap();
+    let mut config = GatewayConfig::new(vec![Backend::stdio("local", dying).unwrap()]);
+    config.settings.backend_timeout = mrtr_gateway::Seconds::from_secs(120);
+    let gateway = gateway_of(config, "unreachable").await;
+    let count = || std::fs::read_to_string(&runs).map_or(0, |text| text.lines().count());
+    eventually(TIMEOUT, "four runs failed in a row", || async { count() >= 4 }).await;
+    let before = count();
+    let (status, text, response) = call(&gateway, 7, "echo", "hi", json!({})).await;
+    assert_eq!(status, 502, "{text}");
+    assert_eq!(response["id"], 7, "{text}");
+    assert_eq!(count(), before, "no run was started for the call");
     gateway.shutdown().await.unwrap();
 }
 
@@ -518,6 +542,32 @@ async fn stdio_servers_get_the_variables_passed_on_and_say_why_they_do_not_start
             .iter()
             .any(|l| l["fields"]["message"] == "stdio backend" && l["level"] == "INFO"),
         "{lines:#?}"
+    );
+    // The processes running and those gone down, by reason, in /metrics.
+    let metrics = gateway.metrics().await;
+    let count = |metric: &str, labels: &[(&str, &str)]| sample(&metrics, metric, labels);
+    assert_eq!(
+        count("mrtr_gateway_stdio_processes", &[("backend", "local")]),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        count("mrtr_gateway_stdio_processes", &[("backend", "gone")]),
+        None,
+        "{metrics}"
+    );
+    let down = |backend, reason| {
+        count(
+            "mrtr_gateway_stdio_down_total",
+            &[("backend", backend), ("reason", reason)],
+        )
+    };
+    assert!(down("gone", "not_found").is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(down("dying", "exited").is_some_and(|n| n >= 1.0), "{metrics}");
+    assert_eq!(
+        count("mrtr_gateway_stdio_down_total", &[("backend", "local")]),
+        None,
+        "{metrics}"
     );
 }
 

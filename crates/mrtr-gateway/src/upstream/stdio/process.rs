@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::child;
 use super::conn::{Conn, Hello, MAX_IN_FLIGHT, Place, Share, Shares, exited};
-use crate::observe::metrics::BackendMetrics;
+use crate::observe::metrics::{self, BackendMetrics, Held};
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::StdioCommand;
 use crate::upstream::era::discover_result;
@@ -47,6 +47,9 @@ const STDERR_WAIT: Duration = Duration::from_secs(1);
 /// How long a stopping process gets after its stdin is closed, and again after `SIGTERM`.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// Runs failed in a row after which a call does not wait for the next one (see [`Process::up`]).
+const CRASH_LOOP: u32 = 2;
+
 /// One backend's process, over its restarts.
 pub(super) struct Process {
     pub(super) name: Box<str>,
@@ -54,6 +57,8 @@ pub(super) struct Process {
     pub(super) era: Era,
     pub(super) state: watch::Sender<State>,
     pub(super) started: AtomicBool,
+    /// Runs that failed in a row (each run that stayed up long enough starts the count again).
+    failing: AtomicU32,
     pub(super) stop: CancellationToken,
     pub(super) supervisor: Mutex<Option<JoinHandle<()>>>,
     pub(super) in_flight: Arc<Semaphore>,
@@ -119,6 +124,7 @@ impl Process {
             era,
             state: watch::Sender::new(State::Idle),
             started: AtomicBool::new(false),
+            failing: AtomicU32::new(0),
             stop: CancellationToken::new(),
             supervisor: Mutex::new(None),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
@@ -163,7 +169,9 @@ impl Process {
     }
 
     /// The running process, waiting up to `timeout` for one: through a start or a restart, but
-    /// not through a second failure (a process down when the wait began gets its next attempt).
+    /// not through a second failure (a process down when the wait began gets its next attempt,
+    /// unless its last runs failed in a row: a server that keeps exiting fails calls at once
+    /// rather than hold each one, and every list that fans out to it, through its backoff).
     pub(super) async fn up(self: &Arc<Self>, timeout: Duration) -> Result<Arc<Conn>, Waited> {
         self.start();
         let mut state = self.state.subscribe();
@@ -180,6 +188,12 @@ impl Process {
                     State::Up(_) | State::Stopped => 0,
                 };
                 let waited_out = *waited_out.get_or_insert(before);
+                if let State::Down(down, run) = &current
+                    && *run == waited_out
+                    && self.failing.load(Ordering::Relaxed) >= CRASH_LOOP
+                {
+                    return Err(Waited::Down(down.clone()));
+                }
                 match current {
                     State::Up(conn) => return Ok(conn),
                     State::Stopped => return Err(Waited::Stopped),
@@ -233,6 +247,7 @@ impl Process {
             if self.stop.is_cancelled() {
                 break;
             }
+            metrics::stdio_down(&self.name, down.reason);
             failures = if began.elapsed() >= STABLE_AFTER {
                 1
             } else {
@@ -260,6 +275,7 @@ impl Process {
                     "stdio backend down"
                 );
             }
+            self.failing.store(failures, Ordering::Relaxed);
             self.state.send_replace(State::Down(down, run));
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
@@ -283,6 +299,7 @@ impl Process {
             mut stdout,
             mut stderr,
         } = spawned;
+        let _running = Held::new(metrics::STDIO_PROCESSES, Some(&self.name));
         let (writer, lines) = mpsc::channel(MAX_IN_FLIGHT * 4);
         let close = self.stop.child_token();
         tokio::spawn(child::write_lines(stdin, lines, close.clone()));
