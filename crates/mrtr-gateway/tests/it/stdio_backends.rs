@@ -241,7 +241,7 @@ async fn a_server_that_keeps_exiting_fails_calls_at_once_without_another_run() {
     let dying = StdioCommand::new(["sh", "-c", script.as_str()]).unwrap();
     let mut config = GatewayConfig::new(vec![Backend::stdio("local", dying).unwrap()]);
     config.settings.backend_timeout = mrtr_gateway::Seconds::from_secs(120);
-    let gateway = gateway_of(config, "unreachable").await;
+    let gateway = gateway_of(config, "exited").await;
     let count = || std::fs::read_to_string(&runs).map_or(0, |text| text.lines().count());
     eventually(TIMEOUT, "four runs failed in a row", || async { count() >= 4 }).await;
     let before = count();

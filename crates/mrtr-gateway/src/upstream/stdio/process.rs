@@ -349,20 +349,17 @@ impl Process {
                         () = self.stop.cancelled() => stopped(),
                     }
                 }
+                // A handshake cut short by the process closing its stdout is its exit, whichever
+                // of the two the select saw first: the reason does not depend on that race.
+                Err(down) if down.reason != "timeout" => {
+                    match tokio::time::timeout(STDERR_WAIT, child.wait()).await {
+                        Ok(status) => self.exited_in_handshake(status, &mut stderr).await,
+                        Err(_) => down,
+                    }
+                }
                 Err(down) => down,
             },
-            status = child.wait() => {
-                let tail = stderr.tail(STDERR_WAIT).await;
-                tracing::warn!(
-                    backend = &*self.name,
-                    stderr = %tail.join("\n"),
-                    "stdio backend exited during its handshake; its last stderr lines"
-                );
-                Down {
-                    reason: "exited",
-                    ..exit(status, " during its handshake")
-                }
-            }
+            status = child.wait() => self.exited_in_handshake(status, &mut stderr).await,
             () = self.stop.cancelled() => stopped(),
         };
         // Whatever ended the run, the process goes: stdin closed, then signals.
@@ -373,6 +370,24 @@ impl Process {
         reader.abort();
         conn.close();
         down
+    }
+
+    /// A process that exited during its handshake: its last stderr lines logged, `exited`.
+    async fn exited_in_handshake(
+        &self,
+        status: std::io::Result<std::process::ExitStatus>,
+        stderr: &mut child::Stderr,
+    ) -> Down {
+        let tail = stderr.tail(STDERR_WAIT).await;
+        tracing::warn!(
+            backend = &*self.name,
+            stderr = %tail.join("\n"),
+            "stdio backend exited during its handshake; its last stderr lines"
+        );
+        Down {
+            reason: "exited",
+            ..exit(status, " during its handshake")
+        }
     }
 }
 
