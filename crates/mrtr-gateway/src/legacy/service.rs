@@ -245,13 +245,19 @@ impl DualEraLayer {
         match *request.method() {
             Method::POST if !enabled => return forward(inner, request.map(Either::Left)).await,
             Method::POST => {}
+            // The front's own answers (a session's end, its GET stream): `@gateway` in the access
+            // line and the metrics when it served them, like `initialize`; a refusal stays `-`.
             Method::DELETE if with_session => {
                 let (parts, _) = request.into_parts();
-                return legacy(self.delete(&parts));
+                let answer = self.delete(&parts);
+                let served = answer.status().is_success();
+                return legacy(named(answer, None, served));
             }
             Method::GET if with_session => {
                 let (parts, _) = request.into_parts();
-                return legacy(self.standalone(inner, parts));
+                let answer = self.standalone(inner, parts);
+                let served = answer.status().is_success();
+                return legacy(named(answer, None, served));
             }
             _ => return legacy(method_not_allowed(with_session)),
         }

@@ -160,6 +160,21 @@ async fn legacy_clients_and_backends_are_named_in_the_access_log_and_metrics() {
     assert_eq!(named("notifications/initialized"), [own(202)]);
     assert_eq!(named("ping"), [own(200)]);
     assert!(lines().iter().all(|f| f["method"] != "-"), "{:#?}", lines());
+    // The session's end, answered by the front: `@gateway`, like its `initialize`.
+    let ended = reqwest::Client::new()
+        .delete(&gateway.url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    eventually(TIMEOUT, "the DELETE's access line", || async {
+        lines().iter().any(|f| f["http"] == "DELETE")
+    })
+    .await;
+    let deleted: Vec<Value> = lines().into_iter().filter(|f| f["http"] == "DELETE").collect();
+    assert_eq!(deleted[0]["backend"], "@gateway", "{deleted:#?}");
 
     let metrics = gateway.metrics().await;
     let count = |metric: &str, labels: &[(&str, &str)]| sample(&metrics, metric, labels);
