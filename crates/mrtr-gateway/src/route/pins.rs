@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -220,6 +220,9 @@ pub struct Pins {
     current: Mutex<HashMap<Key, Pin>>,
     reported: Mutex<HashSet<(Key, String)>>,
     audit: Option<Arc<Audit>>,
+    /// Counts the pins files read, so that a merged list observed under older pins is merged
+    /// (and observed, reported) again (`merged.rs`).
+    generation: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -275,6 +278,7 @@ impl Pins {
             current: Mutex::default(),
             reported: Mutex::default(),
             audit,
+            generation: AtomicU64::new(0),
         };
         if let Some(path) = &pins.file {
             let (text, file) = read(path)?;
@@ -296,6 +300,12 @@ impl Pins {
             })
             .collect();
         *lock(&self.from_file) = (pins, Sha256::digest(text.as_bytes()).into());
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes whenever new pins are in use (the pins file read again).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Whether a definition can be withheld (`mode = "enforce"`); under `warn` nothing is.
