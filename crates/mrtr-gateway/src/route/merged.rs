@@ -362,7 +362,7 @@ mod tests {
             "a backend answered this time"
         );
         assert!(!merged.serves(&[None, None], 1), "a backend failed this time");
-        assert!(!merged.serves(&[a.clone()], 1));
+        assert!(!merged.serves(std::slice::from_ref(&a), 1));
         let paged = Arc::new(Page::new(Kind::Tools, None, Listing::default()));
         assert!(!Merged::new(Kind::Tools, &n, vec![Some(paged), None], 3, 1).keepable());
         assert!(a.as_ref().unwrap().is("text") && !a.as_ref().unwrap().is("text "));
