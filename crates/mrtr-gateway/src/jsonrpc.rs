@@ -5,8 +5,11 @@
 //!
 //! Bodies are never re-serialised through [`serde_json::Value`]: that would reorder members and
 //! could change numbers. [`RawObject`] keeps every member's raw text and its position, so a
-//! rewrite changes exactly one string.
+//! rewrite changes exactly one string; [`Members`] reads an object's members borrowed from its
+//! text and [`Splice`] rewrites the text around them, where a hot path (a legacy backend's
+//! request and answer, `upstream/translate.rs`) must not copy every member.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
@@ -105,6 +108,163 @@ pub fn set_param(body: &[u8], member: &str, value: Box<RawValue>) -> Option<Byte
         None => message.0.push(("params".to_owned(), params)),
     }
     serde_json::to_vec(&message).ok().map(Bytes::from)
+}
+
+/// A JSON object's members as they stand in its text: each key decoded (borrowed when it has no
+/// escape), each value's raw text borrowed. Reading one allocates the list of members only,
+/// where [`RawObject`] copies every member; with [`Splice`], a rewrite copies the text around
+/// what it changes, so every other byte stays as it came. A duplicate member is refused, as
+/// [`RawObject`] refuses it.
+#[derive(Debug, Default)]
+pub(crate) struct Members<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The members of the JSON object `text`; `None` when it is not one.
+    pub(crate) fn parse(text: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(text).ok()
+    }
+
+    /// The members of the JSON object `raw`; `None` when it is not one.
+    pub(crate) fn of(raw: &'a RawValue) -> Option<Self> {
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// The raw value of member `key`, if present.
+    pub(crate) fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// A key, borrowed from the text when it has no escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
+                while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    // A duplicate member could be read differently by the backend: refuse it.
+                    if members.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate member {key:?}")));
+                    }
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+/// A JSON text rewritten by replacing values borrowed from it ([`Members`]) and inserting text
+/// before their last byte; everything else is copied as it is.
+#[derive(Debug)]
+pub(crate) struct Splice<'a> {
+    text: &'a [u8],
+    edits: Vec<(usize, usize, Cow<'a, [u8]>)>,
+}
+
+impl<'a> Splice<'a> {
+    /// A rewrite of `text`.
+    pub(crate) fn new(text: &'a [u8]) -> Self {
+        Self {
+            text,
+            edits: Vec::new(),
+        }
+    }
+
+    /// Where `value` lies in the text; `None` when it was not borrowed from it.
+    fn span(&self, value: &RawValue) -> Option<(usize, usize)> {
+        let start = (value.get().as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
+        let end = start.checked_add(value.get().len())?;
+        (end <= self.text.len()).then_some((start, end))
+    }
+
+    /// Puts `with` in place of `value`; `None` when `value` is not part of the text.
+    pub(crate) fn replace(&mut self, value: &RawValue, with: impl Into<Cow<'a, [u8]>>) -> Option<()> {
+        let (start, end) = self.span(value)?;
+        self.edits.push((start, end, with.into()));
+        Some(())
+    }
+
+    /// Inserts `with` at byte `at` of the text.
+    pub(crate) fn insert(&mut self, at: usize, with: impl Into<Cow<'a, [u8]>>) {
+        self.edits.push((at, at, with.into()));
+    }
+
+    /// Inserts `with` before the last byte of `value` (the `}` of an object); `None` when
+    /// `value` is not part of the text.
+    pub(crate) fn insert_before_end(
+        &mut self,
+        value: &RawValue,
+        with: impl Into<Cow<'a, [u8]>>,
+    ) -> Option<()> {
+        let (_, end) = self.span(value)?;
+        let at = end.checked_sub(1)?;
+        self.edits.push((at, at, with.into()));
+        Some(())
+    }
+
+    /// The rewritten text; `None` when two edits overlap.
+    pub(crate) fn finish(mut self) -> Option<Vec<u8>> {
+        self.edits.sort_by_key(|&(start, end, _)| (start, end));
+        let added: usize = self.edits.iter().map(|(_, _, with)| with.len()).sum();
+        let mut out = Vec::with_capacity(self.text.len() + added);
+        let mut copied = 0;
+        for (start, end, with) in &self.edits {
+            out.extend_from_slice(self.text.get(copied..*start)?);
+            out.extend_from_slice(with);
+            copied = *end;
+        }
+        out.extend_from_slice(self.text.get(copied..)?);
+        Some(out)
+    }
+}
+
+/// `members` (decoded keys, raw values) written as one JSON object.
+pub(crate) fn object_text<'k>(members: impl IntoIterator<Item = (&'k str, &'k str)>) -> String {
+    let mut out = String::from("{");
+    for (key, value) in members {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            out.push('"');
+            out.push_str(key);
+            out.push('"');
+        } else {
+            out.push_str(&serde_json::to_string(key).unwrap_or_default());
+        }
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
+    out
 }
 
 /// A JSON-RPC error response body. `id` is raw JSON text (`7`, `"a"`), `None` for `null`.

@@ -82,7 +82,7 @@ impl Kind {
     }
 
     /// The item member identifying an item.
-    fn key_member(self) -> &'static str {
+    pub(crate) fn key_member(self) -> &'static str {
         match self {
             Self::Tools | Self::Prompts => "name",
             Self::Resources => "uri",
@@ -99,7 +99,7 @@ impl Kind {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -204,6 +204,9 @@ struct KindState {
     refreshed: Option<Instant>,
     offered: Vec<Option<Vec<String>>>,
     names: Names,
+    /// Counts the changes of `offered`, so that a merged list kept for these names can tell
+    /// that they changed (`merged.rs`).
+    generation: u64,
 }
 
 /// The gateway's knowledge of what each backend offers.
@@ -222,6 +225,7 @@ impl Catalog {
                 refreshed: None,
                 offered: vec![None; backend_names.len()],
                 names: Names::default(),
+                generation: 0,
             })
         };
         Self {
@@ -239,23 +243,39 @@ impl Catalog {
     }
 
     /// Records what each backend listed (`None`: it did not answer; its previous names are kept)
-    /// and returns the resulting names.
-    pub(crate) fn record(&self, kind: Kind, listed: Vec<Option<Vec<String>>>) -> Names {
+    /// and returns the resulting names and their generation.
+    pub(crate) fn record(&self, kind: Kind, listed: Vec<Option<Vec<String>>>) -> (Names, u64) {
         let mut state = self.state(kind);
         let mut answered = false;
+        let mut changed = false;
         for (slot, fresh) in state.offered.iter_mut().zip(listed) {
             if fresh.is_some() {
+                changed |= *slot != fresh;
                 *slot = fresh;
                 answered = true;
             }
         }
-        let names: Vec<&str> = self.backend_names.iter().map(String::as_str).collect();
-        state.names = expose(&names, &state.offered);
+        if changed {
+            let names: Vec<&str> = self.backend_names.iter().map(String::as_str).collect();
+            state.names = expose(&names, &state.offered);
+            state.generation += 1;
+        }
         if answered {
             // A fan-out nobody answered must not make a stale table look fresh.
             state.refreshed = Some(Instant::now());
         }
-        state.names.clone()
+        (state.names.clone(), state.generation)
+    }
+
+    /// Marks the table for `kind` refreshed now, if it is still at `generation`: every backend
+    /// answered as when it was recorded. Whether it was.
+    pub(crate) fn confirm(&self, kind: Kind, generation: u64) -> bool {
+        let mut state = self.state(kind);
+        if state.generation != generation {
+            return false;
+        }
+        state.refreshed = Some(Instant::now());
+        true
     }
 
     /// When the table for `kind` was last refreshed, if it is still within the TTL.
@@ -361,82 +381,6 @@ pub(crate) struct Item<'a> {
 
 /// What a list filter keeps of a listing.
 pub(crate) type Keep<'a> = dyn Fn(Item<'_>) -> bool + 'a;
-
-/// Merges the listings of the backends that answered (`(backend index, listing)`, in
-/// configuration order) into one list result, applying `names`, keeping only the items `keep`
-/// keeps.
-pub(crate) fn merge_listings(
-    kind: Kind,
-    names: &Names,
-    listings: &[(usize, Listing)],
-    server_info: &Value,
-    keep: Option<&dyn Fn(Item<'_>) -> bool>,
-) -> Value {
-    let mut items: Vec<Box<RawValue>> = Vec::new();
-    let mut seen_uris: HashSet<String> = HashSet::new();
-    let mut ttl_ms: Option<u64> = None;
-    // A list filtered for its caller must not be shared with another by a cache.
-    let mut private = keep.is_some();
-    let kept = |item: Item<'_>| keep.is_none_or(|keep| keep(item));
-    for (backend, listing) in listings {
-        ttl_ms = Some(ttl_ms.map_or(listing.ttl_ms.unwrap_or(0), |t| {
-            t.min(listing.ttl_ms.unwrap_or(0))
-        }));
-        private |= listing.private;
-        for item in &listing.items {
-            let Ok(mut object) = serde_json::from_str::<RawObject>(item.get()) else {
-                continue;
-            };
-            let Some(key) = object
-                .get(kind.key_member())
-                .and_then(|k| serde_json::from_str::<String>(k.get()).ok())
-            else {
-                continue;
-            };
-            match kind {
-                Kind::Tools | Kind::Prompts => {
-                    let Some(exposed) = names.exposed(*backend, &key) else {
-                        continue;
-                    };
-                    let listed = Item {
-                        backend: *backend,
-                        key: &key,
-                        exposed,
-                    };
-                    if !kept(listed) {
-                        continue;
-                    }
-                    if exposed != key
-                        && let Some((_, slot)) = object.0.iter_mut().find(|(k, _)| k == "name")
-                        && let Ok(raw) = serde_json::value::to_raw_value(exposed)
-                    {
-                        *slot = raw;
-                    }
-                    if let Ok(raw) = serde_json::value::to_raw_value(&object) {
-                        items.push(raw);
-                    }
-                }
-                Kind::Resources | Kind::Templates => {
-                    let listed = Item {
-                        backend: *backend,
-                        key: &key,
-                        exposed: &key,
-                    };
-                    if kept(listed) && seen_uris.insert(key) {
-                        items.push(item.clone());
-                    }
-                }
-            }
-        }
-    }
-    let mut result = Map::new();
-    result.insert(
-        kind.items_member().to_owned(),
-        serde_json::to_value(items).unwrap_or(Value::Array(vec![])),
-    );
-    finish_result(&mut result, ttl_ms.unwrap_or(0), private, server_info);
-    Value::Object(result)
-}
 
 fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, server_info: &Value) {
     result.insert("resultType".to_owned(), json!("complete"));
@@ -576,51 +520,21 @@ mod tests {
     }
 
     #[test]
-    fn list_merge_renames_and_merges_cache_hints() {
-        let n = expose(&["a", "b"], &[names(&["t", "u"]), names(&["t"])]);
-        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
-        let a = Listing {
-            items: vec![
-                raw(r#"{"name":"t","inputSchema":{"z":1,"a":2}}"#),
-                raw(r#"{"name":"u"}"#),
-            ],
-            ttl_ms: Some(500),
-            private: false,
-        };
-        let b = Listing {
-            items: vec![raw(r#"{"name":"t"}"#)],
-            ttl_ms: Some(100),
-            private: true,
-        };
-        let merged = merge_listings(
-            Kind::Tools,
-            &n,
-            &[(0, a.clone()), (1, b.clone())],
-            &json!({"name":"gw","version":"1"}),
-            None,
+    fn the_generation_changes_with_what_a_backend_offers_only() {
+        let catalog = Catalog::new(vec!["a".into(), "b".into()], Duration::from_secs(60));
+        let (exposed, first) = catalog.record(Kind::Tools, vec![names(&["x"]), names(&["x"])]);
+        assert_eq!(exposed.resolve("a__x"), Some((0, "x")));
+        let (_, same) = catalog.record(Kind::Tools, vec![names(&["x"]), None]);
+        assert_eq!(same, first, "a backend that did not answer keeps its names");
+        assert!(catalog.confirm(Kind::Tools, first));
+        let (exposed, next) = catalog.record(Kind::Tools, vec![None, names(&["y"])]);
+        assert_ne!(next, first);
+        assert_eq!(exposed.resolve("x"), Some((0, "x")));
+        assert!(
+            !catalog.confirm(Kind::Tools, first),
+            "a merge of the old names is stale"
         );
-        // A filter sees exposed names, and marks the list private even when nothing is left out.
-        let only_prefixed = |item: Item<'_>| item.exposed.contains("__");
-        let filtered = merge_listings(
-            Kind::Tools,
-            &n,
-            &[(0, a.clone())],
-            &json!({}),
-            Some(&only_prefixed),
-        );
-        assert_eq!(filtered["tools"].as_array().unwrap().len(), 1);
-        assert_eq!(filtered["tools"][0]["name"], "a__t");
-        assert_eq!(filtered["cacheScope"], "private");
-        let names: Vec<&str> = merged["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["a__t", "u", "b__t"]);
-        assert_eq!(merged["ttlMs"], 100);
-        assert_eq!(merged["cacheScope"], "private");
-        assert_eq!(merged["resultType"], "complete");
+        assert!(catalog.confirm(Kind::Prompts, 0), "kinds are apart");
     }
 
     #[test]

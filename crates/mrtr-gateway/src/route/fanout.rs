@@ -1,9 +1,11 @@
 //! Requests every backend answers, merged into one answer: the `*/list` calls (every page of
-//! every backend, exposed under the naming rule and filtered by the policy: `catalog.rs`),
+//! every backend, exposed under the naming rule and filtered by the policy: `catalog.rs`; the
+//! last merge kept while the backends answer the same: `merged.rs`),
 //! `server/discover`, and the catalog's own listings when it must learn names again
 //! ([`refresh`](Inner::refresh)). A backend that fails is left out, with a warning; when none
 //! answers, the client gets the first one's own error, else `502`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,8 +19,10 @@ use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME};
 use super::catalog::{self, Kind, Listing};
 use super::govern::KnownOrigin;
 use super::headers::SUPPORTED_VERSIONS;
+use super::merged::{Merged, MergedLists, Page};
 use super::{
     INTERNAL_ERROR, Inner, Routed, error_response, invalid_params, request_cursor, request_meta, success,
+    success_raw,
 };
 use crate::jsonrpc;
 use crate::policy::{self, Subject};
@@ -53,29 +57,48 @@ impl std::fmt::Display for Unanswered {
 }
 
 impl Inner {
-    /// A `*/list` call with several backends: every page of every backend, merged.
+    /// A `*/list` call with several backends: every page of every backend, merged (or the last
+    /// merge served again when every backend answered as for it: `merged.rs`).
     pub(super) async fn list(&self, kind: Kind, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         if request_cursor(&body).is_some() {
             // The merged list is always one page, so no cursor the gateway handed out exists.
             return self.own(invalid_params(id, "Invalid cursor"));
         }
-        let outcomes = self.list_all(kind, &parts.headers, &parts.extensions, body).await;
-        let names = self.record(kind, &outcomes).await;
-        let mut listings = Vec::new();
+        let last = self.merged.last(kind);
+        let outcomes = self
+            .list_all(kind, &parts.headers, &parts.extensions, body, last.as_deref())
+            .await;
+        let mut pages = Vec::with_capacity(outcomes.len());
         let mut failures = Vec::new();
         for (index, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
-                Ok(listing) => listings.push((index, listing)),
-                Err(failure) => failures.push((index, failure)),
+                Ok(page) => pages.push(Some(page)),
+                Err(failure) => {
+                    pages.push(None);
+                    failures.push((index, failure));
+                }
             }
         }
-        if listings.is_empty() {
+        if failures.len() == pages.len() {
             return self.own(self.all_failed(id, failures));
         }
         for (index, failure) in &failures {
             tracing::warn!(backend = self.backends[*index].name(), method = kind.list_method(), %failure, "left out of the merged list");
         }
+        let pins = self.pins.as_ref().map_or(0, |pins| pins.generation());
+        let claims_pending = self.pins.as_ref().is_some_and(|pins| pins.claims_pending());
+        let merged = match last.filter(|last| {
+            !claims_pending && last.serves(&pages, pins) && self.catalog.confirm(kind, last.generation())
+        }) {
+            Some(last) => last,
+            None => {
+                let (names, generation) = self.record(kind, &pages).await;
+                let merged = Arc::new(Merged::new(kind, &names, pages, generation, pins));
+                self.merged.keep(kind, &merged);
+                merged
+            }
+        };
         let caller = self.policy.as_ref().and_then(|_| {
             policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref())
         });
@@ -103,8 +126,8 @@ impl Inner {
         let keep = |item: catalog::Item<'_>| permitted(item) && served(item);
         let filter: Option<&catalog::Keep<'_>> =
             (self.policy.is_some() || self.pins.is_some()).then_some(&keep);
-        let result = catalog::merge_listings(kind, &names, &listings, &self.server_info, filter);
-        self.own(success(id, &result))
+        let result = merged.render(kind, filter, &self.server_info_json);
+        self.own(success_raw(id, &result))
     }
 
     /// `server/discover` with several backends.
@@ -163,41 +186,69 @@ impl Inner {
         )
     }
 
-    /// Every backend's full listing of `kind`, in configuration order.
+    /// Every backend's full listing of `kind`, in configuration order; a backend's listing in
+    /// `last` is reused when the backend answers with the same one page.
     async fn list_all(
         &self,
         kind: Kind,
         headers: &HeaderMap,
         extensions: &Extensions,
         body: Bytes,
-    ) -> Vec<Result<Listing, Unanswered>> {
-        join_all(
-            (0..self.backends.len())
-                .map(|index| self.list_backend(index, kind, headers, extensions, body.clone())),
-        )
+        last: Option<&Merged>,
+    ) -> Vec<Result<Arc<Page>, Unanswered>> {
+        join_all((0..self.backends.len()).map(|index| {
+            let known = MergedLists::page(last, index);
+            self.list_pages(index, kind, headers, extensions, body.clone(), known)
+        }))
         .await
     }
 
+    /// Backend `index`'s full listing of `kind` (every page).
     pub(super) async fn list_backend(
         &self,
         index: usize,
         kind: Kind,
         headers: &HeaderMap,
         extensions: &Extensions,
-        mut body: Bytes,
+        body: Bytes,
     ) -> Result<Listing, Unanswered> {
+        let page = self
+            .list_pages(index, kind, headers, extensions, body, None)
+            .await?;
+        Ok(Arc::try_unwrap(page).map_or_else(|page| page.listing.clone(), |page| page.listing))
+    }
+
+    /// Backend `index`'s full listing of `kind`: `known` again when its first page is `known`'s
+    /// one page, text for text, else every page read.
+    async fn list_pages(
+        &self,
+        index: usize,
+        kind: Kind,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+        mut body: Bytes,
+        known: Option<&Arc<Page>>,
+    ) -> Result<Arc<Page>, Unanswered> {
         let backend = &self.backends[index];
         let mut listing = Listing::default();
-        for _ in 0..MAX_PAGES {
+        for page in 0..MAX_PAGES {
             let answer = self
                 .exchange(backend, headers, extensions, body.clone())
                 .await
                 .map_err(Unanswered::Unavailable)?;
-            let Some(result) = answer.result().map(ToOwned::to_owned) else {
+            let Some(result) = answer.result() else {
                 return Err(Unanswered::Answer(answer));
             };
-            match catalog::read_page(kind, &result, &mut listing).map_err(|()| Unanswered::Malformed)? {
-                None => return Ok(listing),
+            if page == 0
+                && let Some(known) = known.filter(|known| known.is(result.get()))
+            {
+                return Ok(known.clone());
+            }
+            match catalog::read_page(kind, result, &mut listing).map_err(|()| Unanswered::Malformed)? {
+                None => {
+                    let text = (page == 0).then(|| result.get().into());
+                    return Ok(Arc::new(Page::new(kind, text, listing)));
+                }
                 Some(cursor) => {
                     body = jsonrpc::set_param(&body, "cursor", cursor).ok_or(Unanswered::Malformed)?
                 }
@@ -207,21 +258,23 @@ impl Inner {
             backend = backend.name(),
             "more than {MAX_PAGES} pages; listing truncated"
         );
-        Ok(listing)
+        Ok(Arc::new(Page::new(kind, None, listing)))
     }
 
-    async fn record(&self, kind: Kind, outcomes: &[Result<Listing, Unanswered>]) -> catalog::Names {
+    /// Shows pinning what each backend listed, and records the names in the catalog: the names
+    /// and their generation.
+    async fn record(&self, kind: Kind, pages: &[Option<Arc<Page>>]) -> (catalog::Names, u64) {
         if let Some(pins) = &self.pins {
-            for (index, outcome) in outcomes.iter().enumerate() {
-                if let Ok(listing) = outcome {
-                    pins.observe(self.backends[index].name(), kind, &listing.items)
+            for (index, page) in pages.iter().enumerate() {
+                if let Some(page) = page {
+                    pins.observe(self.backends[index].name(), kind, &page.listing.items)
                         .await;
                 }
             }
         }
-        let listed = outcomes
+        let listed = pages
             .iter()
-            .map(|o| o.as_ref().ok().map(|l| catalog::item_keys(kind, &l.items)))
+            .map(|page| page.as_ref().map(|page| page.keys.clone()))
             .collect();
         self.catalog.record(kind, listed)
     }
@@ -263,15 +316,27 @@ impl Inner {
             for name in params {
                 headers.remove(name);
             }
+            let last = self.merged.last(kind);
             let outcomes = self
-                .list_all(kind, &headers, &parts.extensions, Bytes::from(list_body))
+                .list_all(
+                    kind,
+                    &headers,
+                    &parts.extensions,
+                    Bytes::from(list_body),
+                    last.as_deref(),
+                )
                 .await;
-            for (index, outcome) in outcomes.iter().enumerate() {
-                if let Err(failure) = outcome {
-                    tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
+            let mut pages = Vec::with_capacity(outcomes.len());
+            for (index, outcome) in outcomes.into_iter().enumerate() {
+                match outcome {
+                    Ok(page) => pages.push(Some(page)),
+                    Err(failure) => {
+                        tracing::warn!(backend = self.backends[index].name(), method = kind.list_method(), %failure, "catalog refresh failed");
+                        pages.push(None);
+                    }
                 }
             }
-            self.record(kind, &outcomes).await;
+            self.record(kind, &pages).await;
         }
     }
 }

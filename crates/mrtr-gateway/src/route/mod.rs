@@ -33,6 +33,7 @@ mod fanout;
 mod govern;
 pub(crate) mod headers;
 mod listen;
+mod merged;
 mod named;
 pub(crate) mod pins;
 
@@ -56,6 +57,7 @@ use tower_service::Service;
 
 use self::catalog::{Catalog, Kind};
 pub(crate) use self::govern::KnownOrigin;
+use self::merged::MergedLists;
 use self::pins::Pins;
 use crate::audit::{self, CallNote};
 use crate::jsonrpc::{self, RawObject, error_body};
@@ -82,7 +84,11 @@ struct Inner {
     /// Every backend's door (`upstream/`).
     upstreams: Upstreams,
     catalog: Catalog,
+    /// The last merged list of each kind (`merged.rs`).
+    merged: MergedLists,
     server_info: Value,
+    /// `server_info` as JSON text, as merged lists carry it.
+    server_info_json: Box<str>,
     /// The header naming each request's principal, for the policy and the limits.
     principal_header: Option<HeaderName>,
     policy: Option<Arc<Policy>>,
@@ -115,12 +121,15 @@ impl Proxy {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let upstreams = Upstreams::new(&backends, response_timeout);
+        let server_info = serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") });
         Self {
             inner: Arc::new(Inner {
                 backends,
                 upstreams,
                 catalog: Catalog::new(names, catalog_ttl),
-                server_info: serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") }),
+                merged: MergedLists::new(),
+                server_info_json: server_info.to_string().into(),
+                server_info,
                 principal_header,
                 policy: None,
                 limits: None,
@@ -585,6 +594,11 @@ fn invalid_params(id: Option<&str>, message: &str) -> Response<ProxyBody> {
 }
 
 fn success(id: Option<&str>, result: &Value) -> Response<ProxyBody> {
+    success_raw(id, &result.to_string())
+}
+
+/// A JSON-RPC success carrying `result`, raw JSON.
+fn success_raw(id: Option<&str>, result: &str) -> Response<ProxyBody> {
     let id = id.unwrap_or("null");
     body::json(
         StatusCode::OK,

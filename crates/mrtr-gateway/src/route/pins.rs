@@ -237,6 +237,9 @@ pub struct Pins {
     /// The store's recoveries when this replica's learned pins were last claimed: when the
     /// store has come back since, they are claimed again.
     claimed_at: AtomicU64,
+    /// Counts the pins files read, so that a merged list observed under older pins is merged
+    /// (and observed, reported) again (`merged.rs`).
+    generation: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -297,6 +300,7 @@ impl Pins {
             fleet,
             unconfirmed: Mutex::default(),
             claimed_at: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
         };
         if let Some(path) = &pins.file {
             let (text, file) = read(path)?;
@@ -318,6 +322,22 @@ impl Pins {
             })
             .collect();
         *lock(&self.from_file) = (pins, Sha256::digest(text.as_bytes()).into());
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes whenever new pins are in use (the pins file read again).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the next listing must be observed even if no backend's answer changed: with a
+    /// shared store, pins learned while it did not answer wait for a claim, or the store came
+    /// back since the last claims (a merged list kept from before is then merged again).
+    pub(crate) fn claims_pending(&self) -> bool {
+        self.fleet.as_ref().is_some_and(|fleet| {
+            fleet.health().recoveries() != self.claimed_at.load(Ordering::Relaxed)
+                || !lock(&self.unconfirmed).is_empty()
+        })
     }
 
     /// Whether a definition can be withheld (`mode = "enforce"`); under `warn` nothing is.

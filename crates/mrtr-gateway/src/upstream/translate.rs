@@ -31,7 +31,7 @@ use serde_json::value::RawValue;
 use tower_mrtr::error::METHOD_NOT_FOUND;
 
 use super::sse::{EventReader, write_message_event};
-use crate::jsonrpc::RawObject;
+use crate::jsonrpc::{Members, RawObject, Splice, object_text};
 
 /// Most requests of the backend's own answered during one call; later ones are dropped unanswered.
 pub(crate) const MAX_ANSWERED: usize = 64;
@@ -222,7 +222,8 @@ impl Translation {
     /// One message: what the client gets of it, if anything (passed on uncopied when it
     /// needs no change).
     fn message(&mut self, data: Bytes) -> Option<Bytes> {
-        let Ok(message) = serde_json::from_slice::<RawObject>(&data) else {
+        let text = data.clone();
+        let Some(message) = Members::parse(&text) else {
             // Not a JSON object: the MRTR layer above refuses what it cannot read.
             return Some(data);
         };
@@ -243,20 +244,20 @@ impl Translation {
             }
             (Some(method), None) => match &self.progress {
                 Some(token) if method.get() == r#""notifications/progress""# => {
-                    Some(self.progress_notification(message, token).unwrap_or(data))
+                    Some(self.progress_notification(&data, token).unwrap_or(data))
                 }
-                _ if self.listen => Some(self.listen_notification(message).unwrap_or(data)),
+                _ if self.listen => Some(self.listen_notification(&data).unwrap_or(data)),
                 _ => Some(data),
             },
             (None, Some(id)) if id == &*self.ours => {
                 self.answered = true;
-                Some(self.response(message))
+                Some(self.response(&message, &text))
             }
             // An error without an id (the backend could not read the request, or lost its
             // session) is about the one request this POST carried.
             (None, None) if message.get("error").is_some() => {
                 self.answered = true;
-                Some(self.response(message))
+                Some(self.response(&message, &text))
             }
             (None, _) => None,
         }
@@ -300,7 +301,8 @@ impl Translation {
     }
 
     /// A progress notification with the client's `token` back in place of the gateway's.
-    fn progress_notification(&self, mut message: RawObject, token: &str) -> Option<Bytes> {
+    fn progress_notification(&self, data: &[u8], token: &str) -> Option<Bytes> {
+        let mut message: RawObject = serde_json::from_slice(data).ok()?;
         let (_, params) = message.0.iter_mut().find(|(key, _)| key == "params")?;
         let mut object: RawObject = serde_json::from_str(params.get()).ok()?;
         let (_, value) = object.0.iter_mut().find(|(key, _)| key == "progressToken")?;
@@ -314,7 +316,8 @@ impl Translation {
 
     /// A listen stream's notification with the client's request id back in
     /// `_meta["io.modelcontextprotocol/subscriptionId"]`, where it names the gateway's.
-    fn listen_notification(&self, mut message: RawObject) -> Option<Bytes> {
+    fn listen_notification(&self, data: &[u8]) -> Option<Bytes> {
+        let mut message: RawObject = serde_json::from_slice(data).ok()?;
         let (_, params) = message.0.iter_mut().find(|(key, _)| key == "params")?;
         let mut object: RawObject = serde_json::from_str(params.get()).ok()?;
         let (_, meta) = object.0.iter_mut().find(|(key, _)| key == "_meta")?;
@@ -332,26 +335,32 @@ impl Translation {
         serde_json::to_vec(&message).ok().map(Bytes::from)
     }
 
-    /// The backend's response under the client's id, with `resultType` on a result.
-    fn response(&self, mut message: RawObject) -> Bytes {
-        if message.get("id").is_none()
-            && let Ok(theirs) = RawValue::from_string(self.theirs.to_string())
-        {
-            message.0.push(("id".to_owned(), theirs));
-        }
-        for (key, value) in &mut message.0 {
-            if key == "id" {
-                if let Ok(theirs) = RawValue::from_string(self.theirs.to_string()) {
-                    *value = theirs;
-                }
-            } else if key == "result"
-                && !self.modern
-                && let Some(result) = modern_result(value, self.cacheable)
-            {
-                *value = result;
+    /// The backend's response (`message`, read from `text`) under the client's id, with
+    /// `resultType` on a result: the id's text and the members added are the only bytes that
+    /// change.
+    fn response(&self, message: &Members<'_>, text: &[u8]) -> Bytes {
+        self.rewrite_response(message, text)
+            .map(Bytes::from)
+            .unwrap_or_default()
+    }
+
+    fn rewrite_response(&self, message: &Members<'_>, text: &[u8]) -> Option<Vec<u8>> {
+        let mut splice = Splice::new(text);
+        match message.get("id") {
+            Some(id) => splice.replace(id, self.theirs.as_bytes())?,
+            None => {
+                // The last `}` of the text closes the message, which has an `error` member.
+                let end = text.iter().rposition(|&b| b == b'}')?;
+                splice.insert(end, format!(r#","id":{}"#, self.theirs).into_bytes());
             }
         }
-        serde_json::to_vec(&message).map(Bytes::from).unwrap_or_default()
+        if !self.modern
+            && let Some(result) = message.get("result")
+            && let Some(missing) = missing_members(result, self.cacheable)
+        {
+            splice.insert_before_end(result, missing.into_bytes())?;
+        }
+        splice.finish()
     }
 }
 
@@ -381,47 +390,77 @@ pub(crate) struct Outgoing {
 /// `body` under the id `ours` (raw JSON). For a `legacy` backend, no `io.modelcontextprotocol/*`
 /// member stays in `params._meta` (an emptied `_meta` goes). With `progress`, a
 /// `params._meta.progressToken` becomes `ours` too, so that progress from a backend several
-/// clients share is told apart. Every other member keeps its raw text. `None`: not a JSON-RPC
-/// object with object `params`.
+/// clients share is told apart. Every other byte stays as it came (the id's text and the `_meta`
+/// rewritten are spliced in). `None`: not a JSON-RPC object with object `params`.
 pub(crate) fn outgoing(body: &[u8], ours: &str, legacy: bool, progress: bool) -> Option<Outgoing> {
-    let mut message: RawObject = serde_json::from_slice(body).ok()?;
+    let message = Members::parse(body)?;
     let mut out = Outgoing {
         body: Bytes::new(),
         id: None,
         progress: None,
     };
-    for (key, value) in &mut message.0 {
+    let mut splice = Splice::new(body);
+    for (key, value) in &message.0 {
         if key == "id" {
             out.id = Some(value.get().into());
-            *value = RawValue::from_string(ours.to_owned()).ok()?;
+            splice.replace(value, ours.as_bytes().to_vec())?;
         } else if key == "params" {
-            let mut params: RawObject = serde_json::from_str(value.get()).ok()?;
-            if let Some(index) = params.0.iter().position(|(k, _)| k == "_meta") {
-                let mut meta: RawObject = serde_json::from_str(params.0[index].1.get()).ok()?;
-                if legacy {
-                    meta.0.retain(|(k, _)| !k.starts_with("io.modelcontextprotocol/"));
-                }
-                if progress && let Some((_, token)) = meta.0.iter_mut().find(|(k, _)| k == "progressToken") {
-                    out.progress = Some(token.get().into());
-                    *token = RawValue::from_string(ours.to_owned()).ok()?;
-                }
-                if meta.0.is_empty() {
-                    params.0.remove(index);
-                } else {
-                    params.0[index].1 = serde_json::value::to_raw_value(&meta).ok()?;
-                }
+            let params = Members::of(value)?;
+            if let Some(text) = outgoing_params(&params, value, ours, legacy, progress, &mut out.progress)? {
+                splice.replace(value, text.into_bytes())?;
             }
-            *value = serde_json::value::to_raw_value(&params).ok()?;
         }
     }
-    out.body = serde_json::to_vec(&message).ok().map(Bytes::from)?;
+    out.body = Bytes::from(splice.finish()?);
     Some(out)
 }
 
-/// `result` with what 2026-07-28 requires of it added where missing: `"resultType":"complete"`,
-/// and for a `cacheable` one `"ttlMs":0` and `"cacheScope":"private"`. `None`: nothing to add.
-fn modern_result(result: &RawValue, cacheable: bool) -> Option<Box<RawValue>> {
-    let mut object: RawObject = serde_json::from_str(result.get()).ok()?;
+/// `params` (read from `text`) as [`outgoing`] sends them, `Some(None)` when they go as they
+/// are; the client's progress token goes to `token`. `None`: a `_meta` that is no object.
+fn outgoing_params(
+    params: &Members<'_>,
+    text: &RawValue,
+    ours: &str,
+    legacy: bool,
+    progress: bool,
+    token: &mut Option<Box<str>>,
+) -> Option<Option<String>> {
+    let Some(index) = params.0.iter().position(|(k, _)| k == "_meta") else {
+        return Some(None);
+    };
+    let meta = params.0[index].1;
+    let fields = Members::of(meta)?;
+    let mut kept: Vec<(&str, &str)> = Vec::with_capacity(fields.0.len());
+    let mut changed = false;
+    for (key, value) in &fields.0 {
+        if legacy && key.starts_with("io.modelcontextprotocol/") {
+            changed = true;
+        } else if progress && key == "progressToken" {
+            *token = Some(value.get().into());
+            kept.push((key, ours));
+            changed = true;
+        } else {
+            kept.push((key, value.get()));
+        }
+    }
+    if kept.is_empty() {
+        // An emptied (or empty) `_meta` goes.
+        let others = params.0.iter().enumerate().filter(|(i, _)| *i != index);
+        return Some(Some(object_text(others.map(|(_, (k, v))| (k.as_ref(), v.get())))));
+    }
+    if !changed {
+        return Some(None);
+    }
+    let mut splice = Splice::new(text.get().as_bytes());
+    splice.replace(meta, object_text(kept).into_bytes())?;
+    String::from_utf8(splice.finish()?).ok().map(Some)
+}
+
+/// What 2026-07-28 requires of a `result` and it lacks, as members to add before its closing
+/// `}`: `"resultType":"complete"`, and for a `cacheable` one `"ttlMs":0` and
+/// `"cacheScope":"private"`. `None`: nothing to add, or no object.
+fn missing_members(result: &RawValue, cacheable: bool) -> Option<String> {
+    let object = Members::of(result)?;
     let mut missing = vec![("resultType", r#""complete""#)];
     if cacheable {
         missing.extend([("ttlMs", "0"), ("cacheScope", r#""private""#)]);
@@ -430,12 +469,17 @@ fn modern_result(result: &RawValue, cacheable: bool) -> Option<Box<RawValue>> {
     if missing.is_empty() {
         return None;
     }
+    let mut text = String::new();
     for (key, value) in missing {
-        object
-            .0
-            .push((key.to_owned(), RawValue::from_string(value.to_owned()).ok()?));
+        if !text.is_empty() || !object.0.is_empty() {
+            text.push(',');
+        }
+        text.push('"');
+        text.push_str(key);
+        text.push_str(r#"":"#);
+        text.push_str(value);
     }
-    serde_json::value::to_raw_value(&object).ok()
+    Some(text)
 }
 
 /// The gateway's answer to a request a backend sent on a 2026-07-28 client's behalf.
@@ -455,6 +499,9 @@ pub(crate) fn answer_backend_request(id: &str, method: &str) -> Bytes {
     }
     Bytes::from(text)
 }
+
+#[cfg(test)]
+mod splices;
 
 #[cfg(test)]
 mod tests {
