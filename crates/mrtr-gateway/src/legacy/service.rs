@@ -232,6 +232,13 @@ fn named(
     answer
 }
 
+/// A session's own answer (its end, its `GET` stream): `@gateway` in the access line and the
+/// metrics when the front served it, like `initialize`; a refusal stays `-`.
+fn own(answer: Response<LegacyBody>) -> Response<LegacyBody> {
+    let served = answer.status().is_success();
+    named(answer, None, served)
+}
+
 impl DualEraLayer {
     async fn handle<S, B, RB>(self, inner: S, request: Request<B>) -> Response<Either<RB, LegacyBody>>
     where
@@ -245,19 +252,13 @@ impl DualEraLayer {
         match *request.method() {
             Method::POST if !enabled => return forward(inner, request.map(Either::Left)).await,
             Method::POST => {}
-            // The front's own answers (a session's end, its GET stream): `@gateway` in the access
-            // line and the metrics when it served them, like `initialize`; a refusal stays `-`.
             Method::DELETE if with_session => {
                 let (parts, _) = request.into_parts();
-                let answer = self.delete(&parts);
-                let served = answer.status().is_success();
-                return legacy(named(answer, None, served));
+                return legacy(own(self.delete(&parts)));
             }
             Method::GET if with_session => {
                 let (parts, _) = request.into_parts();
-                let answer = self.standalone(inner, parts);
-                let served = answer.status().is_success();
-                return legacy(named(answer, None, served));
+                return legacy(own(self.standalone(inner, parts)));
             }
             _ => return legacy(method_not_allowed(with_session)),
         }

@@ -42,7 +42,9 @@ use sha2::{Digest, Sha256};
 use super::catalog::Kind;
 use crate::audit::{Audit, DefinitionChange};
 use crate::jsonrpc::RawObject;
-use crate::store::{FleetPin, MAX_CLAIMS_PER_RUN, OnStoreError, PinClaim, SharedStore};
+use crate::store::{MAX_CLAIMS_PER_RUN, SharedStore};
+
+mod claims;
 
 /// What pinning does with a definition that differs from its pin.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -330,16 +332,6 @@ impl Pins {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether the next listing must be observed even if no backend's answer changed: with a
-    /// shared store, pins learned while it did not answer wait for a claim, or the store came
-    /// back since the last claims (a merged list kept from before is then merged again).
-    pub(crate) fn claims_pending(&self) -> bool {
-        self.fleet.as_ref().is_some_and(|fleet| {
-            fleet.health().recoveries() != self.claimed_at.load(Ordering::Relaxed)
-                || !lock(&self.unconfirmed).is_empty()
-        })
-    }
-
     /// Whether a definition can be withheld (`mode = "enforce"`); under `warn` nothing is.
     pub(crate) fn enforcing(&self) -> bool {
         self.mode == PinMode::Enforce
@@ -423,42 +415,6 @@ impl Pins {
                 // Read after the claims, so that their own first answer is no recovery.
                 self.claimed_at
                     .store(fleet.health().recoveries(), Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Claims `batch` (keys, and the pin this replica would set) in the shared store, keeps the
-    /// fleet's pin of each and reports what differs from it; without an answer, keeps this
-    /// replica's own until the next listing claims it again.
-    async fn claim(&self, fleet: &SharedStore, batch: &[(Key, Pin)]) {
-        let claims: Vec<PinClaim> = batch
-            .iter()
-            .map(|((backend, kind, name), pin)| PinClaim {
-                backend: backend.clone(),
-                kind: kind.label(),
-                name: name.clone(),
-                digest: pin.digest.clone(),
-                definition: pin.definition.clone(),
-            })
-            .collect();
-        match fleet.claim_pins(&claims).await {
-            Ok(pins) => {
-                for ((key, _), FleetPin { digest, definition }) in batch.iter().zip(pins) {
-                    let pin = Pin { digest, definition };
-                    self.keep(&self.learned, key, pin.clone());
-                    lock(&self.unconfirmed).remove(key);
-                    let now = lock(&self.current).get(key).cloned();
-                    if let Some(now) = now.filter(|now| now.digest != pin.digest) {
-                        self.report(key, &pin, &now);
-                    }
-                }
-            }
-            Err(_) => {
-                for (key, pin) in batch {
-                    if self.keep(&self.learned, key, pin.clone()) {
-                        lock(&self.unconfirmed).insert(key.clone());
-                    }
-                }
             }
         }
     }
@@ -562,15 +518,6 @@ impl Pins {
             Some(_) if self.unconfirmed_denied(&key) => Some("not_pinned"),
             _ => None,
         }
-    }
-
-    /// Whether `key`'s pin was learned here while the store did not answer, with
-    /// `on-store-error = "deny"`: then it is not known to be the fleet's.
-    fn unconfirmed_denied(&self, key: &Key) -> bool {
-        self.fleet
-            .as_ref()
-            .is_some_and(|fleet| fleet.settings().on_store_error == OnStoreError::Deny)
-            && lock(&self.unconfirmed).contains(key)
     }
 
     /// The message refusing a call of a withheld definition.
