@@ -234,3 +234,45 @@ async fn a_store_that_never_answers_holds_no_request() -> anyhow::Result<()> {
     held.abort();
     stack.stop().await
 }
+
+/// A store that asks for a password: the gateway gives it from the variable `password-env`
+/// names (never from the file) and is admitted; without it, the store refuses the check, the
+/// limited call gets `on-store-error`'s answer (503) and `/readyz` says the store is down.
+#[tokio::test]
+async fn a_store_asking_for_a_password_gets_it_from_the_environment() -> anyhow::Result<()> {
+    const VARIABLE: &str = "MRTR_TEST_STORE_PASSWORD";
+    let redis = RedisServer::start_with_password("a-test-only-secret");
+    let (alpha, beta) = Stack::start(ResponseMode::Json, ResponseMode::Json).await?;
+    let file: toml::Table = toml::from_str(&format!(
+        "{FIVE_AN_HOUR}{}",
+        store_table(&redis, &format!("password-env = \"{VARIABLE}\"\ntimeout = 0.5"))
+    ))?;
+    let keys = keyring();
+    let mut gateways = Vec::new();
+    for password in [Some("a-test-only-secret"), None] {
+        let mut config = GatewayConfig::new(Stack::backends(&alpha, &beta));
+        config.settings.principal_header = Some("x-user".parse()?);
+        config.settings.health_interval = PositiveSeconds::from_secs(1);
+        config.settings.rate_limit = file["rate-limit"].clone().try_into()?;
+        config.settings.shared_store = Some(file["shared-store"].clone().try_into()?);
+        let env = move |name: &str| (name == VARIABLE).then(|| password.map(str::to_owned)).flatten();
+        let config = config.resolve_settings_in(&env).map_err(anyhow::Error::msg)?;
+        gateways.push(gateway(config, keys.clone()).await?);
+    }
+    let stack = Stack {
+        alpha,
+        beta,
+        gateways,
+    };
+    let with = send(&stack.gateways[0].url(), &whoami("alice")).await?;
+    assert!(admitted(&with), "with the password: {}", with.body);
+    let without = send(&stack.gateways[1].url(), &whoami("alice")).await?;
+    assert_eq!(without.status, 503, "without it: {}", without.body);
+    let readiness = stack.gateways[1].readiness();
+    eventually(TIMEOUT, "/readyz saying the store refused", || async {
+        let store = readiness.check().1["shared_store"].clone();
+        store["state"] == "down" && store["reason"] == "refused"
+    })
+    .await;
+    stack.stop().await
+}

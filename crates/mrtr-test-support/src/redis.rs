@@ -20,12 +20,23 @@ pub struct RedisServer {
     binary: PathBuf,
     port: u16,
     child: Option<Child>,
+    /// `requirepass`, when the server asks for one.
+    password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a port the system picks, and waits (within [`TIMEOUT`]) until it
     /// answers `PING`.
     pub fn start_new() -> Self {
+        Self::start_with(None)
+    }
+
+    /// [`start_new`](Self::start_new), the server asking for `password` (`--requirepass`).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_with(Some(password.to_owned()))
+    }
+
+    fn start_with(password: Option<String>) -> Self {
         let binary = std::env::var_os("MRTR_REDIS_SERVER")
             .map(PathBuf::from)
             .or_else(|| find_in_path("redis-server"))
@@ -41,6 +52,7 @@ impl RedisServer {
             binary,
             port,
             child: None,
+            password,
         };
         server.start();
         server
@@ -55,9 +67,14 @@ impl RedisServer {
     /// set, and waits until it answers.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "redis-server already runs");
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"]);
+        if let Some(password) = &self.password {
+            command.args(["--requirepass", password]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -82,7 +99,8 @@ impl RedisServer {
         }
     }
 
-    /// Whether a `PING` on a fresh connection gets `+PONG` within a second.
+    /// Whether a `PING` on a fresh connection (after `AUTH`, with a password) gets `+PONG`
+    /// within a second.
     fn answers(&self) -> bool {
         use std::io::{Read, Write};
         let address = SocketAddr::from(([127, 0, 0, 1], self.port));
@@ -90,10 +108,14 @@ impl RedisServer {
             return false;
         };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut answer = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok()
+        let (ask, expected): (String, &[u8]) = match &self.password {
+            Some(password) => (format!("AUTH {password}\r\nPING\r\n"), b"+OK\r\n+PONG\r\n"),
+            None => ("PING\r\n".to_owned(), b"+PONG\r\n"),
+        };
+        let mut answer = vec![0u8; expected.len()];
+        stream.write_all(ask.as_bytes()).is_ok()
             && stream.read_exact(&mut answer).is_ok()
-            && &answer == b"+PONG\r\n"
+            && answer == expected
     }
 }
 
