@@ -138,7 +138,7 @@ fn service_with(
         .layer(RequestMetricsLayer::new())
         .layer(AuditLayer::new(config.audit.clone()))
         .layer(mrtr_layer(config, keys, &proxies))
-        .service(Live(proxies))
+        .service(Live::new(proxies, config.reloadable))
 }
 
 /// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path (and the resource
@@ -200,19 +200,37 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle, proxies: &Proxies) ->
                 .map(|caller| caller.principal.to_string())
         });
     }
-    // Always in place: a reload may add a policy.
     let header = config.principal_header();
-    let proxies = proxies.clone();
-    layer.authorize(move |parts, method, target| {
-        let proxy = proxies.load();
-        let Some(policy) = proxy.policy() else {
-            return Ok(());
-        };
-        let caller = policy::caller_of(&parts.extensions, &parts.headers, header.as_ref());
-        let origin = target.and_then(|target| proxy.origin_of(method, target));
-        let origin = origin.as_ref().map(KnownOrigin::as_origin);
-        policy.authorize(caller.as_ref(), method, target, origin)
-    })
+    if config.reloadable {
+        // In place without a policy too: a reload may add one.
+        let proxies = proxies.clone();
+        layer.authorize(move |parts, method, target| {
+            authorize(&proxies.load(), header.as_ref(), parts, method, target)
+        })
+    } else if config.policy.is_some() {
+        let proxy = proxies.load_full();
+        layer
+            .authorize(move |parts, method, target| authorize(&proxy, header.as_ref(), parts, method, target))
+    } else {
+        layer
+    }
+}
+
+/// The check of a call by `proxy`'s policy, if it has one.
+fn authorize(
+    proxy: &Proxy,
+    header: Option<&http::HeaderName>,
+    parts: &http::request::Parts,
+    method: &str,
+    target: Option<&str>,
+) -> Result<(), tower_mrtr::Denied> {
+    let Some(policy) = proxy.policy() else {
+        return Ok(());
+    };
+    let caller = policy::caller_of(&parts.extensions, &parts.headers, header);
+    let origin = target.and_then(|target| proxy.origin_of(method, target));
+    let origin = origin.as_ref().map(KnownOrigin::as_origin);
+    policy.authorize(caller.as_ref(), method, target, origin)
 }
 
 /// A running gateway.

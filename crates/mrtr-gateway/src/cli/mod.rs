@@ -191,7 +191,10 @@ where
     }
     let file = path.map(|path| reload::ConfigFile::new(path, matches));
     resolve(settings, &env)
-        .map(|run| Command::Run(Box::new(Run { file, ..run })))
+        .map(|mut run| {
+            run.config.reloadable = file.is_some();
+            Command::Run(Box::new(Run { file, ..run }))
+        })
         .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
 }
 

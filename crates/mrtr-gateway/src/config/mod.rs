@@ -409,6 +409,9 @@ pub struct GatewayConfig {
     pub audit: Option<Arc<Audit>>,
     /// The pinned definitions (from `settings.pinning`); `None` with `mode = "off"`.
     pub pins: Option<Arc<Pins>>,
+    /// Whether the binary reloads the config file: the stack then reads the proxy in use per
+    /// request (`ops/live.rs`); otherwise it is fixed, at no cost.
+    pub(crate) reloadable: bool,
 }
 
 impl GatewayConfig {
@@ -431,6 +434,7 @@ impl GatewayConfig {
             shared_store: None,
             audit: None,
             pins: None,
+            reloadable: false,
         }
     }
 

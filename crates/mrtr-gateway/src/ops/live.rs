@@ -19,9 +19,26 @@ use crate::route::Proxy;
 pub(crate) type Proxies = Arc<ArcSwap<Proxy>>;
 
 /// The proxy in use as a service, the innermost of the stack ([`crate::McpStack`]): each
-/// request goes to the proxy in use when it arrives. Cheap to clone.
+/// request goes to the proxy in use when it arrives. Without a config file to reload, the proxy
+/// is fixed and no cell is read. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Live(pub(crate) Proxies);
+pub struct Live(Current);
+
+#[derive(Clone, Debug)]
+enum Current {
+    Fixed(Proxy),
+    Swapped(Proxies),
+}
+
+impl Live {
+    /// The proxy `proxies` holds: read per request when `reloadable`, else once, now.
+    pub(crate) fn new(proxies: Proxies, reloadable: bool) -> Self {
+        Self(match reloadable {
+            true => Current::Swapped(proxies),
+            false => Current::Fixed(Proxy::clone(&proxies.load())),
+        })
+    }
+}
 
 impl<R> Service<R> for Live
 where
@@ -37,6 +54,9 @@ where
     }
 
     fn call(&mut self, request: R) -> Self::Future {
-        Proxy::clone(&self.0.load()).call(request)
+        match &mut self.0 {
+            Current::Fixed(proxy) => proxy.call(request),
+            Current::Swapped(proxies) => Proxy::clone(&proxies.load()).call(request),
+        }
     }
 }
