@@ -95,7 +95,7 @@ async fn an_edit_adds_a_backend_and_a_deny_rule_and_a_broken_edit_keeps_them() {
     let v1 = format!(
         "{head}{}{}",
         backend("alpha", &alpha.url(), ""),
-        backend("old", &old.url(), "era = \"legacy\"")
+        backend("old", old.url(), "era = \"legacy\"")
     );
     std::fs::write(&path, &v1).unwrap();
     let gateway = gateway(&path);
@@ -145,11 +145,7 @@ async fn an_edit_adds_a_backend_and_a_deny_rule_and_a_broken_edit_keeps_them() {
 
     // Back to the first file, with a setting only a restart changes (SIGHUP reads it at once):
     // beta and the deny rule go, the reload interval stays, and the log says so.
-    std::fs::write(
-        &path,
-        &v1.replace("reload-interval = 1", "reload-interval = 3600"),
-    )
-    .unwrap();
+    std::fs::write(&path, v1.replace("reload-interval = 1", "reload-interval = 3600")).unwrap();
     gateway.signal("HUP");
     reloads(&gateway, "partial", 1.0).await;
     logged(&gateway, &["need a restart", "reload-interval"]).await;
