@@ -61,7 +61,7 @@ const DEFAULT_MAX_ROUNDS: NonZeroU16 = NonZeroU16::new(tower_mrtr::DEFAULT_MAX_R
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 #[non_exhaustive]
 pub struct Settings {
-    /// Read settings from this TOML file (keys named like these options, plus `[[backend]]` sections); options given here win. Re-read on SIGHUP and on change: backends, [[policy]], [[rate-limit]] and [oauth] apply at once, other settings at the next restart
+    /// Read settings from this TOML file (keys named like these options, plus `[[backend]]` sections); options given here win. Re-read on SIGHUP and on change: its backends, policy, rate-limit and oauth tables apply at once, other settings at the next restart
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
