@@ -33,7 +33,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -43,6 +45,7 @@ use tower_layer::Layer;
 use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::audit::{AuditLayer, Audited};
+use crate::auth::Authenticator;
 use crate::config::GatewayConfig;
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, Http, HttpLayer};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
@@ -51,6 +54,7 @@ use crate::front::shed::LoadShed;
 use crate::front::{Front, FrontLayer, MCP_PATH};
 use crate::legacy::{self, DualEra};
 use crate::observe::trace::Traces;
+use crate::ops::live::{Live, Proxies};
 use crate::ops::readiness::{self, Readiness, ReadyRule};
 use crate::policy;
 use crate::route::{KnownOrigin, Proxy};
@@ -60,11 +64,12 @@ use crate::store::SharedStore;
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it; `Calls` is what serves the
-/// modern calls (the MRTR layer and the proxy, with or without the audit trail around them).
-pub type McpStack<Calls = Audited<Mrtr<Proxy>>> = DualEra<RequestMetrics<Calls>>;
+/// modern calls (the MRTR layer and the proxy in use, with or without the audit trail around
+/// them).
+pub type McpStack<Calls = Audited<Mrtr<Live>>> = DualEra<RequestMetrics<Calls>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
-pub type GatewayService<Calls = Audited<Mrtr<Proxy>>> = Http<DecompressRequest<Front<McpStack<Calls>>>>;
+pub type GatewayService<Calls = Audited<Mrtr<Live>>> = Http<DecompressRequest<Front<McpStack<Calls>>>>;
 
 /// The gateway as one tower service serving [`MCP_PATH`] (see the
 /// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
@@ -94,7 +99,15 @@ pub type GatewayService<Calls = Audited<Mrtr<Proxy>>> = Http<DecompressRequest<F
 ///
 /// If `config.backends` is empty.
 pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr) -> GatewayService {
-    service_with(config, KeyringHandle::from_shared(keyring), proxy(config), listen)
+    let (proxies, auth) = live(config);
+    service_with(config, KeyringHandle::from_shared(keyring), proxies, auth, listen)
+}
+
+/// The cells a config reload swaps (`ops/live.rs`): the proxy, and the OAuth resource server.
+fn live(config: &GatewayConfig) -> (Proxies, Option<Arc<ArcSwap<Authenticator>>>) {
+    let proxies = Arc::new(ArcSwap::from_pointee(proxy(config)));
+    let auth = config.auth.clone().map(|auth| Arc::new(ArcSwap::new(auth)));
+    (proxies, auth)
 }
 
 /// Step 7: the proxy, with the principal header, the policy (lists filtered), the rate limits
@@ -111,15 +124,23 @@ fn proxy(config: &GatewayConfig) -> Proxy {
     .accountable(config.pins.clone(), config.audit.is_some())
 }
 
-/// [`service`] over an existing proxy, reading the keyring through `keys` (so that it can be
-/// replaced while the gateway runs), with the audit trail's collection point in the stack.
+/// [`service`] over the proxy `proxies` holds and the resource server `auth` holds, reading the
+/// keyring through `keys` (each can be replaced while the gateway runs), with the audit trail's
+/// collection point in the stack.
 fn service_with(
     config: &GatewayConfig,
     keys: KeyringHandle,
-    proxy: Proxy,
+    proxies: Proxies,
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
     listen: SocketAddr,
 ) -> GatewayService {
-    compose(config, keys, proxy, listen, AuditLayer::new(config.audit.clone()))
+    compose(
+        config,
+        keys,
+        (proxies, auth),
+        listen,
+        AuditLayer::new(config.audit.clone()),
+    )
 }
 
 /// The one place the stack is composed, with `calls` around the MRTR layer: the audit trail's
@@ -127,29 +148,33 @@ fn service_with(
 fn compose<L>(
     config: &GatewayConfig,
     keys: KeyringHandle,
-    proxy: Proxy,
+    (proxies, auth): (Proxies, Option<Arc<ArcSwap<Authenticator>>>),
     listen: SocketAddr,
     calls: L,
 ) -> GatewayService<L::Service>
 where
-    L: Layer<Mrtr<Proxy>>,
+    L: Layer<Mrtr<Live>>,
 {
     ServiceBuilder::new()
         .layer(HttpLayer)
         .layer(DecompressRequestLayer)
-        .layer(front_layer(config, listen))
+        .layer(front_layer(config, auth, listen))
         // One keyring handle for the legacy front and the MRTR layer, so a replaced keyring
         // reaches both.
         .layer(legacy_front(config, keys.clone()))
         .layer(RequestMetricsLayer::new())
         .layer(calls)
-        .layer(mrtr_layer(config, keys, &proxy))
-        .service(proxy)
+        .layer(mrtr_layer(config, keys, &proxies))
+        .service(Live::new(proxies, config.reloadable))
 }
 
 /// Step 3: shedding, the `Origin`/`Host`/media-type guard, the path (and the resource
 /// server's metadata), the bearer token, and the body deadline.
-fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
+fn front_layer(
+    config: &GatewayConfig,
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
+    listen: SocketAddr,
+) -> FrontLayer {
     let settings = &config.settings;
     let guard = Guard {
         origins: settings.origins(),
@@ -160,7 +185,7 @@ fn front_layer(config: &GatewayConfig, listen: SocketAddr) -> FrontLayer {
         LoadShed::new(settings.max_in_flight.get()),
         settings.request_body_timeout.into(),
     )
-    .authenticate(config.auth.clone())
+    .authenticate(auth)
     // With [oauth] the resource server names the principal itself.
     .require_principal(config.auth.is_none().then(|| config.principal_header()).flatten())
     .traced(config.traces.clone())
@@ -181,9 +206,9 @@ fn legacy_front(config: &GatewayConfig, keys: KeyringHandle) -> legacy::DualEraL
 }
 
 /// Step 6: the MRTR layer, with the configured expiry, body limit, round cap, audience, clock
-/// and principal, and the policy's check of calls (knowing from `proxy`'s catalog where a name
-/// comes from).
-fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle, proxy: &Proxy) -> MrtrLayer {
+/// and principal, and the policy's check of calls (the policy of the proxy in use, knowing from
+/// its catalog where a name comes from).
+fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle, proxies: &Proxies) -> MrtrLayer {
     let mut layer = MrtrLayer::with_keyring_handle(keys)
         .ttl(config.settings.envelope_ttl.into())
         .max_request_body(config.settings.max_request_body)
@@ -202,17 +227,37 @@ fn mrtr_layer(config: &GatewayConfig, keys: KeyringHandle, proxy: &Proxy) -> Mrt
                 .map(|caller| caller.principal.to_string())
         });
     }
-    if let Some(policy) = config.policy.clone() {
-        let header = config.principal_header();
-        let proxy = proxy.clone();
-        layer = layer.authorize(move |parts, method, target| {
-            let caller = policy::caller_of(&parts.extensions, &parts.headers, header.as_ref());
-            let origin = target.and_then(|target| proxy.origin_of(method, target));
-            let origin = origin.as_ref().map(KnownOrigin::as_origin);
-            policy.authorize(caller.as_ref(), method, target, origin)
-        });
+    let header = config.principal_header();
+    if config.reloadable {
+        // In place without a policy too: a reload may add one.
+        let proxies = proxies.clone();
+        layer.authorize(move |parts, method, target| {
+            authorize(&proxies.load(), header.as_ref(), parts, method, target)
+        })
+    } else if config.policy.is_some() {
+        let proxy = proxies.load_full();
+        layer
+            .authorize(move |parts, method, target| authorize(&proxy, header.as_ref(), parts, method, target))
+    } else {
+        layer
     }
-    layer
+}
+
+/// The check of a call by `proxy`'s policy, if it has one.
+fn authorize(
+    proxy: &Proxy,
+    header: Option<&http::HeaderName>,
+    parts: &http::request::Parts,
+    method: &str,
+    target: Option<&str>,
+) -> Result<(), tower_mrtr::Denied> {
+    let Some(policy) = proxy.policy() else {
+        return Ok(());
+    };
+    let caller = policy::caller_of(&parts.extensions, &parts.headers, header);
+    let origin = target.and_then(|target| proxy.origin_of(method, target));
+    let origin = origin.as_ref().map(KnownOrigin::as_origin);
+    policy.authorize(caller.as_ref(), method, target, origin)
 }
 
 /// A running gateway.
@@ -223,8 +268,11 @@ pub struct RunningGateway {
     stop: watch::Sender<bool>,
     task: JoinHandle<io::Result<()>>,
     probe: Option<JoinHandle<()>>,
-    /// Kept to close the sessions with `initialize`-era backends once the server stopped.
-    proxy: Proxy,
+    /// The proxy in use (replaced by [`reconfigure`](Self::reconfigure)); its sessions with
+    /// `initialize`-era backends are closed once the server stopped.
+    proxies: Proxies,
+    /// The OAuth resource server in use, with `[oauth]`.
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
     /// Flushed once the server stopped.
     traces: Option<Arc<Traces>>,
     /// Written out and flushed once the server stopped.
@@ -232,8 +280,9 @@ pub struct RunningGateway {
     keys: KeyringHandle,
     lifecycle: Lifecycle,
     accepting: Arc<AtomicBool>,
-    backends: Vec<Backend>,
     ready_rule: ReadyRule,
+    /// How long a backend a reload removed may finish its calls in flight.
+    retire_limit: Duration,
     /// The shared store, and the task that pings it so that `/readyz` stays current.
     store: Option<Arc<SharedStore>>,
     store_watch: Option<JoinHandle<()>>,
@@ -261,9 +310,9 @@ impl RunningGateway {
         &self.lifecycle
     }
 
-    /// The configured backends, with their health.
-    pub fn backends(&self) -> &[Backend] {
-        &self.backends
+    /// The backends in use, with their health.
+    pub fn backends(&self) -> Vec<Backend> {
+        self.proxies.load().backends().to_vec()
     }
 
     /// Which backends must be up for the gateway to be ready.
@@ -277,9 +326,19 @@ impl RunningGateway {
             keys: self.keys.clone(),
             accepting: self.accepting.clone(),
             lifecycle: self.lifecycle.clone(),
-            backends: self.backends.clone(),
+            proxies: self.proxies.clone(),
             rule: self.ready_rule,
             store: self.store.as_ref().map(|store| store.health().clone()),
+        }
+    }
+
+    /// What replaces this gateway's backends, policy, limits and resource server while it runs
+    /// (the binary's reload of the config file).
+    pub(crate) fn reconfigurer(&self) -> Reconfigurer {
+        Reconfigurer {
+            proxies: self.proxies.clone(),
+            auth: self.auth.clone(),
+            retire_limit: self.retire_limit,
         }
     }
 
@@ -305,7 +364,8 @@ impl RunningGateway {
         for task in [self.probe, self.store_watch].into_iter().flatten() {
             task.abort();
         }
-        self.proxy.upstreams().shutdown(self.proxy.backends()).await;
+        let proxy = self.proxies.load_full();
+        proxy.upstreams().shutdown(proxy.backends()).await;
         if let Some(traces) = self.traces {
             // The exporter's client blocks; off the runtime's threads.
             let _ = tokio::task::spawn_blocking(move || traces.flush()).await;
@@ -314,6 +374,100 @@ impl RunningGateway {
             let _ = tokio::task::spawn_blocking(move || audit.flush()).await;
         }
         served?
+    }
+}
+
+/// The cells of a running gateway that a reload replaces ([`RunningGateway::reconfigurer`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Reconfigurer {
+    proxies: Proxies,
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
+    retire_limit: Duration,
+}
+
+impl Reconfigurer {
+    /// The rate limits in use (a reload keeps the counts of those it does not change).
+    pub(crate) fn limits(&self) -> Option<Arc<crate::policy::RateLimits>> {
+        self.proxies.load().limits().cloned()
+    }
+
+    /// Serves `next`'s backends, `[[policy]]`, `[[rate-limit]]`s and `[oauth]` from now on, for
+    /// new requests (a reload of the config file; the binary has refused what needs a restart
+    /// and put the running values in `next`). A backend `same_spec` names and configured as
+    /// before keeps its connections, sessions, processes, health and, when every backend is
+    /// kept, the catalog; an added one is probed at once; a removed or changed one is shut down
+    /// once its calls in flight have ended. What changed, by backend name.
+    pub(crate) async fn reconfigure(
+        &self,
+        previous: &GatewayConfig,
+        next: &GatewayConfig,
+        same_spec: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Reconfigured {
+        let old = self.proxies.load_full();
+        let mut kept = Vec::new();
+        let backends: Vec<Backend> = next
+            .backends_with_defaults()
+            .into_iter()
+            .map(
+                |backend| match old.backends().iter().find(|o| o.name() == backend.name()) {
+                    Some(o) if same_spec(o.name()) && o.same_as(&backend) => {
+                        kept.push(backend.name().to_owned());
+                        o.clone()
+                    }
+                    _ => backend,
+                },
+            )
+            .collect();
+        let kept_one = |b: &Backend| kept.iter().any(|k| k == b.name());
+        let retired: Vec<Backend> = old.backends().iter().filter(|b| !kept_one(b)).cloned().collect();
+        let added: Vec<Backend> = backends.iter().filter(|b| !kept_one(b)).cloned().collect();
+        let same_order = old
+            .backends()
+            .iter()
+            .map(Backend::name)
+            .eq(backends.iter().map(Backend::name));
+        let ttl = (next.settings.catalog_ttl, previous.settings.catalog_ttl);
+        let catalog = (ttl.0.into(), same_order && retired.is_empty() && ttl.0 == ttl.1);
+        let timeout = next.settings.backend_timeout.into();
+        let proxy = old
+            .reconfigured(backends, &kept_one, catalog, timeout, next.principal_header())
+            .with_access(next.policy.clone(), next.rate_limits.clone());
+        if let (Some(cell), Some(auth)) = (&self.auth, &next.auth)
+            && !Arc::ptr_eq(&cell.load(), auth)
+        {
+            auth.load_keys().await;
+            cell.store(auth.clone());
+        }
+        self.proxies.store(Arc::new(proxy.clone()));
+        let changes = Reconfigured::between(&retired, &added);
+        let limit = self.retire_limit;
+        tokio::spawn(async move {
+            readiness::probe_once(&proxy, &added).await;
+            // `old` goes once the requests that hold it have ended too.
+            old.upstreams().retire(&retired, limit).await;
+        });
+        changes
+    }
+}
+
+/// What a [`Reconfigurer::reconfigure`] changed among the backends, by name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reconfigured {
+    pub(crate) added: Vec<String>,
+    pub(crate) removed: Vec<String>,
+    /// In both, configured otherwise.
+    pub(crate) changed: Vec<String>,
+}
+
+impl Reconfigured {
+    fn between(retired: &[Backend], added: &[Backend]) -> Self {
+        let names = |list: &[Backend]| list.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>();
+        let (retired, added) = (names(retired), names(added));
+        Self {
+            changed: added.iter().filter(|n| retired.contains(n)).cloned().collect(),
+            removed: retired.iter().filter(|n| !added.contains(n)).cloned().collect(),
+            added: added.into_iter().filter(|n| !retired.contains(n)).collect(),
+        }
     }
 }
 
@@ -351,10 +505,10 @@ pub async fn start_with_keys(
         // and the first request tries again.
         auth.load_keys().await;
     }
-    let proxy = proxy(&config);
+    let (proxies, auth) = live(&config);
     let probe = config
         .health_interval()
-        .map(|interval| tokio::spawn(readiness::probe(proxy.clone(), interval)));
+        .map(|interval| tokio::spawn(readiness::probe(proxies.clone(), interval)));
     let store = config.shared_store.clone();
     let store_watch = store
         .clone()
@@ -375,17 +529,13 @@ pub async fn start_with_keys(
     let served = keys.clone();
     let task = match &config.audit {
         Some(audit) => {
-            let app = compose(
-                &config,
-                served,
-                proxy.clone(),
-                addr,
-                AuditLayer::new(Some(audit.clone())),
-            );
+            let live = (proxies.clone(), auth.clone());
+            let app = compose(&config, served, live, addr, AuditLayer::new(Some(audit.clone())));
             tokio::spawn(server.serving(app).run())
         }
         None => {
-            let app = compose(&config, served, proxy.clone(), addr, Identity::new());
+            let live = (proxies.clone(), auth.clone());
+            let app = compose(&config, served, live, addr, Identity::new());
             tokio::spawn(server.serving(app).run())
         }
     };
@@ -395,14 +545,15 @@ pub async fn start_with_keys(
         stop,
         task,
         probe,
-        proxy,
+        proxies,
+        auth,
         traces: config.traces.clone(),
         audit: config.audit.clone(),
         keys,
         lifecycle,
         accepting,
-        backends: config.backends,
         ready_rule: config.settings.ready_backends,
+        retire_limit: config.settings.drain_timeout.into(),
         store,
         store_watch,
     })

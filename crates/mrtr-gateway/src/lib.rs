@@ -54,6 +54,7 @@ pub use config::{GatewayConfig, PositiveSeconds, Seconds, Settings};
 pub use front::{Front, FrontBody, FrontFuture, FrontLayer, MCP_PATH};
 pub use observe::logging::LogFormat;
 pub use observe::trace::Traces;
+pub use ops::live::Live;
 pub use ops::readiness::{Readiness, ReadyRule};
 pub use ops::{admin, reload};
 pub use route::Proxy;

@@ -10,6 +10,7 @@
 mod demo;
 mod file;
 mod pin;
+mod reload;
 mod run;
 
 use std::ffi::OsString;
@@ -62,7 +63,8 @@ OVERLOAD AND SLOW PEERS:
 SIGNALS:
   SIGTERM drains: /readyz turns 503, answers carry 'Connection: close', the listener closes after
   --drain-delay, and open requests and streams get until --drain-timeout; then exit 0.
-  SIGHUP re-reads the keys file, the listener certificate and the pins file.
+  SIGHUP re-reads the keys file, the listener certificate, the pins file and the config file
+  (backends, [[policy]], [[rate-limit]] and [oauth] apply; other settings need a restart).
 
 PINNING:
   mrtr-gateway pin --config FILE > pins.toml lists every configured backend's tools, prompts and
@@ -112,6 +114,8 @@ pub struct Run {
     pub keys: Option<Keys>,
     /// The gateway's configuration; `config.settings` holds every setting as given.
     pub config: GatewayConfig,
+    /// The `--config` file, re-read while the gateway runs (`reload.rs`).
+    file: Option<reload::ConfigFile>,
 }
 
 /// The program's command line: every [`Settings`] field as a flag, with the help texts above.
@@ -160,8 +164,9 @@ where
         config.settings = settings;
         return Ok(Command::Pin(Box::new(config)));
     }
-    let mut settings = match matches.get_one::<PathBuf>("config").cloned() {
-        Some(path) => match file::load(&path) {
+    let path = matches.get_one::<PathBuf>("config").cloned();
+    let settings = match &path {
+        Some(path) => match file::load(path) {
             Ok(settings) => settings,
             Err(message) => return Err(clap.error(clap::error::ErrorKind::ValueValidation, message)),
         },
@@ -179,8 +184,25 @@ where
     for id in defaulted {
         let _ = matches.try_clear_id(&id);
     }
+    let mut settings = merged(settings, &matches)?;
+    if settings.demo && !delay_given {
+        // No load balancer watches a demo's /readyz: a stop need not wait for one to notice.
+        settings.drain_delay = crate::config::Seconds::from_secs(0);
+    }
+    let file = path.map(|path| reload::ConfigFile::new(path, matches));
+    resolve(settings, &env)
+        .map(|mut run| {
+            run.config.reloadable = file.is_some();
+            Command::Run(Box::new(Run { file, ..run }))
+        })
+        .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
+}
+
+/// The file's `settings` with what the command line gave (`matches`, holding only that) over
+/// them.
+fn merged(mut settings: Settings, matches: &clap::ArgMatches) -> Result<Settings, clap::Error> {
     let file_store = settings.shared_store.take();
-    settings.update_from_arg_matches(&matches)?;
+    settings.update_from_arg_matches(matches)?;
     // `--shared-store URL` sets the url of the file's table, keeping its other keys.
     settings.shared_store = match (file_store, settings.shared_store.take()) {
         (Some(mut table), Some(given)) => {
@@ -189,13 +211,7 @@ where
         }
         (table, given) => given.or(table),
     };
-    if settings.demo && !delay_given {
-        // No load balancer watches a demo's /readyz: a stop need not wait for one to notice.
-        settings.drain_delay = crate::config::Seconds::from_secs(0);
-    }
-    resolve(settings, &env)
-        .map(|run| Command::Run(Box::new(run)))
-        .map_err(|message| clap.error(clap::error::ErrorKind::ValueValidation, message))
+    Ok(settings)
 }
 
 /// clap repeats a refused value in its message; a backend URL refused for carrying
@@ -245,24 +261,7 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
             "--demo needs the demo backends, which this build leaves out (cargo feature `demo`)".to_owned(),
         );
     }
-    let backends = resolve_backends(&settings, env)?;
-    if settings.principal_header.is_none()
-        && settings.oauth.is_none()
-        && let Some(backend) = backends
-            .iter()
-            .find(|b| b.command().is_some_and(|c| c.processes_per_principal().is_some()))
-    {
-        return Err(format!(
-            "backend {:?}: process-per-principal needs principal-header (the header that names each request's principal) or [oauth]",
-            backend.name()
-        ));
-    }
-    if backends.is_empty() && !settings.demo {
-        return Err(
-            "no backend: give --backend NAME=URL (at least once), [[backend]] in --config, or --demo"
-                .to_owned(),
-        );
-    }
+    let backends = checked_backends(&settings, env)?;
     let keys = match (
         &settings.keys_file,
         env(KEYS_ENV).filter(|k| !k.trim().is_empty()),
@@ -294,7 +293,39 @@ fn resolve(settings: Settings, env: &impl Fn(&str) -> Option<String>) -> Result<
     config.listener_tls = listener_tls;
     config.settings = settings;
     let config = config.resolve_settings_in(env)?;
-    Ok(Run { keys, config })
+    Ok(Run {
+        keys,
+        config,
+        file: None,
+    })
+}
+
+/// The backends `settings` configure, resolved and checked with the settings they depend on
+/// (at start and at each reload of the config file).
+fn checked_backends(
+    settings: &Settings,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<crate::upstream::Backend>, String> {
+    let backends = resolve_backends(settings, env)?;
+    if settings.principal_header.is_none()
+        && settings.oauth.is_none()
+        && let Some(backend) = backends
+            .iter()
+            .find(|b| b.command().is_some_and(|c| c.processes_per_principal().is_some()))
+    {
+        return Err(format!(
+            "backend {:?}: process-per-principal needs principal-header (the header that names each request's principal) or [oauth]",
+            backend.name()
+        ));
+    }
+    if backends.is_empty() && !settings.demo {
+        return Err(
+            "no backend: give --backend NAME=URL (at least once), [[backend]] in --config, or --demo"
+                .to_owned(),
+        );
+    }
+    settings.one_principal_source()?;
+    Ok(backends)
 }
 
 #[cfg(test)]

@@ -52,23 +52,33 @@ where
 /// Serves `run` until SIGTERM or Ctrl-C, then drains; what kept it from starting otherwise.
 async fn serve(run: Run) -> Result<(), String> {
     #[cfg_attr(not(feature = "demo"), allow(unused_mut))]
-    let Run { keys, mut config } = run;
+    let Run {
+        keys,
+        mut config,
+        file,
+    } = run;
     let settings = config.settings.clone();
     // Kept to the end: dropping it writes the access lines still gathered.
     let _log = logging::init(settings.log_format);
     // `parse` refuses --demo in a build without the demo backends.
     #[cfg(feature = "demo")]
-    let demo_servers = if settings.demo {
+    let (demo_servers, fixed) = if settings.demo {
         let started = demo::start_backends()
             .await
             .map_err(|error| format!("cannot start the demo backends: {error}"))?;
+        let count = started.backends.len();
         // Demo backends go first, so their resources win URI ties.
         let extra = std::mem::take(&mut config.backends);
         config.backends = started.backends.into_iter().chain(extra).collect();
-        started.servers
+        (started.servers, count)
     } else {
-        Vec::new()
+        (Vec::new(), 0)
     };
+    #[cfg(not(feature = "demo"))]
+    let fixed = 0;
+    // The backends the file does not name (--demo's) stay through reloads.
+    let fixed = config.backends[..fixed].to_vec();
+    let running = config.clone();
     let keys = keys_or_ephemeral(keys)?;
     // The recorder goes in before anything is counted.
     let prometheus = settings
@@ -106,6 +116,9 @@ async fn serve(run: Run) -> Result<(), String> {
     let pins_watcher = pins
         .filter(|pins| pins.file().is_some())
         .map(|pins| tokio::spawn(ops::pins::watch(pins, settings.reload_interval.into())));
+    let interval = settings.reload_interval.into();
+    let config_watcher =
+        file.map(|file| tokio::spawn(file.watch(gateway.reconfigurer(), running, fixed, interval)));
     let admin = match settings.admin_listen {
         None => None,
         Some(addr) => Some(
@@ -131,8 +144,8 @@ async fn serve(run: Run) -> Result<(), String> {
         tracing::warn!(%error, "the listener ended with an error");
     }
     watcher.abort();
-    if let Some(pins_watcher) = pins_watcher {
-        pins_watcher.abort();
+    for watcher in [pins_watcher, config_watcher].into_iter().flatten() {
+        watcher.abort();
     }
     if let Some(admin) = admin {
         let _ = admin.shutdown().await;

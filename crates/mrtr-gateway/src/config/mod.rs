@@ -61,7 +61,7 @@ const DEFAULT_MAX_ROUNDS: NonZeroU16 = NonZeroU16::new(tower_mrtr::DEFAULT_MAX_R
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 #[non_exhaustive]
 pub struct Settings {
-    /// Read settings from this TOML file (keys named like these options, plus `[[backend]]` sections); options given here win
+    /// Read settings from this TOML file (keys named like these options, plus `[[backend]]` sections); options given here win. Re-read on SIGHUP and on change: its backends, policy, rate-limit and oauth tables apply at once, other settings at the next restart
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -95,7 +95,7 @@ pub struct Settings {
     #[arg(long, value_name = "FILE")]
     pub keys_file: Option<PathBuf>,
 
-    /// How often the keys file and the listener certificate are checked for changes
+    /// How often the keys file, the listener certificate, the config file and the pins file are checked for changes
     #[arg(long, value_name = "SECONDS", default_value = "5")]
     pub reload_interval: PositiveSeconds,
 
@@ -361,6 +361,17 @@ impl Settings {
         }
     }
 
+    /// `[oauth]` and `principal-header` are exclusive: each names the principal.
+    pub(crate) fn one_principal_source(&self) -> Result<(), String> {
+        if self.oauth.is_some() && self.principal_header.is_some() {
+            return Err(
+                "principal-header and [oauth] are exclusive: with [oauth] the gateway verifies bearer tokens itself and takes the principal from a claim"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
     /// How the gateway drains.
     pub fn drain(&self) -> DrainConfig {
         DrainConfig {
@@ -398,6 +409,9 @@ pub struct GatewayConfig {
     pub audit: Option<Arc<Audit>>,
     /// The pinned definitions (from `settings.pinning`); `None` with `mode = "off"`.
     pub pins: Option<Arc<Pins>>,
+    /// Whether the binary reloads the config file: the stack then reads the proxy in use per
+    /// request (`ops/live.rs`); otherwise it is fixed, at no cost.
+    pub(crate) reloadable: bool,
 }
 
 impl GatewayConfig {
@@ -420,6 +434,7 @@ impl GatewayConfig {
             shared_store: None,
             audit: None,
             pins: None,
+            reloadable: false,
         }
     }
 
@@ -436,12 +451,7 @@ impl GatewayConfig {
     /// store's password) through `env`.
     pub fn resolve_settings_in(mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         let settings = &self.settings;
-        if settings.oauth.is_some() && settings.principal_header.is_some() {
-            return Err(
-                "principal-header and [oauth] are exclusive: with [oauth] the gateway verifies bearer tokens itself and takes the principal from a claim"
-                    .to_owned(),
-            );
-        }
+        settings.one_principal_source()?;
         self.auth = settings.oauth.clone().map(Authenticator::new).transpose()?;
         self.policy = if settings.policy.is_empty() {
             None
@@ -453,14 +463,7 @@ impl GatewayConfig {
             .clone()
             .map(|store| SharedStore::new(store, env))
             .transpose()?;
-        self.rate_limits = match (&self.shared_store, settings.rate_limit.is_empty()) {
-            (None, true) => None,
-            (None, false) => Some(Arc::new(RateLimits::new(settings.rate_limit.clone())?)),
-            // With a store the proxy asks it even without limits: single use.
-            (Some(store), _) => Some(Arc::new(
-                RateLimits::new(settings.rate_limit.clone())?.with_store(store.clone()),
-            )),
-        };
+        self.rate_limits = rate_limits(&settings.rate_limit, self.shared_store.as_ref(), None)?;
         self.traces = settings.otlp_endpoint.as_deref().map(Traces::otlp).transpose()?;
         let otlp = settings.otlp_endpoint.as_deref();
         self.audit = settings
@@ -473,6 +476,38 @@ impl GatewayConfig {
             None => None,
         };
         Ok(self)
+    }
+
+    /// The configuration a reload of the config file makes of this one: `settings` and
+    /// `backends` (resolved by the binary), with `[oauth]`, `[[policy]]` and `[[rate-limit]]`
+    /// built anew (limits unchanged since `previous` keep its counts; an unchanged `[oauth]`
+    /// keeps its resource server and the issuer's keys it holds). What needs a restart (the
+    /// listener's TLS, the shared store, traces, the audit trail, the pins) stays this one's:
+    /// the caller has put the running values of such settings into `settings`.
+    pub(crate) fn reloaded(
+        &self,
+        settings: Settings,
+        backends: Vec<Backend>,
+        previous: Option<&RateLimits>,
+    ) -> Result<Self, String> {
+        let auth = match (&settings.oauth, &self.settings.oauth) {
+            (Some(next), Some(now)) if format!("{next:?}") == format!("{now:?}") => self.auth.clone(),
+            (oauth, _) => oauth.clone().map(Authenticator::new).transpose()?,
+        };
+        let policy = if settings.policy.is_empty() {
+            None
+        } else {
+            Some(Arc::new(Policy::new(settings.policy.clone())?))
+        };
+        let rate_limits = rate_limits(&settings.rate_limit, self.shared_store.as_ref(), previous)?;
+        Ok(Self {
+            settings,
+            backends,
+            auth,
+            policy,
+            rate_limits,
+            ..self.clone()
+        })
     }
 
     /// The header that names each request's principal: `principal-header`, or with `[oauth]`
@@ -518,6 +553,27 @@ impl GatewayConfig {
     pub(crate) fn health_interval(&self) -> Option<Duration> {
         self.settings.health_interval.map(Duration::from)
     }
+}
+
+/// The rate limits of `specs`, counted in `store` when there is one, with `previous`'s counts
+/// for the limits unchanged since (a reload).
+fn rate_limits(
+    specs: &[RateLimitSpec],
+    store: Option<&Arc<SharedStore>>,
+    previous: Option<&RateLimits>,
+) -> Result<Option<Arc<RateLimits>>, String> {
+    // With a store the proxy asks it even without limits: single use.
+    if specs.is_empty() && store.is_none() {
+        return Ok(None);
+    }
+    let mut limits = RateLimits::new(specs.to_vec())?;
+    if let Some(store) = store {
+        limits = limits.with_store(store.clone());
+    }
+    if let Some(previous) = previous {
+        limits = limits.carrying(previous);
+    }
+    Ok(Some(Arc::new(limits)))
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use futures_util::TryFutureExt;
 use futures_util::future::{Either as EitherFuture, MapOk};
@@ -61,7 +62,8 @@ pub struct FrontLayer {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
-    auth: Option<Arc<Authenticator>>,
+    /// The resource server in use (a config reload replaces it).
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
     audit: Option<Arc<Audit>>,
@@ -84,7 +86,7 @@ impl FrontLayer {
 
     /// Checks every request to `/mcp` with the OAuth resource server `auth` (after the guard),
     /// and serves its metadata at the well-known path.
-    pub(crate) fn authenticate(mut self, auth: Option<Arc<Authenticator>>) -> Self {
+    pub(crate) fn authenticate(mut self, auth: Option<Arc<ArcSwap<Authenticator>>>) -> Self {
         self.auth = auth;
         self
     }
@@ -135,7 +137,8 @@ pub struct Front<S> {
     guard: Arc<Guard>,
     shed: LoadShed,
     body_timeout: Duration,
-    auth: Option<Arc<Authenticator>>,
+    /// The resource server in use (a config reload replaces it).
+    auth: Option<Arc<ArcSwap<Authenticator>>>,
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
     audit: Option<Arc<Audit>>,
@@ -244,8 +247,10 @@ where
         if let Err(refusal) = self.guard.check(&request) {
             return own(refusal.into_response(), entry, unread_body(&request));
         }
+        // Read once: the request is checked by the resource server in use when it came.
+        let auth = self.auth.as_ref().map(|cell| cell.load_full());
         if request.uri().path() != MCP_PATH {
-            if let Some(auth) = &self.auth
+            if let Some(auth) = &auth
                 && auth.is_metadata_path(request.uri().path())
             {
                 return own(auth.metadata(request.method()), entry, unread_body(&request));
@@ -264,7 +269,7 @@ where
                 ..own(no_principal(unreadable), entry, close)
             };
         }
-        if let Some(auth) = &self.auth {
+        if let Some(auth) = &auth {
             match auth.check(&mut request, false) {
                 Check::Passed => {}
                 Check::Refused(refusal) => {

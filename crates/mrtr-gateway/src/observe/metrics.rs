@@ -48,6 +48,10 @@ pub(crate) const KEYRING_ACTIVE_KEY: &str = "mrtr_gateway_keyring_active_key";
 pub(crate) const KEYRING_KEYS: &str = "mrtr_gateway_keyring_keys";
 /// Counter: listener certificate reloads, by `result` (`ok`, `failed`).
 pub(crate) const TLS_RELOADS_TOTAL: &str = "mrtr_gateway_tls_reloads_total";
+/// Counter: reloads of the config file, by `result` (`ok`; `partial`: applied, but settings
+/// that need a restart kept their running values; `failed`: the file did not parse or validate,
+/// nothing changed).
+pub(crate) const CONFIG_RELOADS_TOTAL: &str = "mrtr_gateway_config_reloads_total";
 /// Gauge: 1 from SIGTERM until exit.
 pub(crate) const DRAINING: &str = "mrtr_gateway_draining";
 /// Counter: requests answered 503 because `--max-in-flight` requests were in flight.
@@ -292,6 +296,7 @@ pub(crate) fn describe() {
     describe_gauge!(KEYRING_ACTIVE_KEY, "1 for the key id that seals new envelopes");
     describe_gauge!(KEYRING_KEYS, "Keys in the keyring (every one opens envelopes)");
     describe_counter!(TLS_RELOADS_TOTAL, "Listener certificate reloads, by result");
+    describe_counter!(CONFIG_RELOADS_TOTAL, "Config file reloads, by result");
     describe_gauge!(DRAINING, "1 while the gateway drains before exiting");
     describe_gauge!(OPEN_CONNECTIONS, "Client connections open on the MCP listener");
     describe_counter!(
@@ -413,6 +418,11 @@ pub(crate) fn keyring_loaded(active: &str, keys: usize, previous_kid: Option<&st
 pub(crate) fn tls_reloaded(ok: bool) {
     let result = if ok { "ok" } else { "failed" };
     metrics::counter!(TLS_RELOADS_TOTAL, "result" => result).increment(1);
+}
+
+/// Records the outcome of a config file reload (`ok`, `partial`, `failed`).
+pub(crate) fn config_reloaded(result: &'static str) {
+    metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(1);
 }
 
 /// Records whether `backend` was usable at its last probe.

@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tower_mrtr::KeyringHandle;
 
+use super::live::Proxies;
 use crate::route::Proxy;
 use crate::serve::drain::Lifecycle;
 use crate::store::StoreHealth;
@@ -78,7 +79,8 @@ pub struct Readiness {
     /// True while the MCP listener accepts connections.
     pub(crate) accepting: Arc<AtomicBool>,
     pub(crate) lifecycle: Lifecycle,
-    pub(crate) backends: Vec<Backend>,
+    /// The proxy in use, whose backends are judged.
+    pub(crate) proxies: Proxies,
     pub(crate) rule: ReadyRule,
     /// The shared store's health, when there is one.
     pub(crate) store: Option<Arc<StoreHealth>>,
@@ -98,15 +100,16 @@ impl Readiness {
         if draining {
             reasons.push("draining".to_owned());
         }
-        let states: Vec<Option<bool>> = self.backends.iter().map(|b| b.health().is_up()).collect();
+        let proxy = self.proxies.load();
+        let states: Vec<Option<bool>> = proxy.backends().iter().map(|b| b.health().is_up()).collect();
         let up = states.iter().filter(|s| **s == Some(true)).count();
         let backends_ok = match self.rule {
             ReadyRule::Any => up > 0,
             ReadyRule::All => up == states.len(),
         };
         if !backends_ok {
-            let not_up: Vec<&str> = self
-                .backends
+            let not_up: Vec<&str> = proxy
+                .backends()
                 .iter()
                 .zip(&states)
                 .filter(|(_, s)| **s != Some(true))
@@ -117,8 +120,8 @@ impl Readiness {
                 ReadyRule::All => format!("backends not usable at their last probe: {}", not_up.join(", ")),
             });
         }
-        let backends: serde_json::Map<String, Value> = self
-            .backends
+        let backends: serde_json::Map<String, Value> = proxy
+            .backends()
             .iter()
             .map(|b| (b.name().to_owned(), b.health().to_json()))
             .collect();
@@ -139,21 +142,28 @@ impl Readiness {
     }
 }
 
-/// Probes every backend of `proxy` now and then every `interval`, forever
+/// Probes every backend of the proxy in use now and then every `interval`, forever
 /// (spawn it; abort the task to stop). The outcomes land in each backend's [`BackendHealth`](crate::upstream::health::BackendHealth).
-pub(crate) async fn probe(proxy: Proxy, interval: Duration) {
+pub(crate) async fn probe(proxies: Proxies, interval: Duration) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let upstreams = proxy.upstreams();
-        let probes = proxy.backends().iter().map(|backend| async {
-            let outcome = upstreams.detect(backend).await;
-            backend.health().record(backend.name(), outcome);
-        });
-        futures_util::future::join_all(probes).await;
-        upstreams.sweep(proxy.backends(), IDLE_TIMEOUT).await;
+        let proxy = proxies.load_full();
+        probe_once(&proxy, proxy.backends()).await;
+        proxy.upstreams().sweep(proxy.backends(), IDLE_TIMEOUT).await;
     }
+}
+
+/// Probes `backends` of `proxy` once (a reload probes the backends it added at once, so that
+/// `/readyz` need not wait for the next round to judge them).
+pub(crate) async fn probe_once(proxy: &Proxy, backends: &[Backend]) {
+    let upstreams = proxy.upstreams();
+    let probes = backends.iter().map(|backend| async {
+        let outcome = upstreams.detect(backend).await;
+        backend.health().record(backend.name(), outcome);
+    });
+    futures_util::future::join_all(probes).await;
 }
 
 #[cfg(test)]

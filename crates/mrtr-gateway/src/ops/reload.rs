@@ -50,9 +50,11 @@ pub enum Reloaded {
     Failed(String),
 }
 
-type Fingerprint = [u8; 32];
+/// A SHA-256 of a file's content (and its parts' lengths).
+pub(crate) type Fingerprint = [u8; 32];
 
-fn fingerprint(parts: &[&[u8]]) -> Fingerprint {
+/// The [`Fingerprint`] of `parts`.
+pub(crate) fn fingerprint(parts: &[&[u8]]) -> Fingerprint {
     let mut hash = Sha256::new();
     for part in parts {
         hash.update((part.len() as u64).to_be_bytes());

@@ -135,7 +135,8 @@ impl<'a> Charge<'a> {
 pub(super) struct Limit {
     pub(super) per: Per,
     tools: Vec<String>,
-    buckets: DefaultKeyedRateLimiter<(Box<str>, Box<str>)>,
+    /// Shared with the next configuration's when a reload keeps the limit as it is.
+    buckets: Arc<DefaultKeyedRateLimiter<(Box<str>, Box<str>)>>,
     /// In a shared store's keys: the name, and a digest of what the limit is, so that a limit
     /// changed in any way starts clean there.
     pub(super) name: String,
@@ -183,7 +184,7 @@ pub struct RateLimits {
     clock: DefaultClock,
     checks: AtomicU64,
     /// The envelopes retries presented, to tell a replay from a first use.
-    uses: FirstUses,
+    uses: Arc<FirstUses>,
     /// With a shared store, where the limits are counted instead (`fleet.rs`).
     pub(super) store: Option<Arc<SharedStore>>,
 }
@@ -234,7 +235,7 @@ impl RateLimits {
                     burst: burst.get(),
                     per: spec.per,
                     tools: spec.tools,
-                    buckets: DefaultKeyedRateLimiter::keyed(quota),
+                    buckets: Arc::new(DefaultKeyedRateLimiter::keyed(quota)),
                 })
             })
             .collect::<Result<_, String>>()?;
@@ -242,7 +243,7 @@ impl RateLimits {
             limits,
             clock: DefaultClock::default(),
             checks: AtomicU64::new(0),
-            uses: FirstUses::default(),
+            uses: Arc::default(),
             store: None,
         })
     }
@@ -251,6 +252,20 @@ impl RateLimits {
     /// state opened at most once there); see `fleet.rs`.
     pub fn with_store(mut self, store: Arc<SharedStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// These limits after a config reload: every limit that is the same as one of `previous`
+    /// (its name and what it is) keeps its counts, and the envelopes retries presented stay
+    /// known; a changed or new limit starts with full buckets.
+    pub(crate) fn carrying(mut self, previous: &RateLimits) -> Self {
+        for limit in &mut self.limits {
+            let same = |old: &&Limit| old.name == limit.name && old.version == limit.version;
+            if let Some(old) = previous.limits.iter().find(same) {
+                limit.buckets = old.buckets.clone();
+            }
+        }
+        self.uses = previous.uses.clone();
         self
     }
 

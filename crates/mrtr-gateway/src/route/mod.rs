@@ -83,7 +83,8 @@ struct Inner {
     backends: Vec<Backend>,
     /// Every backend's door (`upstream/`).
     upstreams: Upstreams,
-    catalog: Catalog,
+    /// Shared with the next configuration's when a reload keeps every backend.
+    catalog: Arc<Catalog>,
     /// The last merged list of each kind (`merged.rs`).
     merged: MergedLists,
     server_info: Value,
@@ -121,12 +122,57 @@ impl Proxy {
         assert!(!backends.is_empty(), "a proxy needs at least one backend");
         let names = backends.iter().map(|b| b.name().to_owned()).collect();
         let upstreams = Upstreams::new(&backends, response_timeout);
+        Self::over(
+            backends,
+            upstreams,
+            Arc::new(Catalog::new(names, catalog_ttl)),
+            principal_header,
+        )
+    }
+
+    /// The proxy of a reloaded configuration, over `backends` (at least one): the backends
+    /// `kept` names keep this proxy's doors (connection pools, sessions, processes), and with
+    /// `same_catalog` (the same backends, the same TTL) its catalog too; a new catalog is listed
+    /// afresh, as exposed names depend on every backend. Spans, pins and the audit notes are
+    /// this proxy's; give the policy and limits with [`with_access`](Self::with_access).
+    pub(crate) fn reconfigured(
+        &self,
+        backends: Vec<Backend>,
+        kept: &dyn Fn(&Backend) -> bool,
+        (catalog_ttl, same_catalog): (Duration, bool),
+        response_timeout: Duration,
+        principal_header: Option<HeaderName>,
+    ) -> Self {
+        assert!(!backends.is_empty(), "a proxy needs at least one backend");
+        let previous = &self.inner;
+        let upstreams = Upstreams::carrying(Some(&previous.upstreams), &backends, kept, response_timeout);
+        let catalog = if same_catalog {
+            previous.catalog.clone()
+        } else {
+            let names = backends.iter().map(|b| b.name().to_owned()).collect();
+            Arc::new(Catalog::new(names, catalog_ttl))
+        };
+        let mut next = Self::over(backends, upstreams, catalog, principal_header);
+        // What needs a restart to change stays as it was.
+        let inner = Arc::get_mut(&mut next.inner).expect("a new proxy");
+        inner.traced = previous.traced;
+        inner.pins = previous.pins.clone();
+        inner.audited = previous.audited;
+        next
+    }
+
+    fn over(
+        backends: Vec<Backend>,
+        upstreams: Upstreams,
+        catalog: Arc<Catalog>,
+        principal_header: Option<HeaderName>,
+    ) -> Self {
         let server_info = serde_json::json!({ "name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION") });
         Self {
             inner: Arc::new(Inner {
                 backends,
                 upstreams,
-                catalog: Catalog::new(names, catalog_ttl),
+                catalog,
                 merged: MergedLists::new(),
                 server_info_json: server_info.to_string().into(),
                 server_info,
@@ -185,6 +231,16 @@ impl Proxy {
     /// The configured backends.
     pub fn backends(&self) -> &[Backend] {
         &self.inner.backends
+    }
+
+    /// The policy lists are filtered by (and the MRTR layer's check reads).
+    pub(crate) fn policy(&self) -> Option<&Arc<Policy>> {
+        self.inner.policy.as_ref()
+    }
+
+    /// The rate limits requests are counted against.
+    pub(crate) fn limits(&self) -> Option<&Arc<RateLimits>> {
+        self.inner.limits.as_ref()
     }
 
     /// Where the tool or prompt a `tools/call` or `prompts/get` of `target` names comes from, as

@@ -308,6 +308,25 @@ impl Backend {
         &self.headers
     }
 
+    /// Whether `other` is configured as this backend is (a config reload keeps its doors and
+    /// health then): the same name, address, timeouts, headers and era, and TLS either on for
+    /// both or off for both (the caller compares the TLS files' names; their content is read
+    /// when a backend's table changes).
+    pub(crate) fn same_as(&self, other: &Backend) -> bool {
+        let address = match (&self.address, &other.address) {
+            (Address::Http { url, .. }, Address::Http { url: other, .. }) => url == other,
+            (Address::Stdio(command), Address::Stdio(other)) => command == other,
+            _ => false,
+        };
+        address
+            && self.route == other.route
+            && (self.timeout, self.idle_timeout, self.stall_timeout)
+                == (other.timeout, other.idle_timeout, other.stall_timeout)
+            && self.headers == other.headers
+            && self.era == other.era
+            && self.tls.is_some() == other.tls.is_some()
+    }
+
     /// The backend's name.
     pub fn name(&self) -> &str {
         self.route.as_str()

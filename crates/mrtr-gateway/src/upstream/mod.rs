@@ -74,12 +74,30 @@ impl Upstreams {
     /// The doors to `backends`; answers are waited for at most `response_timeout`, unless a
     /// backend has its own.
     pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
-        let forwarder = Forwarder::new(backends, response_timeout);
+        Self::carrying(None, backends, &|_| false, response_timeout)
+    }
+
+    /// The doors to `backends` after a config reload: those `kept` names (unchanged backends)
+    /// keep `previous`'s connection pools, sessions and processes; the others get new ones.
+    pub(crate) fn carrying(
+        previous: Option<&Self>,
+        backends: &[Backend],
+        kept: &dyn Fn(&Backend) -> bool,
+        response_timeout: Duration,
+    ) -> Self {
+        let forwarder = Forwarder::carrying(previous.map(|p| &p.forwarder), backends, kept, response_timeout);
         Self {
-            sessions: Sessions::new(backends, forwarder.clone()),
-            stdio: StdioBackends::new(backends, response_timeout),
+            sessions: Sessions::carrying(previous.map(|p| &p.sessions), backends, kept, forwarder.clone()),
+            stdio: StdioBackends::carrying(previous.map(|p| &p.stdio), backends, kept, response_timeout),
             forwarder,
         }
+    }
+
+    /// Shuts the doors of `removed` backends (a config reload dropped them): their sessions
+    /// closed, their processes stopped once their calls in flight ended (or after `limit`).
+    pub(crate) async fn retire(&self, removed: &[Backend], limit: Duration) {
+        self.stdio.retire(removed, limit).await;
+        self.sessions.sweep(removed, Duration::ZERO).await;
     }
 
     /// How long an answer is waited for, unless a backend has its own timeout.

@@ -6,6 +6,7 @@ mod access_log;
 mod audit_sink;
 mod backend_eras;
 mod backend_health;
+mod config_reload;
 mod credentials;
 mod drain;
 mod http_layers;

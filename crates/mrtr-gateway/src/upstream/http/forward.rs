@@ -114,11 +114,34 @@ impl Pools {
 }
 
 impl Forwarder {
-    /// Clients for `backends`, waiting at most `response_timeout` (unless a backend has its own)
-    /// for a response head.
+    /// Clients for `backends` (tests).
+    #[cfg(test)]
     pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+        Self::carrying(None, backends, &|_| false, response_timeout)
+    }
+
+    /// Clients for `backends`, waiting at most `response_timeout` (unless a backend has its own)
+    /// for a response head; the backends `kept` names (a config reload) share `previous`'s
+    /// clients (their idle connections, their metrics' handles).
+    pub(crate) fn carrying(
+        previous: Option<&Self>,
+        backends: &[Backend],
+        kept: &dyn Fn(&Backend) -> bool,
+        response_timeout: Duration,
+    ) -> Self {
+        let old = |backend: &Backend| {
+            let previous = previous.filter(|_| kept(backend))?;
+            previous
+                .pools
+                .iter()
+                .find(|p| p.route == *backend.route())
+                .cloned()
+        };
         Self {
-            pools: backends.iter().map(Pools::new).collect(),
+            pools: backends
+                .iter()
+                .map(|b| old(b).unwrap_or_else(|| Pools::new(b)))
+                .collect(),
             response_timeout,
         }
     }

@@ -47,6 +47,7 @@ mod pool;
 pub(crate) mod probe;
 mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -84,7 +85,8 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Debug)]
 pub(crate) struct Sessions {
     forwarder: Forwarder,
-    pools: Vec<(Route, Pool)>,
+    /// Shared with the sessions of the next configuration for a backend a reload kept.
+    pools: Vec<(Route, Arc<Pool>)>,
 }
 
 /// What a backend answered a request sent in a session.
@@ -103,14 +105,28 @@ fn no_session() -> UpstreamError {
 }
 
 impl Sessions {
-    /// Empty pools for `backends`, over `forwarder`'s connections: sessions keyed by the
-    /// principal each request is relayed for.
-    pub(crate) fn new(backends: &[Backend], forwarder: Forwarder) -> Self {
+    /// Pools for `backends`, over `forwarder`'s connections: sessions keyed by the principal
+    /// each request is relayed for; `previous`'s sessions are kept for the backends `kept` names
+    /// (a config reload), the others start empty.
+    pub(crate) fn carrying(
+        previous: Option<&Self>,
+        backends: &[Backend],
+        kept: &dyn Fn(&Backend) -> bool,
+        forwarder: Forwarder,
+    ) -> Self {
+        let old = |backend: &Backend| {
+            let previous = previous.filter(|_| kept(backend))?;
+            previous
+                .pools
+                .iter()
+                .find(|(route, _)| route == backend.route())
+                .map(|(_, pool)| pool.clone())
+        };
         Self {
             forwarder,
             pools: backends
                 .iter()
-                .map(|b| (b.route().clone(), Pool::default()))
+                .map(|b| (b.route().clone(), old(b).unwrap_or_default()))
                 .collect(),
         }
     }
@@ -119,7 +135,7 @@ impl Sessions {
         self.pools
             .iter()
             .find(|(route, _)| route == backend.route())
-            .map(|(_, pool)| pool)
+            .map(|(_, pool)| &**pool)
     }
 
     /// The key's session with `backend`, opened if there is none yet.

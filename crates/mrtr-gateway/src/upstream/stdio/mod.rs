@@ -102,14 +102,19 @@ pub(crate) const DEFAULT_STDIO_STALL_TIMEOUT: Duration = Duration::from_secs(60)
 /// The processes of the stdio backends; see the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct StdioBackends {
-    processes: Vec<(Route, Processes)>,
+    /// Shared with the next configuration's for a backend a reload kept.
+    processes: Vec<(Route, Arc<Processes>)>,
     response_timeout: Duration,
 }
 
 impl Drop for StdioBackends {
     fn drop(&mut self) {
-        // A proxy dropped without a stop does not leave its processes running.
+        // A proxy dropped without a stop does not leave its processes running; those a reload
+        // kept run on under the next configuration.
         for (_, processes) in &self.processes {
+            if Arc::strong_count(processes) > 1 {
+                continue;
+            }
             for process in processes.all() {
                 process.stop.cancel();
             }
@@ -118,12 +123,30 @@ impl Drop for StdioBackends {
 }
 
 impl StdioBackends {
-    /// The (not yet started) processes of the stdio backends among `backends`; requests wait at
-    /// most `response_timeout` (unless a backend has its own) for a process and an answer.
-    pub(crate) fn new(backends: &[Backend], response_timeout: Duration) -> Self {
+    /// The (not yet started) processes of the stdio backends among `backends`, except that
+    /// those `kept` names (a config reload) share `previous`'s, which keep running with their
+    /// calls in flight; requests wait at most `response_timeout` (unless a backend has its own)
+    /// for a process and an answer.
+    pub(crate) fn carrying(
+        previous: Option<&Self>,
+        backends: &[Backend],
+        kept: &dyn Fn(&Backend) -> bool,
+        response_timeout: Duration,
+    ) -> Self {
+        let old = |backend: &Backend| {
+            let previous = previous.filter(|_| kept(backend))?;
+            previous
+                .processes
+                .iter()
+                .find(|(route, _)| route == backend.route())
+                .map(|(_, p)| p.clone())
+        };
         let processes = backends
             .iter()
-            .filter_map(|backend| Some((backend.route().clone(), Processes::new(backend)?)))
+            .filter_map(|backend| {
+                let processes = old(backend).or_else(|| Processes::new(backend).map(Arc::new))?;
+                Some((backend.route().clone(), processes))
+            })
             .collect();
         Self {
             processes,
@@ -131,11 +154,30 @@ impl StdioBackends {
         }
     }
 
+    /// Stops the processes of `backends` (those a reload removed) once none has a call in
+    /// flight, or after `limit`.
+    pub(crate) async fn retire(&self, backends: &[Backend], limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        let routes: Vec<&Route> = backends.iter().map(Backend::route).collect();
+        let all: Vec<Arc<Process>> = self
+            .processes
+            .iter()
+            .filter(|(route, _)| routes.contains(&route))
+            .flat_map(|(_, p)| p.all())
+            .collect();
+        while all.iter().any(|p| p.busy()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for process in all {
+            process.stop_and_wait().await;
+        }
+    }
+
     fn processes(&self, backend: &Backend) -> Result<&Processes, UpstreamError> {
         self.processes
             .iter()
             .find(|(route, _)| route == backend.route())
-            .map(|(_, processes)| processes)
+            .map(|(_, processes)| &**processes)
             .ok_or_else(|| UpstreamError::Unreachable("not a configured stdio backend".to_owned()))
     }
 
