@@ -20,7 +20,9 @@
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
 //!    pinned to that backend;
-//! 7. the [`Proxy`]: mirrored MCP headers checked, the rate limits (`policy/`), routing and
+//! 7. the bridge ([`Bridged`], `tasks/`): a legacy backend's own requests during the call of a
+//!    client that declared the Tasks extension become a task on this replica, served here;
+//! 8. the [`Proxy`]: mirrored MCP headers checked, the rate limits (`policy/`), routing and
 //!    fan-out, the merged catalog (filtered by the policy), and forwarding to the backends
 //!    (`upstream/`).
 //!
@@ -53,10 +55,11 @@ use crate::route::{KnownOrigin, Proxy};
 use crate::serve::Server;
 use crate::serve::drain::Lifecycle;
 use crate::store::SharedStore;
+use crate::tasks::{BridgeLayer, Bridged};
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it.
-pub type McpStack = DualEra<RequestMetrics<Audited<Mrtr<Proxy>>>>;
+pub type McpStack = DualEra<RequestMetrics<Audited<Mrtr<Bridged<Proxy>>>>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
 pub type GatewayService = Http<DecompressRequest<Front<McpStack>>>;
@@ -92,7 +95,7 @@ pub fn service(config: &GatewayConfig, keyring: Arc<Keyring>, listen: SocketAddr
     service_with(config, KeyringHandle::from_shared(keyring), proxy(config), listen)
 }
 
-/// Step 7: the proxy, with the principal header, the policy (lists filtered), the rate limits
+/// Step 8: the proxy, with the principal header, the policy (lists filtered), the rate limits
 /// and, with traces on, the spans it begins.
 fn proxy(config: &GatewayConfig) -> Proxy {
     Proxy::with_principal_header(
@@ -124,6 +127,10 @@ fn service_with(
         .layer(RequestMetricsLayer::new())
         .layer(AuditLayer::new(config.audit.clone()))
         .layer(mrtr_layer(config, keys, &proxy))
+        .layer(BridgeLayer::new(
+            config.settings.bridged(),
+            config.principal_header(),
+        ))
         .service(proxy)
 }
 
