@@ -56,7 +56,10 @@ async fn a_waiting_bridged_task_holds_a_bounded_heap() -> anyhow::Result<()> {
     let change = region.change();
     let per_task = change.bytes_allocated.saturating_sub(change.bytes_deallocated) / tasks.len();
     println!("{per_task} B of live heap per waiting bridged task (gateway and backend)");
-    assert!(per_task <= BOUND, "{per_task} B per waiting bridged task, above {BOUND} B");
+    assert!(
+        per_task <= BOUND,
+        "{per_task} B per waiting bridged task, above {BOUND} B"
+    );
     drop((warm, tasks));
     gateway.shutdown().await?;
     Ok(())

@@ -261,7 +261,7 @@ pub struct Settings {
     #[arg(long, value_name = "N", default_value = "1000")]
     pub bridged_tasks_max: usize,
 
-    /// Most bridged tasks of one principal (with --principal-header or [oauth]) at once
+    /// Most bridged tasks of one principal (with --principal-header or an oauth table) at once
     #[arg(long, value_name = "N", default_value = "32")]
     pub bridged_tasks_per_principal: NonZeroUsize,
 

@@ -69,7 +69,8 @@ impl<S> Layer<S> for BridgeLayer {
     }
 }
 
-/// The bridge around the proxy; see the [module docs](self).
+/// The bridge around the proxy: a Tasks client's call to a legacy backend that asks it something
+/// becomes a task owned by this replica, served here (`docs/gateway.md`, "Bridged tasks").
 #[derive(Clone, Debug)]
 pub struct Bridged<S> {
     inner: S,

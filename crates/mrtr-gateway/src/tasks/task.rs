@@ -18,8 +18,11 @@ use crate::upstream::body::ProxyBody;
 use crate::upstream::sse::EventReader;
 use crate::upstream::translate::Asked;
 
+/// The client's answer to one of the backend's requests: a result, or an error object.
+type Answered = Result<Box<RawValue>, Box<RawValue>>;
+
 /// Where the client's answer to one of the backend's requests goes.
-type AnswerTo = oneshot::Sender<Result<Box<RawValue>, Box<RawValue>>>;
+type AnswerTo = oneshot::Sender<Answered>;
 
 /// One of the backend's requests waiting for the client: shown in `inputRequests` under its key.
 #[derive(Debug)]
@@ -339,7 +342,7 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn asked(method: &str) -> (Asked, oneshot::Receiver<Result<Box<RawValue>, Box<RawValue>>>) {
+    fn asked(method: &str) -> (Asked, oneshot::Receiver<Answered>) {
         let (answer, answered) = oneshot::channel();
         let params = RawValue::from_string(r#"{"message":"Name?"}"#.to_owned()).unwrap();
         let asked = Asked {
