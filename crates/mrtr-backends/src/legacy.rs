@@ -10,16 +10,18 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-        ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+        ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerRequest,
         SubscribeRequestParams, Tool, UnsubscribeRequestParams,
     },
     service::RequestContext,
@@ -38,7 +40,8 @@ pub const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 /// An `initialize`-era server with these tools: `echo` (answers its `text` argument), `session`
 /// (answers the `Mcp-Session-Id` its request came in, so tests can tell sessions apart),
-/// `progress` (two progress notifications, then `done`), `roots` (asks the client for its
+/// `progress` (two progress notifications, then `done`), `ask` (asks the client for a name, an
+/// elicitation, and answers `hello NAME`), `roots` (asks the client for its
 /// roots, a server-to-client request, and answers what came back), and for tests of a stdio
 /// server's process: `environment` (the names of its environment variables, sorted), `pid`
 /// (its process id), `sleep` (answers `slept` after `text` milliseconds, at most 10 000) and
@@ -56,6 +59,8 @@ pub struct LegacyBackend {
     name: String,
     /// This session's resource subscriptions.
     subscribed: Arc<Mutex<BTreeSet<String>>>,
+    /// Calls of `ask` cancelled (`notifications/cancelled`) while they waited, in every session.
+    cancelled: Arc<AtomicUsize>,
 }
 
 /// A resource of [`LegacyBackend`]'s.
@@ -69,16 +74,67 @@ impl LegacyBackend {
         Self {
             name: name.to_owned(),
             subscribed: Arc::default(),
+            cancelled: Arc::default(),
         }
     }
 
-    /// The same server for a new session: no subscriptions.
+    /// The same server for a new session: no subscriptions (the count of cancelled calls is
+    /// the server's).
     fn for_session(&self) -> Self {
-        Self::new(&self.name)
+        Self {
+            cancelled: self.cancelled.clone(),
+            ..Self::new(&self.name)
+        }
+    }
+
+    /// How many calls of `ask` were cancelled while they waited for the client's answer.
+    pub fn cancelled(&self) -> usize {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// `ask`: asks the client for a name (form elicitation), and answers `hello NAME`, or the
+    /// action the client took instead; counted in [`Self::cancelled`] when cancelled meanwhile.
+    async fn ask(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        let params: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form",
+            "message": "What is your name?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "name": { "type": "string" } },
+                "required": ["name"]
+            }
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                self.cancelled.fetch_add(1, Ordering::SeqCst);
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+            answer = elicit(&context.peer, params) => Ok(match answer {
+                Ok(answer) if answer.action == ElicitationAction::Accept => {
+                    let name = answer.content.as_ref().and_then(|c| c.get("name")).and_then(|n| n.as_str());
+                    format!("hello {}", name.unwrap_or("nobody"))
+                }
+                Ok(answer) => format!("{:?}", answer.action).to_lowercase(),
+                Err(error) => format!("no answer: {error}"),
+            }),
+        }
     }
 
     fn subscriptions(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
         self.subscribed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `params` sent to the client as `elicitation/create` (rmcp's `create_elicitation`, without
+/// the crate feature that would build rmcp a second time with other features).
+async fn elicit(peer: &rmcp::Peer<RoleServer>, params: ElicitRequestParams) -> Result<ElicitResult, String> {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    match peer.send_request(request).await {
+        Ok(ClientResult::ElicitResult(result)) => Ok(result),
+        Ok(_) => Err("an answer that is not an elicitation result".to_owned()),
+        Err(error) => Err(error.to_string()),
     }
 }
 
@@ -119,6 +175,11 @@ impl ServerHandler for LegacyBackend {
             Tool::new(
                 "progress",
                 "Sends two progress notifications, then answers done.",
+                schema.clone(),
+            ),
+            Tool::new(
+                "ask",
+                "Asks the client for a name (elicitation) and answers hello NAME.",
                 schema.clone(),
             ),
             Tool::new(
@@ -257,6 +318,7 @@ impl ServerHandler for LegacyBackend {
                 }
                 "done".to_owned()
             }
+            "ask" => self.ask(&context).await?,
             // Roots are of the initialize era, which this server is.
             #[allow(deprecated)]
             "roots" => match context.peer.list_roots().await {

@@ -22,7 +22,9 @@
 //! 6. the MRTR layer ([`MrtrLayer`]): with `[[policy]]`, calls checked before anything else
 //!    (`policy/`); `input_required` states sealed with the backend's route, retries opened and
 //!    pinned to that backend;
-//! 7. the [`Proxy`]: mirrored MCP headers checked, the rate limits (`policy/`), routing and
+//! 7. the bridge ([`Bridged`], `tasks/`): a legacy backend's own requests during the call of a
+//!    client that declared the Tasks extension become a task on this replica, served here;
+//! 8. the [`Proxy`]: mirrored MCP headers checked, the rate limits (`policy/`), routing and
 //!    fan-out, the merged catalog (filtered by the policy), and forwarding to the backends
 //!    (`upstream/`).
 //!
@@ -61,15 +63,17 @@ use crate::route::{KnownOrigin, Proxy};
 use crate::serve::Server;
 use crate::serve::drain::Lifecycle;
 use crate::store::SharedStore;
+use crate::tasks::{BridgeLayer, Bridged};
 use crate::upstream::Backend;
 
 /// The MCP stack behind the front, as [`service`] composes it; `Calls` is what serves the
 /// modern calls (the MRTR layer and the proxy in use, with or without the audit trail around
 /// them).
-pub type McpStack<Calls = Audited<Mrtr<Live>>> = DualEra<RequestMetrics<Calls>>;
+pub type McpStack<Calls = Audited<Mrtr<Bridged<Live>>>> = DualEra<RequestMetrics<Calls>>;
 
 /// What [`service`] returns: the whole stack, as composed below.
-pub type GatewayService<Calls = Audited<Mrtr<Live>>> = Http<DecompressRequest<Front<McpStack<Calls>>>>;
+pub type GatewayService<Calls = Audited<Mrtr<Bridged<Live>>>> =
+    Http<DecompressRequest<Front<McpStack<Calls>>>>;
 
 /// The gateway as one tower service serving [`MCP_PATH`] (see the
 /// [module docs](self) for the stack); `listen` chooses the default `Host` policy.
@@ -110,7 +114,7 @@ fn live(config: &GatewayConfig) -> (Proxies, Option<Arc<ArcSwap<Authenticator>>>
     (proxies, auth)
 }
 
-/// Step 7: the proxy, with the principal header, the policy (lists filtered), the rate limits
+/// Step 8: the proxy, with the principal header, the policy (lists filtered), the rate limits
 /// and, with traces on, the spans it begins.
 fn proxy(config: &GatewayConfig) -> Proxy {
     Proxy::with_principal_header(
@@ -153,7 +157,7 @@ fn compose<L>(
     calls: L,
 ) -> GatewayService<L::Service>
 where
-    L: Layer<Mrtr<Live>>,
+    L: Layer<Mrtr<Bridged<Live>>>,
 {
     ServiceBuilder::new()
         .layer(HttpLayer)
@@ -165,6 +169,10 @@ where
         .layer(RequestMetricsLayer::new())
         .layer(calls)
         .layer(mrtr_layer(config, keys, &proxies))
+        .layer(BridgeLayer::new(
+            config.settings.bridged(),
+            config.principal_header(),
+        ))
         .service(Live::new(proxies, config.reloadable))
 }
 

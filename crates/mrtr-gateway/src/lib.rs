@@ -45,6 +45,7 @@ pub mod policy;
 mod route;
 mod serve;
 pub mod store;
+mod tasks;
 pub mod tls;
 mod upstream;
 
@@ -61,6 +62,7 @@ pub use route::Proxy;
 pub use route::headers::SUPPORTED_VERSIONS;
 pub use route::pins::{PinEntry, PinKind, PinMode, PinningSettings, Pins, PinsFile, Unpinned};
 pub use serve::drain::Lifecycle;
+pub use tasks::Bridged;
 pub use upstream::era::Era;
 pub use upstream::stdio::StdioCommand;
 pub use upstream::{Backend, BackendSpecError};

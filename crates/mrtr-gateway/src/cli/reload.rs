@@ -105,6 +105,12 @@ restart_only!(
     legacy_max_session_notes,
     legacy_keep_alive,
     legacy_max_message,
+    // The bridged tasks' bounds: the bridge layer is built once with the stack.
+    bridged_tasks_max,
+    bridged_tasks_per_principal,
+    bridged_task_ttl,
+    bridged_task_answer_timeout,
+    bridged_task_result_ttl,
     log_format,
     drain_delay,
     drain_timeout,

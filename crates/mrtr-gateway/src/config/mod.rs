@@ -48,6 +48,7 @@ use crate::route::pins::{PinningSettings, Pins};
 use crate::serve::ClientLimits;
 use crate::serve::drain::DrainConfig;
 use crate::store::{SharedStore, SharedStoreSettings};
+use crate::tasks::BridgeConfig;
 use crate::tls::ListenerTls;
 use crate::upstream::{self, Backend};
 
@@ -256,6 +257,26 @@ pub struct Settings {
     #[arg(long, value_name = "BYTES", default_value = "4194304")]
     pub legacy_max_message: usize,
 
+    /// Most bridged tasks on this replica (a legacy backend's own requests to a client that declared the Tasks extension); 0 turns the bridge off
+    #[arg(long, value_name = "N", default_value = "1000")]
+    pub bridged_tasks_max: usize,
+
+    /// Most bridged tasks of one principal (with --principal-header or an oauth table) at once
+    #[arg(long, value_name = "N", default_value = "32")]
+    pub bridged_tasks_per_principal: NonZeroUsize,
+
+    /// A bridged task's whole life (its ttlMs): still running then, it fails and its backend call is cancelled
+    #[arg(long, value_name = "SECONDS", default_value = "3600")]
+    pub bridged_task_ttl: PositiveSeconds,
+
+    /// How long a bridged task waits for the client's inputResponses before it fails
+    #[arg(long, value_name = "SECONDS", default_value = "300")]
+    pub bridged_task_answer_timeout: PositiveSeconds,
+
+    /// How long a finished bridged task keeps its outcome for tasks/get
+    #[arg(long, value_name = "SECONDS", default_value = "300")]
+    pub bridged_task_result_ttl: PositiveSeconds,
+
     /// Log lines as text or as JSON objects (tracing-subscriber's JSON formatter); RUST_LOG filters them
     #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -370,6 +391,20 @@ impl Settings {
             );
         }
         Ok(())
+    }
+
+    /// The bounds of bridged tasks (`tasks/`): the `bridged-*` settings, and the largest
+    /// message the legacy front reads (`legacy-max-message`), which a task reads its backend's
+    /// answer with too.
+    pub(crate) fn bridged(&self) -> BridgeConfig {
+        BridgeConfig {
+            max_tasks: self.bridged_tasks_max,
+            max_per_principal: self.bridged_tasks_per_principal.get(),
+            ttl: self.bridged_task_ttl.0,
+            answer_timeout: self.bridged_task_answer_timeout.0,
+            result_ttl: self.bridged_task_result_ttl.0,
+            max_message: self.legacy_max_message,
+        }
     }
 
     /// How the gateway drains.

@@ -89,6 +89,11 @@ pub(crate) const AUDIT_DROPPED_TOTAL: &str = "mrtr_gateway_audit_dropped_total";
 /// Counter: tool, prompt or resource-template definitions found to differ from their pins, by
 /// `backend`.
 pub(crate) const TOOL_DEFINITION_CHANGED_TOTAL: &str = "mrtr_gateway_tool_definition_changed_total";
+/// Gauge: bridged tasks alive on this replica (running, or keeping their outcome).
+pub(crate) const BRIDGED_TASKS: &str = "mrtr_gateway_bridged_tasks";
+/// Counter: bridged tasks ended, by `outcome` (`completed`, `failed`, `cancelled`), and refused
+/// at their creation by the bounds (`refused`).
+pub(crate) const BRIDGED_TASKS_TOTAL: &str = "mrtr_gateway_bridged_tasks_total";
 
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
@@ -336,6 +341,14 @@ pub(crate) fn describe() {
         TOOL_DEFINITION_CHANGED_TOTAL,
         "Tool, prompt and resource-template definitions that differ from their pins, by backend"
     );
+    describe_gauge!(
+        BRIDGED_TASKS,
+        "Bridged tasks alive on this replica (running, or keeping their outcome)"
+    );
+    describe_counter!(
+        BRIDGED_TASKS_TOTAL,
+        "Bridged tasks ended, by outcome (completed, failed, cancelled), or refused by the bounds (refused)"
+    );
     describe_counter!(
         LEGACY_SESSIONS_TOTAL,
         "Sessions opened by initialize-era clients (initialize answered with a session id)"
@@ -387,6 +400,16 @@ pub(crate) fn legacy_session_opened() {
 /// Records a stdio backend's process gone down for `reason`.
 pub(crate) fn stdio_down(backend: &str, reason: &'static str) {
     metrics::counter!(STDIO_DOWN_TOTAL, "backend" => backend.to_owned(), "reason" => reason).increment(1);
+}
+
+/// Records how many bridged tasks this replica holds (`tasks/`).
+pub(crate) fn bridged_tasks(alive: usize) {
+    metrics::gauge!(BRIDGED_TASKS).set(alive as f64);
+}
+
+/// Counts a bridged task that ended with `outcome`, or was `refused`.
+pub(crate) fn bridged_task_ended(outcome: &'static str) {
+    metrics::counter!(BRIDGED_TASKS_TOTAL, "outcome" => outcome).increment(1);
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).

@@ -489,7 +489,7 @@ pub(crate) fn answer_backend_request(id: &str, method: &str) -> Bytes {
         let _ = write!(text, r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
     } else {
         let message = format!(
-            "mrtr-gateway relays this request for a 2026-07-28 client, which cannot answer {method}: server-to-client requests need a legacy client (see docs/gateway.md, legacy backends)"
+            "mrtr-gateway relays this request for a 2026-07-28 client, which takes no {method} in-request: a client that declares the Tasks extension (io.modelcontextprotocol/tasks) and the capability in clientCapabilities gets the call as a task, and a legacy client gets the request in-request (see docs/gateway.md, legacy backends)"
         );
         let message = serde_json::to_string(&message).unwrap_or_default();
         let _ = write!(

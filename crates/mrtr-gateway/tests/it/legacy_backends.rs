@@ -90,6 +90,7 @@ async fn a_modern_client_calls_a_legacy_backend_and_gets_modern_answers() {
             "echo",
             "session",
             "progress",
+            "ask",
             "roots",
             "environment",
             "pid",
@@ -184,7 +185,9 @@ async fn progress_reaches_the_client_and_the_backends_requests_do_not() {
     );
     let text = text_of(&response);
     assert!(
-        text.starts_with("no roots:") && text.contains("cannot answer roots/list"),
+        text.starts_with("no roots:")
+            && text.contains("takes no roots/list")
+            && text.contains("io.modelcontextprotocol/tasks"),
         "{response}"
     );
     gateway.shutdown().await.unwrap();

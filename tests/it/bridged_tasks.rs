@@ -1,0 +1,252 @@
+//! Bridged tasks (`crates/mrtr-gateway/src/tasks/`): a raw 2026-07-28 client that declares the
+//! Tasks extension calls tools of a real `initialize`-era backend (rmcp's `LegacyBackend`, over
+//! Streamable HTTP with sessions) that ask the client something mid-call. The gateway answers the
+//! client a task and serves `tasks/get|update|cancel` for it while the backend's call runs.
+//!
+//! What is checked: the elicitation and roots shapes in `inputRequests`, answers reaching the
+//! backend as the responses to its requests (unknown keys ignored), the tool result exactly as
+//! the backend gave it; a client without Tasks gets today's error, naming the extension; a
+//! handle bound to its principal; cancel (the backend sees `notifications/cancelled`); a client
+//! that never answers (the task fails, the backend's call is cancelled); a backend that goes away
+//! mid-task; the bound per principal.
+
+use anyhow::Context as _;
+use mrtr_backends::{LegacyBackend, ServedLegacy, serve_legacy};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
+use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_test_support::mcp::{Call, Reply, TASKS_EXTENSION, meta_declaring, send, with_client_info};
+use mrtr_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+
+/// A gateway in front of `backend` (served over HTTP), once the probe found it legacy.
+async fn behind(
+    backend: &LegacyBackend,
+    config: impl FnOnce(&mut GatewayConfig),
+) -> anyhow::Result<(ServedLegacy, RunningGateway)> {
+    let served = serve_legacy(backend.clone()).await?;
+    let mut settings = GatewayConfig::new(vec![Backend::new("old", served.url())?]);
+    settings.settings.health_interval = PositiveSeconds::from_secs(3600);
+    config(&mut settings);
+    let gateway = gateway(settings, keyring()).await?;
+    let readiness = gateway.readiness();
+    eventually(TIMEOUT, "the backend found legacy", || async {
+        readiness.check().1["backends"]["old"]["era"] == "legacy"
+    })
+    .await;
+    Ok((served, gateway))
+}
+
+/// The `_meta` of a client that declares the Tasks extension and `capabilities`.
+fn tasks_client(mut capabilities: Value) -> Value {
+    capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
+    with_client_info(meta_declaring(capabilities), "raw-tasks-client", "0")
+}
+
+/// `tools/call` of `tool` by a Tasks client declaring `capabilities`.
+fn call(tool: &str, capabilities: Value) -> Call {
+    Call::tool(tool, json!({})).with_meta(tasks_client(capabilities))
+}
+
+/// `method` (`tasks/*`) on the task handle `task`, with `params` added.
+fn on_task(method: &str, task: &str, mut params: Value, capabilities: Value) -> Call {
+    params["taskId"] = json!(task);
+    Call::new(method, params).with_meta(tasks_client(capabilities))
+}
+
+/// The task handle of a `CreateTaskResult`.
+fn created(reply: &Reply) -> anyhow::Result<String> {
+    let result = reply.result();
+    anyhow::ensure!(result["resultType"] == "task", "not a task: {}", reply.body);
+    Ok(result["taskId"].as_str().context("taskId")?.to_owned())
+}
+
+/// Polls `tasks/get` until the task's status is `status`; its last result.
+async fn until(url: &str, task: &str, status: &str, capabilities: &Value) -> anyhow::Result<Value> {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let reply = send(url, &on_task("tasks/get", task, json!({}), capabilities.clone())).await?;
+        last = reply.result().clone();
+        if last["status"] == status {
+            return Ok(last);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("the task never became {status}: {last}")
+}
+
+#[tokio::test]
+async fn a_legacy_backends_elicitation_and_roots_reach_a_tasks_client_as_a_task() -> anyhow::Result<()> {
+    let backend = LegacyBackend::new("old");
+    let (_served, gateway) = behind(&backend, |_| {}).await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+
+    let reply = send(&url, &call("ask", elicits.clone())).await?;
+    let task = created(&reply)?;
+    assert!(
+        !task.starts_with("mrtr-bridged."),
+        "the client holds a sealed handle: {task}"
+    );
+    assert_eq!(reply.result()["status"], "input_required", "{}", reply.body);
+    assert_eq!(reply.result()["ttlMs"], 3_600_000);
+
+    // Durable creation: the id answers tasks/get at once, with the backend's request in MRTR's shape.
+    let got = send(&url, &on_task("tasks/get", &task, json!({}), elicits.clone())).await?;
+    let result = got.result();
+    assert_eq!(
+        (result["resultType"].as_str(), result["status"].as_str()),
+        (Some("complete"), Some("input_required"))
+    );
+    assert_eq!(
+        result["taskId"],
+        task.as_str(),
+        "the answer names the client's handle"
+    );
+    let requests = result["inputRequests"].as_object().context("inputRequests")?;
+    let (key, request) = requests.iter().next().context("one request")?;
+    assert_eq!(requests.len(), 1);
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    assert!(request.get("id").is_none() && request.get("jsonrpc").is_none());
+
+    let answers = json!({ key: { "action": "accept", "content": { "name": "Ada" } }, "not-asked": { "action": "decline" } });
+    let ack = send(
+        &url,
+        &on_task(
+            "tasks/update",
+            &task,
+            json!({ "inputResponses": answers }),
+            elicits.clone(),
+        ),
+    )
+    .await?;
+    assert_eq!(ack.result(), &json!({ "resultType": "complete" }));
+    let done = until(&url, &task, "completed", &elicits).await?;
+    assert_eq!(done["result"]["content"][0]["text"], "hello Ada", "{done}");
+    assert!(done.get("inputRequests").is_none());
+
+    // roots/list, the other shape, answered through the same path.
+    let roots = json!({ "roots": {} });
+    let task = created(&send(&url, &call("roots", roots.clone())).await?)?;
+    let waiting = until(&url, &task, "input_required", &roots).await?;
+    let (key, request) = waiting["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .context("a request")?;
+    assert_eq!(request["method"], "roots/list");
+    let answers = json!({ key: { "roots": [{ "uri": "file:///srv/project" }] } });
+    send(
+        &url,
+        &on_task(
+            "tasks/update",
+            &task,
+            json!({ "inputResponses": answers }),
+            roots.clone(),
+        ),
+    )
+    .await?;
+    let done = until(&url, &task, "completed", &roots).await?;
+    assert_eq!(done["result"]["content"][0]["text"], "1 roots");
+
+    // A client that does not declare Tasks gets what it got before, told how to get more.
+    let plain = send(&url, &Call::tool("ask", json!({}))).await?;
+    assert_eq!(plain.result()["resultType"], "complete", "{}", plain.body);
+    assert!(
+        plain.text().contains("io.modelcontextprotocol/tasks"),
+        "{}",
+        plain.text()
+    );
+    gateway.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bridged_task_is_its_principals_and_cancel_cancels_the_backends_call() -> anyhow::Result<()> {
+    let backend = LegacyBackend::new("old");
+    let (_served, gateway) = behind(&backend, |config| {
+        config.settings.principal_header = Some("x-principal".parse().expect("a header name"));
+    })
+    .await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+    let task = created(&send(&url, &call("ask", elicits.clone()).header("x-principal", "alice")).await?)?;
+
+    let theirs = on_task("tasks/get", &task, json!({}), elicits.clone()).header("x-principal", "bob");
+    let refused = send(&url, &theirs).await?;
+    assert!(
+        refused.body.get("error").is_some(),
+        "another principal's poll: {}",
+        refused.body
+    );
+    let cancel = on_task("tasks/cancel", &task, json!({}), elicits.clone()).header("x-principal", "alice");
+    assert_eq!(
+        send(&url, &cancel).await?.result(),
+        &json!({ "resultType": "complete" })
+    );
+    let mine = on_task("tasks/get", &task, json!({}), elicits.clone()).header("x-principal", "alice");
+    let got = send(&url, &mine).await?;
+    assert_eq!(got.result()["status"], "cancelled", "{}", got.body);
+    eventually(TIMEOUT, "the backend's call cancelled", || async {
+        backend.cancelled() == 1
+    })
+    .await;
+    gateway.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_task_fails_when_its_client_never_answers_or_its_backend_goes_away() -> anyhow::Result<()> {
+    let backend = LegacyBackend::new("old");
+    let (served, gateway) = behind(&backend, |config| {
+        config.settings.bridged_task_answer_timeout = PositiveSeconds::from_secs(1).expect("not zero");
+    })
+    .await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+    let task = created(&send(&url, &call("ask", elicits.clone())).await?)?;
+    let failed = until(&url, &task, "failed", &elicits).await?;
+    let message = failed["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("did not answer"), "{failed}");
+    eventually(TIMEOUT, "the backend's call cancelled", || async {
+        backend.cancelled() == 1
+    })
+    .await;
+
+    gateway.shutdown().await?;
+    drop(served);
+
+    // A backend that goes away while its task waits for the client.
+    let (served, gateway) = behind(&backend, |_| {}).await?;
+    let url = gateway.url();
+    let task = created(&send(&url, &call("ask", elicits.clone())).await?)?;
+    drop(served);
+    let failed = until(&url, &task, "failed", &elicits).await?;
+    let message = failed["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("without answering"), "{failed}");
+    gateway.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_principal_holds_at_most_its_share_of_tasks() -> anyhow::Result<()> {
+    let backend = LegacyBackend::new("old");
+    let (_served, gateway) = behind(&backend, |config| {
+        config.settings.bridged_tasks_per_principal = 1.try_into().expect("not zero");
+    })
+    .await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+    created(&send(&url, &call("ask", elicits.clone())).await?)?;
+    let second = send(&url, &call("ask", elicits)).await?;
+    assert_eq!(second.result()["resultType"], "complete", "{}", second.body);
+    assert!(
+        second.text().contains("bridged-tasks-per-principal"),
+        "{}",
+        second.text()
+    );
+    gateway.shutdown().await?;
+    Ok(())
+}
