@@ -64,6 +64,23 @@ impl<B> RequestBody<B> {
             },
         }
     }
+
+    /// The bytes of a buffered body not read yet (`None` for a streaming body), so that a
+    /// service behind the layer can look at a request it read without taking the body apart.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use tower_mrtr::RequestBody;
+    ///
+    /// let body = RequestBody::<http_body_util::Empty<Bytes>>::buffered(Bytes::from_static(b"{}"));
+    /// assert_eq!(body.buffered_bytes().map(|b| &b[..]), Some(&b"{}"[..]));
+    /// ```
+    pub fn buffered_bytes(&self) -> Option<&Bytes> {
+        match &self.kind {
+            RequestKind::Buffered { data } => data.as_ref(),
+            RequestKind::Streaming { .. } => None,
+        }
+    }
 }
 
 impl<B> fmt::Debug for RequestBody<B> {

@@ -103,6 +103,16 @@ fn turn(request: &Request<impl Sized>) -> Turn {
     }
 }
 
+/// Whether a `tools/call` may declare the Tasks extension: a body the MRTR layer buffered is
+/// searched for the extension's name in place, so that a call without it goes on unboxed and
+/// unread; a streaming body may, until read.
+fn may_declare_tasks<B>(request: &Request<RequestBody<B>>) -> bool {
+    request
+        .body()
+        .buffered_bytes()
+        .is_none_or(|bytes| memchr::memmem::find(bytes, super::wire::TASKS_EXTENSION.as_bytes()).is_some())
+}
+
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>>;
 
 impl<S, B> Service<Request<RequestBody<B>>> for Bridged<S>
@@ -127,7 +137,7 @@ where
             return futures_util::future::Either::Left(self.inner.call(request));
         };
         let turn = turn(&request);
-        if matches!(turn, Turn::Pass) {
+        if matches!(turn, Turn::Pass) || matches!(turn, Turn::Watch) && !may_declare_tasks(&request) {
             return futures_util::future::Either::Left(self.inner.call(request));
         }
         // The inner service is ready (polled above); its clone takes its place.
