@@ -110,7 +110,7 @@ fn may_declare_tasks<B>(request: &Request<RequestBody<B>>) -> bool {
     request
         .body()
         .buffered_bytes()
-        .is_none_or(|bytes| memchr::memmem::find(bytes, super::wire::TASKS_EXTENSION.as_bytes()).is_some())
+        .is_none_or(|bytes| super::wire::names_tasks(bytes))
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>>;

@@ -13,6 +13,14 @@ use crate::jsonrpc::RawObject;
 /// The Tasks extension's key in `clientCapabilities.extensions`.
 pub(super) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
+/// Whether `body` names the Tasks extension anywhere: the searcher is built once, as building
+/// it costs more than searching a call's body.
+pub(super) fn names_tasks(body: &[u8]) -> bool {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(TASKS_EXTENSION));
+    FINDER.find(body).is_some()
+}
+
 /// What a client's `tools/call` declared that the bridge needs: the Tasks extension, and which
 /// of the backend's requests it takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +51,9 @@ impl Declared {
 /// bridge cannot read: the call then goes on as any other). A body that never names the
 /// extension is not parsed.
 pub(super) fn declared(body: &[u8]) -> Option<Declared> {
-    memchr::memmem::find(body, TASKS_EXTENSION.as_bytes())?;
+    if !names_tasks(body) {
+        return None;
+    }
     let message: RawObject = serde_json::from_slice(body).ok()?;
     let params: RawObject = serde_json::from_str(message.get("params")?.get()).ok()?;
     let meta: Value = serde_json::from_str(params.get("_meta")?.get()).ok()?;
