@@ -5,7 +5,9 @@
 //! * with `single-use`, a request state opens once in the fleet: presented again at any replica
 //!   it is refused `-32602` before any backend; without it, a replay is served as before;
 //! * the store killed: `on-store-error = "deny"` answers 503 and `"allow"` serves, `/readyz`
-//!   says why; the store back, limits hold again without a restart.
+//!   says why; the store back, limits hold again without a restart;
+//! * the store slow: a retry refused 503 because its check answered too late has not spent its
+//!   state, though the check ran in the end.
 
 use mrtr_backends::ResponseMode;
 use mrtr_gateway::{GatewayConfig, PositiveSeconds};
@@ -155,6 +157,41 @@ async fn a_single_use_state_opens_once_in_the_fleet() -> anyhow::Result<()> {
         let again = send(&stack.gateways[n % 2].url(), &retry).await?;
         assert!(again.state().is_ok(), "replay {n}: {}", again.body);
     }
+    stack.stop().await
+}
+
+/// A single-use check that times out still runs when the store gets to it: the retry is refused
+/// `503` (`on-store-error = "deny"`), and its envelope's record is taken back after the check,
+/// so that the client's next try of the same retry is served, once.
+#[tokio::test]
+async fn a_retry_refused_for_a_slow_store_has_not_spent_its_state() -> anyhow::Result<()> {
+    let redis = RedisServer::start_new();
+    let file = store_table(&redis, "single-use = true\ntimeout = 0.25");
+    let stack = fleet(&[&file, &file]).await?;
+    let url = |n: usize| stack.gateways[n % 2].url();
+    let call = Call::tool("provision_cluster", json!({"name": "c1"})).header("x-user", "alice");
+    // A first retry loads the script into the store, so that the slow one is one EVALSHA.
+    let warm = send(&url(0), &call).await?;
+    let warm_retry = send(&url(1), &call.retry(warm.answers(), &warm.state()?)).await?;
+    assert!(warm_retry.state().is_ok(), "{}", warm_retry.body);
+
+    let round1 = send(&url(0), &call).await?;
+    let retry = call.retry(round1.answers(), &round1.state()?);
+    let pause = std::time::Duration::from_millis(800);
+    redis.pause(pause);
+    let refused = send(&url(1), &retry).await?;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    // The pause over, the store has run the late check and then its release.
+    tokio::time::sleep(pause).await;
+    let readiness = stack.gateways[1].readiness();
+    eventually(TIMEOUT, "the store answers again", || async {
+        readiness.check().1["shared_store"]["state"] == "up"
+    })
+    .await;
+    let served = send(&url(0), &retry).await?;
+    assert!(served.state().is_ok(), "the state was not spent: {}", served.body);
+    let replay = send(&url(1), &retry).await?;
+    assert_eq!(replay.error_code(), Some(-32602), "and is now: {}", replay.body);
     stack.stop().await
 }
 

@@ -1,6 +1,6 @@
 //! A real `redis-server` for the tests of the shared store (`[shared-store]`): started on a free
 //! loopback port with nothing saved to disk, stopped and started again on the same port (a store
-//! outage and its end), killed when dropped.
+//! outage and its end), paused (a slow store), killed when dropped.
 //!
 //! The binary is `redis-server` from the `PATH` (Debian's package: `.ci/run` installs it), or
 //! the one `MRTR_REDIS_SERVER` names. A test that needs it and cannot find it fails, naming
@@ -99,12 +99,44 @@ impl RedisServer {
         }
     }
 
+    /// Holds every client's commands for `pause` (`CLIENT PAUSE … ALL`): a store that answers,
+    /// late. The commands sent meanwhile run when it ends, in order. Returns once the server
+    /// has taken the pause.
+    pub fn pause(&self, pause: Duration) {
+        use std::io::{Read, Write};
+        let mut stream =
+            TcpStream::connect_timeout(&self.address(), TIMEOUT).expect("connect to redis-server");
+        let _ = stream.set_read_timeout(Some(TIMEOUT));
+        let auth = match &self.password {
+            Some(password) => format!("AUTH {password}\r\n"),
+            None => String::new(),
+        };
+        let ask = format!("{auth}CLIENT PAUSE {} ALL\r\n", pause.as_millis());
+        let expected: &[u8] = if self.password.is_some() {
+            b"+OK\r\n+OK\r\n"
+        } else {
+            b"+OK\r\n"
+        };
+        let mut answer = vec![0u8; expected.len()];
+        stream.write_all(ask.as_bytes()).expect("send CLIENT PAUSE");
+        stream.read_exact(&mut answer).expect("CLIENT PAUSE answered");
+        assert_eq!(
+            answer,
+            expected,
+            "CLIENT PAUSE: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+
+    fn address(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
     /// Whether a `PING` on a fresh connection (after `AUTH`, with a password) gets `+PONG`
     /// within a second.
     fn answers(&self) -> bool {
         use std::io::{Read, Write};
-        let address = SocketAddr::from(([127, 0, 0, 1], self.port));
-        let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(1)) else {
+        let Ok(mut stream) = TcpStream::connect_timeout(&self.address(), Duration::from_secs(1)) else {
             return false;
         };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));

@@ -6,7 +6,9 @@
 //! What each request costs: nothing when no limit applies and single use is off (no round
 //! trip); else one round trip, the store's script (`store/script.rs`), under the store's
 //! timeout. When the store does not answer, `on-store-error` decides: `deny` refuses the request
-//! (`503`), `allow` admits it as if no limit applied.
+//! (`503`), `allow` admits it as if no limit applied. A retry refused so has its envelope's
+//! record taken back (`SharedStore::release`), since the check may still have run: its state
+//! stays unspent for the client's next try.
 //!
 //! Single use covers request states (the envelope of round `r ≥ 1` of an MRTR call), not task
 //! handles, which a client presents again by design (`tasks/get` polls).
@@ -73,6 +75,7 @@ impl RateLimits {
                 id,
                 lifetime: expires_at.duration_since(now).unwrap_or_default(),
                 single_use: settings.single_use,
+                token: token(),
             });
         if envelope.is_none() && takes.is_empty() {
             return Ok(());
@@ -97,9 +100,28 @@ impl RateLimits {
                 Err(Refusal::Limited(wait))
             }
             Err(_) => match settings.on_store_error {
-                OnStoreError::Deny => Err(Refusal::StoreUnavailable),
+                OnStoreError::Deny => {
+                    if let Some(envelope) = &envelope {
+                        // Best effort: a store that is down keeps the record (if the check made
+                        // one) until the envelope expires, and the client's retry is a replay.
+                        let _ = store.release(envelope).await;
+                    }
+                    Err(Refusal::StoreUnavailable)
+                }
                 OnStoreError::Allow => Ok(()),
             },
         }
+    }
+}
+
+/// A check's own token (`store/script.rs`). Random, so that no other check, at this replica or
+/// another, holds the same; should the system's generator fail, the clock's nanoseconds.
+fn token() -> u64 {
+    let mut bytes = [0; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
     }
 }

@@ -10,6 +10,7 @@
 //! * [`health`]: what the last operation found (`/readyz`, `mrtr_gateway_shared_store_up`);
 //! * `script.rs`: the one check each request makes, an atomic Lua script (one round trip): a
 //!   retry's envelope recorded (`SET NX`), then a GCRA cell taken from each limit that applies;
+//!   and the release of a record whose check timed out;
 //! * `pins.rs`: pins learned by the fleet (`[pinning]`), the first definition any replica saw;
 //! * this file: [`SharedStore`], the connection (redis-rs's `ConnectionManager`: one
 //!   multiplexed connection, reconnected with backoff, commands pipelined on it, at most
@@ -167,30 +168,24 @@ impl SharedStore {
     /// Runs `check` (one round trip), within the timeout.
     pub(crate) async fn check(&self, check: &Check<'_>) -> Result<Verdict, StoreError> {
         let mut connection = self.connection()?;
-        let run = self.script.run(&mut connection, check);
-        let result = match tokio::time::timeout(self.settings.timeout(), run).await {
-            Ok(result) => result.map_err(|e| {
-                tracing::debug!(error = %e, "shared store check failed");
-                StoreError::of(&e)
-            }),
-            Err(_) => Err(StoreError::Timeout),
-        };
-        self.observe(result)
+        self.within("check", self.script.run(&mut connection, check))
+            .await
+    }
+
+    /// Takes back the record the check for `envelope` may have made (`script.rs`), within the
+    /// timeout; for a request refused because that check did not answer in time.
+    pub(crate) async fn release(&self, envelope: &EnvelopeUse) -> Result<(), StoreError> {
+        let mut connection = self.connection()?;
+        self.within("release", self.script.release(&mut connection, envelope))
+            .await
     }
 
     /// Claims learned pins (at most [`MAX_CLAIMS_PER_RUN`], one round trip, within the
     /// timeout): the fleet's pin for each, in order (`pins.rs`).
     pub(crate) async fn claim_pins(&self, claims: &[PinClaim]) -> Result<Vec<FleetPin>, StoreError> {
         let mut connection = self.connection()?;
-        let run = self.pins.run(&mut connection, claims);
-        let result = match tokio::time::timeout(self.settings.timeout(), run).await {
-            Ok(result) => result.map_err(|e| {
-                tracing::debug!(error = %e, "shared store pin claim failed");
-                StoreError::of(&e)
-            }),
-            Err(_) => Err(StoreError::Timeout),
-        };
-        self.observe(result)
+        self.within("pin claim", self.pins.run(&mut connection, claims))
+            .await
     }
 
     /// Asks the store whether it answers (`PING`), within the timeout: what keeps `/readyz`
@@ -199,8 +194,20 @@ impl SharedStore {
         let mut connection = self.connection()?;
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
-        let result = match tokio::time::timeout(self.settings.timeout(), ping).await {
-            Ok(result) => result.map(drop).map_err(|e| StoreError::of(&e)),
+        self.within("ping", async { ping.await.map(drop) }).await
+    }
+
+    /// Runs the operation `what` under the store's timeout, its outcome observed.
+    async fn within<T>(
+        &self,
+        what: &'static str,
+        operation: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        let result = match tokio::time::timeout(self.settings.timeout(), operation).await {
+            Ok(result) => result.map_err(|e| {
+                tracing::debug!(error = %e, operation = what, "shared store operation failed");
+                StoreError::of(&e)
+            }),
             Err(_) => Err(StoreError::Timeout),
         };
         self.observe(result)

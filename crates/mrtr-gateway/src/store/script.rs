@@ -4,13 +4,14 @@
 //! Its keys: `KEYS[1]`, the envelope of a retry (`<prefix>:v1:env:<id>`, 48 hex digits); then
 //! one key per limit that applies to the request (`policy/rate.rs` names them). Its arguments:
 //! the mode (`0`: no envelope; `1`: the envelope's first use is part of its call; `2`: the same,
-//! and a second use is refused), the envelope's remaining lifetime in milliseconds, then per
-//! limit its emission interval and its tolerance (interval × burst) in microseconds.
+//! and a second use is refused), the envelope's remaining lifetime in milliseconds, the check's
+//! own random token (the value the envelope's key is set to), then per limit its emission
+//! interval and its tolerance (interval × burst) in microseconds.
 //!
 //! What it does, in this order:
-//! 1. with an envelope: `SET key 1 NX PX lifetime`. Set: the envelope's first use in the fleet,
-//!    part of the call its round 1 paid for, admitted without touching a limit. Not set: a
-//!    replay, refused in mode 2, counted as a new call otherwise;
+//! 1. with an envelope: `SET key token NX PX lifetime`. Set: the envelope's first use in the
+//!    fleet, part of the call its round 1 paid for, admitted without touching a limit. Not set:
+//!    a replay, refused in mode 2, counted as a new call otherwise;
 //! 2. for each limit in turn, GCRA on the store's own clock (`TIME`, so replicas' clocks do not
 //!    matter): the theoretical arrival time `tat` (stored, or now), `allow_at = max(tat, now) +
 //!    interval − tolerance`; after `now` the request is refused with the wait, else the new
@@ -19,6 +20,14 @@
 //!
 //! Its answer: `{0}` admitted, `{1}` a replay refused, `{2, index, wait µs}` refused by the
 //! limit at `index` (0-based among the limits passed).
+//!
+//! A check that timed out may still run: the store answers late, or had not read it yet. When
+//! the request it was for is then refused (`on-store-error = "deny"`), [`Script::release`]
+//! takes the envelope's record back, a second script that deletes the key only if it still holds
+//! this check's token (so that a record another check made stays). It goes out on the same
+//! multiplexed connection after the check, and Redis runs one connection's commands in order, so
+//! a check that was sent runs before its release. Without the release, the client's retry of a
+//! request refused `503` would find its state spent and be refused `-32602`.
 
 use std::time::Duration;
 
@@ -28,7 +37,7 @@ use tower_mrtr::EnvelopeId;
 const LUA: &str = r"
 local mode = ARGV[1]
 if mode ~= '0' then
-  if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
+  if redis.call('SET', KEYS[1], ARGV[3], 'NX', 'PX', ARGV[2]) then
     return {0}
   end
   if mode == '2' then
@@ -41,8 +50,8 @@ end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 for i = 2, #KEYS do
-  local interval = tonumber(ARGV[2 * i - 1])
-  local tolerance = tonumber(ARGV[2 * i])
+  local interval = tonumber(ARGV[2 * i])
+  local tolerance = tonumber(ARGV[2 * i + 1])
   local tat = tonumber(redis.call('GET', KEYS[i]) or now) or now
   if tat < now then
     tat = now
@@ -57,6 +66,14 @@ end
 return {0}
 ";
 
+/// The release (see the [module docs](self)): deletes the envelope's key if it holds the token.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
 /// A retry's envelope, as the check records it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct EnvelopeUse {
@@ -66,6 +83,9 @@ pub(crate) struct EnvelopeUse {
     pub(crate) lifetime: Duration,
     /// Whether a second use is refused (single use), rather than counted as a call.
     pub(crate) single_use: bool,
+    /// This check's own value for the envelope's key, random, so that a release takes back this
+    /// check's record and no other's.
+    pub(crate) token: u64,
 }
 
 /// One cell taken from one limit.
@@ -127,13 +147,14 @@ impl Script {
         match check.envelope {
             Some(envelope) => {
                 invocation
-                    .key(format!("{}{}", self.envelope_prefix, envelope.id))
+                    .key(self.envelope_key(&envelope))
                     .arg(if envelope.single_use { "2" } else { "1" })
-                    .arg(envelope.lifetime.as_millis().max(1) as u64);
+                    .arg(envelope.lifetime.as_millis().max(1) as u64)
+                    .arg(envelope.token);
             }
             None => {
-                // A key all the same, so that the limits' keys keep their places.
-                invocation.key(&self.envelope_prefix).arg("0").arg(0);
+                // A key and arguments all the same, so that the limits' own keep their places.
+                invocation.key(&self.envelope_prefix).arg("0").arg(0).arg(0);
             }
         }
         for take in check.takes {
@@ -149,6 +170,30 @@ impl Script {
                 "the shared store's check answered something else",
             ))
         })
+    }
+}
+
+impl Script {
+    fn envelope_key(&self, envelope: &EnvelopeUse) -> String {
+        format!("{}{}", self.envelope_prefix, envelope.id)
+    }
+
+    /// Takes back the record `envelope`'s check made, if it made one (see the [module
+    /// docs](self)). `EVAL`, not `EVALSHA`: it is rare, and one command keeps it in order behind
+    /// the check on the connection (a `NOSCRIPT` would add a load and a second try).
+    pub(super) async fn release(
+        &self,
+        connection: &mut impl redis::aio::ConnectionLike,
+        envelope: &EnvelopeUse,
+    ) -> redis::RedisResult<()> {
+        redis::cmd("EVAL")
+            .arg(RELEASE)
+            .arg(1)
+            .arg(self.envelope_key(envelope))
+            .arg(envelope.token)
+            .query_async::<i64>(connection)
+            .await
+            .map(drop)
     }
 }
 
