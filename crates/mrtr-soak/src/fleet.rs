@@ -8,6 +8,13 @@
 //! | backend `beta` | `tasks-fixture-server --identity beta` (JSON; holds the tasks, never killed) |
 //! | replica `gateway-a`, `gateway-b` | `mrtr-gateway --keys-file KEYS --backend alpha=… --backend beta=… --admin-listen … --client-idle-timeout 30` |
 //! | `nginx` | `nginx -p DIR -c DIR/nginx.conf -e DIR/nginx-error.log -g 'daemon off;'` |
+//! | `redis` (with `--shared-store`) | `redis-server --bind 127.0.0.1 --port … --save '' --appendonly no` (killed and restarted, empty) |
+//!
+//! With `--shared-store`, every replica also gets `--shared-store redis://…` and `--config
+//! DIR/store.toml`: one `[[rate-limit]]` that every request counts against, far above the
+//! soak's rate ([`STORE_CONFIG`]), so that each request makes the store's round trip and none is
+//! refused for the limit; a request the store cannot check gets `on-store-error`'s default,
+//! `deny` (`503`, retried by the users).
 //!
 //! `alpha` reads its own `requestState` key from a file, so a restarted `alpha` still opens the
 //! state of rounds it answered before it was killed; `beta` keeps tasks in memory, which a
@@ -55,6 +62,8 @@ pub struct Programs {
     pub tasks_fixture: PathBuf,
     /// `nginx`.
     pub nginx: PathBuf,
+    /// `redis-server`, when the replicas share a store.
+    pub redis: Option<PathBuf>,
 }
 
 /// Settings every replica gets.
@@ -68,6 +77,9 @@ pub struct ReplicaSettings {
     pub drain_timeout: Duration,
     /// `--reload-interval`.
     pub reload_interval: Duration,
+    /// `--shared-store URL` and the `--config` file holding the limit: set by the run once it
+    /// has started the store ([`Programs::redis`]).
+    pub shared_store: Option<(String, PathBuf)>,
 }
 
 /// A running child with its log.
@@ -150,6 +162,16 @@ pub async fn signal(pid: u32, signal: &str) -> io::Result<()> {
     }
 }
 
+/// `kill -9` of the process `running` holds, reaped, its pid no longer sampled.
+async fn kill(running: &mut Option<Running>, pids: &Pids, name: &str) -> io::Result<()> {
+    if let Some(mut running) = running.take() {
+        pids.lock().expect("not poisoned").remove(name);
+        signal(running.pid, "KILL").await?;
+        running.child.wait().await?;
+    }
+    Ok(())
+}
+
 /// A free port on 127.0.0.1 (bound and released; the child binds it right after).
 pub fn free_addr() -> io::Result<SocketAddr> {
     std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
@@ -228,12 +250,87 @@ impl Backend {
 
     /// `kill -9`, and reaps it.
     pub async fn kill(&mut self) -> io::Result<()> {
-        if let Some(mut running) = self.running.take() {
-            self.pids.lock().expect("not poisoned").remove(self.name);
-            signal(running.pid, "KILL").await?;
-            running.child.wait().await?;
-        }
+        kill(&mut self.running, &self.pids, self.name).await
+    }
+}
+
+/// The replicas' config file with a store: a limit that every request counts against (no
+/// principal: one budget for the fleet), which the soak's few hundred requests a second never
+/// reach.
+pub const STORE_CONFIG: &str = r#"# Written by mrtr-soak: every request makes the shared store's round trip.
+[[rate-limit]]
+name = "soak"
+per = "principal"
+requests = 100000
+period = 1
+"#;
+
+/// The shared store: one `redis-server` on loopback, nothing saved, restartable (empty) on the
+/// same address.
+#[derive(Debug)]
+pub struct Store {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The replicas' `--config` file ([`STORE_CONFIG`]).
+    pub config: PathBuf,
+    program: PathBuf,
+    log: PathBuf,
+    running: Option<Running>,
+    pids: Pids,
+}
+
+impl Store {
+    /// A store run by `program`, its log and the replicas' config file in `dir`.
+    pub fn new(program: &Path, dir: &Path, pids: &Pids) -> io::Result<Self> {
+        let config = dir.join("store.toml");
+        std::fs::write(&config, STORE_CONFIG)?;
+        Ok(Self {
+            addr: free_addr()?,
+            config,
+            program: program.to_owned(),
+            log: dir.join("redis.log"),
+            running: None,
+            pids: pids.clone(),
+        })
+    }
+
+    /// `redis://ADDR`.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// Starts it and waits until it accepts connections.
+    pub async fn start(&mut self) -> io::Result<()> {
+        let args = [
+            "--bind",
+            &self.addr.ip().to_string(),
+            "--port",
+            &self.addr.port().to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .map(String::from);
+        let running = start(
+            &self.program,
+            &args,
+            &[],
+            &self.log,
+            "Ready to accept connections",
+        )
+        .await?;
+        self.pids
+            .lock()
+            .expect("not poisoned")
+            .insert("redis", running.pid);
+        self.running = Some(running);
         Ok(())
+    }
+
+    /// `kill -9` (its data goes with it), and reaps it.
+    pub async fn kill(&mut self) -> io::Result<()> {
+        kill(&mut self.running, &self.pids, "redis").await
     }
 }
 
@@ -288,6 +385,14 @@ impl Replica {
             args.extend([
                 "--backend".to_owned(),
                 format!("{}={}", backend.name, backend.url()),
+            ]);
+        }
+        if let Some((url, config)) = &settings.shared_store {
+            args.extend([
+                "--shared-store".to_owned(),
+                url.clone(),
+                "--config".to_owned(),
+                config.display().to_string(),
             ]);
         }
         Ok(Self {

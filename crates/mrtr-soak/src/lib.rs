@@ -8,6 +8,8 @@
 //! three steps by editing the keys file, kills `alpha` with `kill -9` and restarts it, and
 //! restarts one replica (SIGTERM, drain, start). Users retry what failed because a process was
 //! down, at most three times with backoff, as real clients do; a flow that still fails is lost.
+//! With `--shared-store`, the replicas share a `redis-server` (a limit every request counts
+//! against) and the schedule also kills it with `kill -9` and restarts it, empty.
 //!
 //! The report lists flows and rounds, every failed attempt by cause and by second, each
 //! explained by a fault window or not, lost flows (must be 0), round latencies and the memory and

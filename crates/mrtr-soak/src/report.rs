@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `gateway_502`, `backend_failed_mid_stream`, `partial_list` | the named backend (or the flow's) being down |
 //! | `connect`, `closed_before_answer`, `body_cut`, `stream_without_answer`, `nginx_502`, `http_503`, `timeout` | the replica nginx named (or any, when none was named) restarting, or the flow's backend being down |
+//! | `http_503` naming the shared store (the gateway's answer under `on-store-error = "deny"`) | the store being down |
 //! | `invalid_envelope`, `jsonrpc_error`, `http_status`, `wrong_answer` | never |
 //!
 //! ```
@@ -85,7 +86,14 @@ pub fn explain(timeline: &Timeline, error: &ErrorRecord) -> Option<String> {
             .find(|w| from <= w.to + GRACE && to >= w.from)
             .map(|w| format!("replica {} restarting {:.1}-{:.1}s", w.subject, w.from, w.to))
     };
+    let store_down = || {
+        timeline
+            .explains(Fault::StoreDown, "redis", from, to, GRACE)
+            .map(|w| format!("shared store down {:.1}-{:.1}s", w.from, w.to))
+    };
     match error.cause {
+        // The gateway's 503 for a request the store could not check (`on-store-error = "deny"`).
+        Cause::Unavailable if error.detail.contains("shared store") => store_down(),
         Cause::GatewayBadGateway | Cause::BackendStreamError | Cause::PartialList => any_backend_down(),
         Cause::Connect
         | Cause::Closed
@@ -433,10 +441,11 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
 
     let _ = writeln!(
         out,
-        "\nschedule: {} key rotation steps seen by both replicas, {} backend kills, {} replica restarts, {} failed steps",
+        "\nschedule: {} key rotation steps seen by both replicas, {} backend kills, {} replica restarts, {} shared-store kills, {} failed steps",
         timeline.rotation_steps,
         timeline.kills,
         timeline.restarts,
+        timeline.store_kills,
         timeline.failures.len()
     );
     for failure in &timeline.failures {
@@ -479,7 +488,8 @@ pub fn build(info: &RunInfo, stats: &Stats, timeline: &Timeline, samples: &Sampl
             "cut_silently": known.cut_silently, "error_event": known.error_event,
         },
         "rotation_steps": timeline.rotation_steps, "backend_kills": timeline.kills,
-        "replica_restarts": timeline.restarts, "schedule_failures": timeline.failures,
+        "replica_restarts": timeline.restarts, "store_kills": timeline.store_kills,
+        "schedule_failures": timeline.failures,
     });
     Report {
         text: out,
@@ -617,6 +627,25 @@ mod tests {
         );
         assert!(explain(&timeline, &error(Cause::InvalidEnvelope, "alpha", None, 11.0)).is_none());
         assert!(explain(&timeline, &error(Cause::PartialList, "both", None, 11.0)).is_some());
+        // A 503 naming the shared store: only its own window explains it.
+        let store_refusal = |at| ErrorRecord {
+            detail: "The gateway's shared store did not answer; retry shortly".into(),
+            ..error(Cause::Unavailable, "alpha", None, at)
+        };
+        assert!(explain(&timeline, &store_refusal(50.0)).is_none());
+        assert!(
+            explain(&timeline, &store_refusal(11.0)).is_none(),
+            "not by alpha being down"
+        );
+        let mut with_store = timeline.clone();
+        with_store.windows.push(Window {
+            fault: Fault::StoreDown,
+            subject: "redis".into(),
+            from: 49.0,
+            to: 51.0,
+        });
+        assert!(explain(&with_store, &store_refusal(50.0)).is_some());
+        assert!(explain(&with_store, &error(Cause::Unavailable, "alpha", None, 50.0)).is_none());
 
         let errors = [
             error(Cause::GatewayBadGateway, "alpha", None, 20.0),

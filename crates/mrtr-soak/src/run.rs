@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fleet::{Backend, KeysFile, Nginx, Pids, Programs, Replica, ReplicaSettings};
+use crate::fleet::{Backend, KeysFile, Nginx, Pids, Programs, Replica, ReplicaSettings, Store};
 use crate::flows::{Behaviour, User};
 use crate::mcp::Call;
 use crate::report::{self, Report, RunInfo};
@@ -53,6 +53,18 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
     let mut beta = Backend::beta(programs, dir, &pids)?;
     alpha.start().await?;
     beta.start().await?;
+    let mut store = match &programs.redis {
+        Some(program) => {
+            let mut store = Store::new(program, dir, &pids)?;
+            store.start().await?;
+            Some(store)
+        }
+        None => None,
+    };
+    let replica_settings = ReplicaSettings {
+        shared_store: store.as_ref().map(|s| (s.url(), s.config.clone())),
+        ..settings.replica.clone()
+    };
     let replica = |name| {
         Replica::new(
             name,
@@ -60,7 +72,7 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
             dir,
             &keys.path,
             &[&alpha, &beta],
-            &settings.replica,
+            &replica_settings,
             &pids,
         )
     };
@@ -71,12 +83,16 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
     let mut nginx = Nginx::start(&programs.nginx, dir, &[replicas[0].addr, replicas[1].addr], &pids).await?;
     preflight(nginx.addr).await?;
     eprintln!(
-        "fleet up: nginx {} -> gateway-a {}, gateway-b {} -> alpha {} (SSE), beta {} (JSON); logs in {}",
+        "fleet up: nginx {} -> gateway-a {}, gateway-b {} -> alpha {} (SSE), beta {} (JSON){}; logs in {}",
         nginx.addr,
         replicas[0].addr,
         replicas[1].addr,
         alpha.addr,
         beta.addr,
+        store
+            .as_ref()
+            .map(|s| format!("; shared store redis {}", s.addr))
+            .unwrap_or_default(),
         dir.display()
     );
 
@@ -119,6 +135,7 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
             keys: &mut keys,
             alpha: &mut alpha,
             replicas: &mut replicas,
+            store: store.as_mut(),
         },
     )
     .await;
@@ -145,6 +162,9 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
     alpha.kill().await?;
     beta.kill().await?;
     nginx.stop().await?;
+    if let Some(store) = &mut store {
+        store.kill().await?;
+    }
 
     let samples = samples.lock().expect("not poisoned").clone();
     let info = RunInfo {
@@ -155,7 +175,7 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
         unfinished,
         settings: format!(
             "{} users for {:?} (warm-up {:?}), think up to {:?}, pause up to {:?}, retry backoff {:?} doubling, request timeout {:?};\n\
-             fault cycle {:?}, alpha down {:?}, envelope TTL {:?}, drain delay {:?} / timeout {:?}, reload interval {:?}",
+             fault cycle {:?}, alpha down {:?}, envelope TTL {:?}, drain delay {:?} / timeout {:?}, reload interval {:?}{}",
             settings.clients,
             settings.duration,
             settings.warmup,
@@ -168,7 +188,12 @@ pub async fn run(settings: Settings) -> io::Result<Report> {
             settings.replica.envelope_ttl,
             settings.replica.drain_delay,
             settings.replica.drain_timeout,
-            settings.replica.reload_interval
+            settings.replica.reload_interval,
+            if store.is_some() {
+                ";\nshared store (redis-server, killed and restarted empty at 0.65 of each cycle), one limit on every request, on-store-error = deny"
+            } else {
+                ""
+            }
         ),
     };
     Ok(report::build(&info, &stats, &timeline, &samples))

@@ -10,6 +10,7 @@
 //! | 0.20 | `kill -9` of backend `alpha`; restarted `backend_down` later on the same port |
 //! | 0.35 | step 2: the new key is **activated** (once both replicas showed step 1 in `/readyz`) |
 //! | 0.50 | rolling restart of `gateway-b`: SIGTERM, drain (`--drain-delay`, `--drain-timeout`), start again |
+//! | 0.65 | with `--shared-store`: `kill -9` of `redis`; restarted (empty) `backend_down` later, the window open until both replicas' `/readyz` show the store up |
 //! | 0.90 | step 3: the old key is **retired** (not before `--envelope-ttl` after step 2 reached both) |
 //!
 //! The keys file is rewritten atomically and the replicas pick it up by themselves (hot reload,
@@ -31,7 +32,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::client;
-use crate::fleet::{Backend, KeysFile, Replica};
+use crate::fleet::{Backend, KeysFile, Replica, Store};
 use crate::stats::Clock;
 
 /// What a window of downtime was.
@@ -41,6 +42,8 @@ pub enum Fault {
     BackendDown,
     /// A replica was draining, stopped, or starting.
     ReplicaRestart,
+    /// The shared store was killed, and not yet seen up again by both replicas.
+    StoreDown,
 }
 
 /// A span of time in which one process was (partly) down.
@@ -80,6 +83,8 @@ pub struct Timeline {
     pub kills: u32,
     /// Replica restarts.
     pub restarts: u32,
+    /// Shared-store kills.
+    pub store_kills: u32,
 }
 
 impl Timeline {
@@ -135,6 +140,8 @@ pub struct Targets<'a> {
     pub alpha: &'a mut Backend,
     /// The replicas; the second is the one restarted.
     pub replicas: &'a mut [Replica; 2],
+    /// The shared store, when there is one: killed too.
+    pub store: Option<&'a mut Store>,
 }
 
 /// Runs the schedule until `plan.end`.
@@ -144,6 +151,7 @@ pub async fn run(plan: Plan, clock: Clock, targets: Targets<'_>) -> Timeline {
         keys,
         alpha,
         replicas,
+        mut store,
     } = targets;
     let mut base = plan.start;
     'cycles: while base < plan.end {
@@ -210,6 +218,12 @@ pub async fn run(plan: Plan, clock: Clock, targets: Targets<'_>) -> Timeline {
             break;
         }
         restart(&clock, &plan, &mut replicas[1], &mut timeline).await;
+        if let Some(store) = store.as_deref_mut() {
+            if !wait_until(&clock, at(0.65), plan.end).await {
+                break;
+            }
+            store_outage(&clock, &plan, store, replicas, &mut timeline).await;
+        }
         // Step 3, once every envelope sealed with the old key has expired.
         let retire_at = at(0.90).max(activated + plan.envelope_ttl.as_secs_f64() + 1.0);
         if !wait_until(&clock, retire_at, plan.end).await {
@@ -260,6 +274,67 @@ async fn restart(clock: &Clock, plan: &Plan, replica: &mut Replica, timeline: &m
         from,
         to: clock.now(),
     });
+}
+
+/// `kill -9` of the store, a restart `backend_down` later; the window lasts until both replicas
+/// have seen it answer again (their pings, every `--health-interval`, or a request).
+async fn store_outage(
+    clock: &Clock,
+    plan: &Plan,
+    store: &mut Store,
+    replicas: &[Replica; 2],
+    timeline: &mut Timeline,
+) {
+    let from = clock.now();
+    if let Err(e) = store.kill().await {
+        timeline.failed(clock, format!("kill of redis: {e}"));
+        return;
+    }
+    timeline.store_kills += 1;
+    timeline.event(clock, "kill -9 redis (the shared store)");
+    tokio::time::sleep(plan.backend_down).await;
+    match store.start().await {
+        Ok(()) => timeline.event(clock, "redis restarted, empty"),
+        Err(e) => timeline.failed(clock, format!("restart of redis: {e}")),
+    }
+    let limit = Duration::from_secs(15);
+    for replica in replicas {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let seen = match replica.admin {
+                Some(admin) => store_state(admin).await,
+                None => None,
+            };
+            if seen.as_deref() == Some("up") {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                timeline.failed(
+                    clock,
+                    format!(
+                        "{} shows the store {seen:?} {limit:?} after its restart",
+                        replica.name
+                    ),
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    timeline.event(clock, "both replicas show the store up");
+    timeline.windows.push(Window {
+        fault: Fault::StoreDown,
+        subject: "redis".into(),
+        from,
+        to: clock.now(),
+    });
+}
+
+/// The shared store's state a replica's `/readyz` shows (`up`, `down`).
+async fn store_state(admin: SocketAddr) -> Option<String> {
+    let (_, body) = client::get(admin, "/readyz", Duration::from_secs(5)).await.ok()?;
+    let ready: Value = serde_json::from_slice(&body).ok()?;
+    Some(ready["shared_store"]["state"].as_str()?.to_owned())
 }
 
 /// Waits until every replica's `/readyz` shows the keys file's keyring (sealing key and count).

@@ -10,7 +10,8 @@ use mrtr_soak::run::{self, Settings};
 
 const ABOUT: &str = "Soak of mrtr-gateway through nginx: two backends, two replicas sharing a keys \
 file, round-robin without stickiness; N users run MRTR, task and plain flows for T seconds through key \
-rotation, a backend kill -9 and a replica restart. Exits 1 if a flow was lost or a fault step failed.";
+rotation, a backend kill -9 and a replica restart (and, with --shared-store, a kill -9 of the replicas' \
+Redis). Exits 1 if a flow was lost or a fault step failed.";
 
 fn command() -> Command {
     let number = |name: &'static str, default: &'static str, help: &'static str| {
@@ -74,6 +75,20 @@ fn command() -> Command {
         .arg(number("drain-timeout", "15", "The replicas' --drain-timeout"))
         .arg(number("reload-interval", "2", "The replicas' --reload-interval"))
         .arg(
+            Arg::new("shared-store")
+                .long("shared-store")
+                .action(ArgAction::SetTrue)
+                .help("Give the replicas a shared store (redis-server) with a limit on every request, and kill -9 the store once a cycle"),
+        )
+        .arg(
+            Arg::new("redis-server")
+                .long("redis-server")
+                .value_name("PATH")
+                .default_value("redis-server")
+                .value_parser(value_parser!(PathBuf))
+                .help("The redis-server binary, with --shared-store"),
+        )
+        .arg(
             Arg::new("fail-on-unexplained")
                 .long("fail-on-unexplained")
                 .action(ArgAction::SetTrue)
@@ -127,6 +142,11 @@ fn settings(m: &ArgMatches) -> Result<Settings, String> {
             fixture: program("fixture-server")?,
             tasks_fixture: program("tasks-fixture-server")?,
             nginx: m.get_one::<PathBuf>("nginx").expect("has a default").clone(),
+            redis: m.get_flag("shared-store").then(|| {
+                m.get_one::<PathBuf>("redis-server")
+                    .expect("has a default")
+                    .clone()
+            }),
         },
         dir,
         clients: *m.get_one::<u64>("clients").expect("has a default") as usize,
@@ -145,6 +165,7 @@ fn settings(m: &ArgMatches) -> Result<Settings, String> {
             drain_delay: secs(m, "drain-delay"),
             drain_timeout: secs(m, "drain-timeout"),
             reload_interval: secs(m, "reload-interval"),
+            shared_store: None,
         },
     })
 }
