@@ -7,7 +7,9 @@
 #     servers the gateway starts; filesystem serves a temporary directory), and the project's
 #     modern suite fixture (fixture-server --suite);
 #   * the official Python SDK as a 2026-07-28 client (mcp 2.x) and as an initialize-era client
-#     (mcp 1.x), both from PyPI, each running scripts/reference_servers_client.py: the merged
+#     (mcp 1.x), both from PyPI, each running scripts/reference_servers_client.py (and mcp 2.x on
+#     the gateway's legacy-era path, /mcp-legacy, where it falls back to initialize and gets
+#     everything's elicitation request in its call): the merged
 #     lists, everything's tools, prompts, resources, completion and progress, a subscription to
 #     one of its resources and the update it then sends, memory's create_entities then
 #     read_graph, filesystem's write_file then read_text_file;
@@ -78,6 +80,9 @@ FIXTURE_URL=$URL
 DATA=$LOGS/data
 mkdir -p "$DATA"
 cat >"$LOGS/gateway.toml" <<TOML
+# For SDKs that negotiate the era by themselves (the 2.x client below): initialize-era there.
+legacy-era-path = "/mcp-legacy"
+
 [[backend]]
 name = "everything"
 url = "http://127.0.0.1:$EVERYTHING_PORT/mcp"
@@ -108,6 +113,7 @@ run_client() { # run_client ERA PYTHON: the client script of ERA, its lines inde
 }
 run_client modern "$TOOLS/python-mcp2/bin/python"
 run_client legacy "$TOOLS/python-mcp1/bin/python"
+run_client legacy-era "$TOOLS/python-mcp2/bin/python"
 
 echo "==> server-everything restarted on port $EVERYTHING_PORT: its sessions are gone"
 kill "$EVERYTHING_PID"

@@ -9,6 +9,8 @@ DATA), and the project's modern suite fixture. Usage:
     python reference_servers_client.py legacy URL DATA   # Python SDK mcp 1.x, initialize era
     python reference_servers_client.py fault URL DATA    # mcp 2.x: read_graph under load while
                                                          # the script kills server-memory
+    python reference_servers_client.py legacy-era URL DATA  # mcp 2.x negotiating by itself on
+                                                         # the gateway's legacy-era path
 
 Each check prints one line, `PASS name` or `FAIL name: why`; the exit status is the number of
 failures (0: all passed).
@@ -192,6 +194,42 @@ async def legacy(url, data):
             await client.unsubscribe_resource(uri)
 
 
+async def legacy_era(url, data):
+    """The Python SDK 2.x, in its default mode (`auto`: `server/discover` first), on the
+    gateway's legacy-era path (`legacy-era-path = "/mcp-legacy"`, beside URL's `/mcp`): the
+    gateway declines the probe there, the client falls back to `initialize`, and
+    server-everything's elicitation request reaches it during the call, as for any legacy
+    client. On `/mcp` the same client is 2026-07-28 and is not offered the tool (`modern`)."""
+    import mcp_types as types
+    from mcp import Client
+
+    asked = []
+
+    async def on_elicitation(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace Hopper", "check": True})
+
+    legacy_url = url.rsplit("/mcp", 1)[0] + "/mcp-legacy"
+    async with Client(legacy_url, elicitation_callback=on_elicitation) as client:
+        check(
+            "legacy-era path: the 2.x client fell back to initialize",
+            client.protocol_version.startswith("2025-"),
+            client.protocol_version,
+        )
+        tools = [t.name for t in (await client.list_tools()).tools]
+        check(
+            "legacy-era path: everything offers its elicitation tool to the client declaring it",
+            "trigger-elicitation-request" in tools,
+            tools,
+        )
+        elicited = await client.call_tool("trigger-elicitation-request", {})
+        check(
+            "legacy-era path: everything's elicitation reaches the 2.x client, and its answer the server",
+            len(asked) == 1 and "Grace Hopper" in text(elicited),
+            (asked, text(elicited)),
+        )
+
+
 async def fault(url, data):
     """read_graph from four workers for 6 s while server-memory is killed: every call ends
     (an answer or an error) within 10 s, and calls succeed again after the restart."""
@@ -226,7 +264,7 @@ async def fault(url, data):
 def main():
     era, url, data = sys.argv[1], sys.argv[2], sys.argv[3]
     try:
-        asyncio.run({"modern": modern, "legacy": legacy, "fault": fault}[era](url, data))
+        asyncio.run({"modern": modern, "legacy": legacy, "legacy-era": legacy_era, "fault": fault}[era](url, data))
     except Exception:
         traceback.print_exc()
         check(f"{era}: the client ran to its end", False, "exception above")

@@ -12,6 +12,7 @@ mod fleet;
 mod gateway_http;
 mod layout;
 mod legacy;
+mod legacy_era_path;
 mod oauth;
 mod pinning;
 mod policy;

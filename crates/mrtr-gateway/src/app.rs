@@ -48,7 +48,7 @@ use tower_mrtr::{Keyring, KeyringHandle, Mrtr, MrtrLayer};
 
 use crate::audit::{AuditLayer, Audited};
 use crate::auth::Authenticator;
-use crate::config::GatewayConfig;
+use crate::config::{GatewayConfig, LegacyEraPath};
 use crate::front::http_layers::{DecompressRequest, DecompressRequestLayer, Http, HttpLayer};
 use crate::front::metrics::{RequestMetrics, RequestMetricsLayer};
 use crate::front::origin::Guard;
@@ -198,6 +198,7 @@ fn front_layer(
     .require_principal(config.auth.is_none().then(|| config.principal_header()).flatten())
     .traced(config.traces.clone())
     .audited(config.audit.clone())
+    .legacy_era_path(settings.legacy_era_path.as_ref().map(LegacyEraPath::shared))
 }
 
 /// Step 4: clients of the `initialize` era served, modern POSTs passed on after one header

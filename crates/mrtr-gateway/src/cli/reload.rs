@@ -93,6 +93,7 @@ restart_only!(
     max_headers,
     max_connections,
     no_legacy_clients,
+    legacy_era_path,
     legacy_session_ttl,
     legacy_answer_timeout,
     legacy_call_timeout,

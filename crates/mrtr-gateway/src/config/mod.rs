@@ -34,11 +34,11 @@ use serde::Deserialize;
 use tower_mrtr::Clock;
 
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
-pub use self::values::{PassedVar, PositiveSeconds, Seconds};
+pub use self::values::{LegacyEraPath, PassedVar, PositiveSeconds, Seconds};
 use crate::audit::{Audit, AuditSettings};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
 use crate::front::origin::{HostPolicy, OriginPolicy};
-use crate::front::{deadline, shed};
+use crate::front::{MCP_PATH, deadline, shed};
 use crate::legacy::LegacyConfig;
 use crate::observe::logging::LogFormat;
 use crate::observe::trace::Traces;
@@ -209,6 +209,10 @@ pub struct Settings {
     #[arg(long)]
     pub no_legacy_clients: bool,
 
+    /// Serve MCP at this path too (e.g. /mcp-legacy), where 2026-07-28 requests are declined (400): an SDK that negotiates the era by itself falls back to initialize there, and a legacy backend's requests (elicitation, sampling, roots) then reach it inside its calls, as for any legacy client. For clients without the Tasks extension; /mcp is unchanged
+    #[arg(long, value_name = "PATH")]
+    pub legacy_era_path: Option<LegacyEraPath>,
+
     /// How long a legacy client's sealed Mcp-Session-Id stays valid
     #[arg(long, value_name = "SECONDS", default_value = "86400")]
     pub legacy_session_ttl: PositiveSeconds,
@@ -366,6 +370,8 @@ impl Settings {
     pub fn legacy(&self) -> LegacyConfig {
         LegacyConfig {
             enabled: !self.no_legacy_clients,
+            era_path: self.legacy_era_path.as_ref().map(LegacyEraPath::shared),
+            main_path: MCP_PATH,
             session_ttl: self.legacy_session_ttl.0,
             answer_timeout: self.legacy_answer_timeout.0,
             call_timeout: self.legacy_call_timeout.0,
@@ -391,6 +397,16 @@ impl Settings {
             );
         }
         Ok(())
+    }
+
+    /// `legacy-era-path` is for clients of the `initialize` era: it needs them served.
+    pub(crate) fn legacy_era_path_served(&self) -> Result<(), String> {
+        match &self.legacy_era_path {
+            Some(path) if self.no_legacy_clients => Err(format!(
+                "legacy-era-path {path} serves initialize-era clients, which no-legacy-clients turns away: set one or the other"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The bounds of bridged tasks (`tasks/`): the `bridged-*` settings, and the largest
@@ -487,6 +503,7 @@ impl GatewayConfig {
     pub fn resolve_settings_in(mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         let settings = &self.settings;
         settings.one_principal_source()?;
+        settings.legacy_era_path_served()?;
         self.auth = settings.oauth.clone().map(Authenticator::new).transpose()?;
         self.policy = if settings.policy.is_empty() {
             None

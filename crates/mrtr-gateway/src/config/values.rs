@@ -174,6 +174,55 @@ impl fmt::Display for PassedVar {
     }
 }
 
+/// The legacy-era path (`--legacy-era-path`): an absolute path of letters, digits and `-._~/`,
+/// other than `/mcp` and the well-known paths the gateway serves (`/.well-known/…`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct LegacyEraPath(pub(crate) String);
+
+impl FromStr for LegacyEraPath {
+    type Err = String;
+
+    fn from_str(path: &str) -> Result<Self, String> {
+        let well_formed = path.len() > 1
+            && path.len() <= 256
+            && path.starts_with('/')
+            && path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._~/".contains(c));
+        if !well_formed {
+            return Err(format!(
+                "{path:?} is not a path the gateway can serve: '/' then letters, digits and -._~/ (at most 256)"
+            ));
+        }
+        if path == crate::front::MCP_PATH || path.starts_with("/.well-known/") {
+            return Err(format!("{path:?} is a path the gateway serves already"));
+        }
+        Ok(Self(path.to_owned()))
+    }
+}
+
+impl LegacyEraPath {
+    /// The path, to share.
+    pub(crate) fn shared(&self) -> std::sync::Arc<str> {
+        self.0.as_str().into()
+    }
+}
+
+impl TryFrom<String> for LegacyEraPath {
+    type Error = String;
+
+    fn try_from(path: String) -> Result<Self, String> {
+        path.parse()
+    }
+}
+
+impl fmt::Display for LegacyEraPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A request header name on the command line.
 pub(crate) fn header_name(text: &str) -> Result<HeaderName, String> {
     text.parse::<HeaderName>()

@@ -8,7 +8,8 @@
 //! [`Front`] ([`FrontLayer`]) applies them to a request, in order: the headers its
 //! `Connection` lists removed (they were for this hop; removed later, a header the layer had
 //! bound would not reach the backend), [load shedding](shed) (503 over the in-flight limit), the [`Guard`](origin) (`Origin`, `Host`, POST media types; 403,
-//! 415, 406), then the path: every request to [`MCP_PATH`] goes to the MCP stack, with a body
+//! 415, 406), then the path: every request to [`MCP_PATH`] (and to the legacy-era path, when one
+//! is served) goes to the MCP stack, with a body
 //! [deadline], after the bearer token when the gateway is an OAuth resource server
 //! ([`crate::auth`], whose metadata is served at its well-known path here too); any other path
 //! gets 404; every answer gets an [access log](crate::observe::access) line.
@@ -67,6 +68,7 @@ pub struct FrontLayer {
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
     audit: Option<Arc<Audit>>,
+    legacy_era_path: Option<Arc<str>>,
 }
 
 impl FrontLayer {
@@ -81,6 +83,7 @@ impl FrontLayer {
             principal: None,
             traces: None,
             audit: None,
+            legacy_era_path: None,
         }
     }
 
@@ -112,6 +115,13 @@ impl FrontLayer {
         self.audit = audit;
         self
     }
+
+    /// Serves `path` (`legacy-era-path`) as it serves `/mcp`: the stack behind, whose legacy
+    /// front declines modern requests there.
+    pub(crate) fn legacy_era_path(mut self, path: Option<Arc<str>>) -> Self {
+        self.legacy_era_path = path;
+        self
+    }
 }
 
 impl<S> Layer<S> for FrontLayer {
@@ -126,6 +136,7 @@ impl<S> Layer<S> for FrontLayer {
             principal: self.principal.clone(),
             traces: self.traces.clone(),
             audit: self.audit.clone(),
+            legacy_era_path: self.legacy_era_path.clone(),
             mcp,
         }
     }
@@ -142,6 +153,8 @@ pub struct Front<S> {
     principal: Option<HeaderName>,
     traces: Option<Arc<Traces>>,
     audit: Option<Arc<Audit>>,
+    /// The legacy-era path, served as `/mcp` is.
+    legacy_era_path: Option<Arc<str>>,
     mcp: S,
 }
 
@@ -249,7 +262,8 @@ where
         }
         // Read once: the request is checked by the resource server in use when it came.
         let auth = self.auth.as_ref().map(|cell| cell.load_full());
-        if request.uri().path() != MCP_PATH {
+        let path = request.uri().path();
+        if path != MCP_PATH && self.legacy_era_path.as_deref() != Some(path) {
             if let Some(auth) = &auth
                 && auth.is_metadata_path(request.uri().path())
             {

@@ -2,6 +2,7 @@
 //! Their defaults and their documentation are the gateway's settings' (`config/mod.rs`,
 //! `--legacy-*`), which build this with `Settings::legacy`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The protocol versions the legacy front negotiates at `initialize`, oldest first; a client
@@ -15,6 +16,11 @@ pub struct LegacyConfig {
     /// Serve legacy clients at all. When off, an `initialize` gets the modern-only answer
     /// (HTTP 400), as before the front existed.
     pub enabled: bool,
+    /// The legacy-era path (`legacy-era-path`), when one is served: there a modern request is
+    /// declined (`400`), so that an SDK negotiating the era falls back to `initialize`.
+    pub era_path: Option<Arc<str>>,
+    /// The path modern clients use (`/mcp`), named in the answer on the legacy-era path.
+    pub main_path: &'static str,
     /// How long a sealed `Mcp-Session-Id` stays valid; a client whose session expired gets 404
     /// and starts a new one.
     pub session_ttl: Duration,

@@ -114,6 +114,15 @@ impl DualEraLayer {
 }
 
 impl DualEraLayer {
+    /// The legacy-era path, when `uri` is on it (`LegacyConfig::era_path`).
+    pub(super) fn era_path(&self, uri: &http::Uri) -> Option<&str> {
+        self.inner
+            .config
+            .era_path
+            .as_deref()
+            .filter(|path| uri.path() == *path)
+    }
+
     /// The principal sessions are bound to: the caller the front or the resource server left on
     /// the request, else the principal header read as the front reads it.
     pub(super) fn principal(&self, parts: &Parts) -> Option<Arc<str>> {

@@ -7,6 +7,7 @@
 //!
 //! | request | answer |
 //! |---|---|
+//! | a modern POST on the legacy-era path (`legacy-era-path`) | 400, `-32600` naming `/mcp`: SDKs negotiating the era fall back to `initialize` |
 //! | POST `initialize` (2025-03-26, 2025-06-18, 2025-11-25; no or a legacy version header) | legacy `InitializeResult` from the modern `server/discover`, with a sealed `Mcp-Session-Id` |
 //! | POST without `Mcp-Session-Id`, not `initialize` | the modern service, with the same bytes (so it gets the modern answers: `-32020`, `-32022`, …) |
 //! | POST with a session id that does not open, or that was deleted here | 404, `Session not found` |
@@ -96,12 +97,27 @@ impl<S> DualEra<S> {
     }
 }
 
-fn is_modern<B>(request: &Request<B>) -> bool {
-    request.method() == Method::POST
-        && request
-            .headers()
+fn is_modern(method: &Method, headers: &http::HeaderMap) -> bool {
+    method == Method::POST
+        && headers
             .get(MCP_PROTOCOL_VERSION)
             .is_some_and(|v| v.as_bytes() == MODERN_VERSION.as_bytes())
+}
+
+/// The answer to a modern request `id` on the legacy-era path `path` (modern clients use
+/// `main`): `400` with a JSON-RPC error for the request's id (clients match it to their probe)
+/// that is none of the codes by which a client knows a modern server (`-32020` to `-32022`), so
+/// that an SDK negotiating the era falls back to `initialize` (2026-07-28, HTTP transport,
+/// backward compatibility).
+fn declined(id: Option<&RawValue>, path: &str, main: &str) -> Response<LegacyBody> {
+    error(
+        StatusCode::BAD_REQUEST,
+        id,
+        INVALID_REQUEST,
+        &format!(
+            "{path} serves clients of the initialize era only: send initialize here, or 2026-07-28 requests to {main}"
+        ),
+    )
 }
 
 impl<S, B, RB> Service<Request<B>> for DualEra<S>
@@ -120,7 +136,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if is_modern(&request) {
+        // On the legacy-era path a modern request is the front's too: it is declined there.
+        if is_modern(request.method(), request.headers()) && self.front.era_path(request.uri()).is_none() {
             return DualEraFuture::modern(self.inner.call(request.map(Either::Left)));
         }
         // `poll_ready` readied `self.inner`: hand that one to the front and keep a fresh clone.
@@ -284,6 +301,13 @@ impl DualEraLayer {
         };
         let message = LegacyMessage::parse(&bytes);
         let head = message.as_ref().and_then(head_of);
+        if let Some(path) = self.era_path(&parts.uri)
+            && is_modern(&parts.method, &parts.headers)
+        {
+            let id = message.as_ref().and_then(|m| m.id.as_deref());
+            let refusal = declined(id, path, self.inner.config.main_path);
+            return legacy(named(refusal, head, false));
+        }
         if let Some(message) = message.as_ref()
             && message.method.as_deref() == Some("initialize")
             && message.id.is_some()
