@@ -8,13 +8,14 @@
 //! the backend gave it; a client without Tasks gets today's error, naming the extension; a
 //! handle bound to its principal; cancel (the backend sees `notifications/cancelled`); a client
 //! that never answers (the task fails, the backend's call is cancelled); a backend that goes away
-//! mid-task; the bound per principal.
+//! mid-task; the bound per principal; the audit trail of a task.
 
 use anyhow::Context as _;
 use mrtr_backends::{LegacyBackend, ServedLegacy, serve_legacy};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::mcp::{Call, Reply, TASKS_EXTENSION, meta_declaring, send, with_client_info};
+use mrtr_test_support::tls::TempDir;
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 
@@ -27,6 +28,7 @@ async fn behind(
     let mut settings = GatewayConfig::new(vec![Backend::new("old", served.url())?]);
     settings.settings.health_interval = PositiveSeconds::from_secs(3600);
     config(&mut settings);
+    let settings = settings.resolve_settings().map_err(anyhow::Error::msg)?;
     let gateway = gateway(settings, keyring()).await?;
     let readiness = gateway.readiness();
     eventually(TIMEOUT, "the backend found legacy", || async {
@@ -248,5 +250,69 @@ async fn a_principal_holds_at_most_its_share_of_tasks() -> anyhow::Result<()> {
         second.text()
     );
     gateway.shutdown().await?;
+    Ok(())
+}
+
+/// A bridged task in the audit trail (`[audit]`), as any task: the call whose answer made it
+/// (outcome `task`), and each follow-up with the tool and backend its handle names.
+#[tokio::test]
+async fn a_bridged_task_is_in_the_audit_trail() -> anyhow::Result<()> {
+    let dir = TempDir::new("bridged-audit");
+    let file = dir.path("audit.jsonl");
+    let audit: toml::Table = toml::from_str(&format!(
+        "output = \"file\"\nfile = {:?}\n",
+        file.display().to_string()
+    ))?;
+    let backend = LegacyBackend::new("old");
+    let (_served, gateway) = behind(&backend, |config| {
+        config.settings.audit = Some(audit.try_into().expect("an [audit] table"));
+    })
+    .await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+    let task = created(&send(&url, &call("ask", elicits.clone())).await?)?;
+    let waiting = until(&url, &task, "input_required", &elicits).await?;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next())
+        .context("a request")?
+        .clone();
+    let answers = json!({ key: { "action": "accept", "content": { "name": "Ada" } } });
+    let update = on_task(
+        "tasks/update",
+        &task,
+        json!({ "inputResponses": answers }),
+        elicits.clone(),
+    );
+    send(&url, &update).await?;
+    until(&url, &task, "completed", &elicits).await?;
+    gateway.shutdown().await?; // writes and flushes the trail
+
+    let text = std::fs::read_to_string(&file)?;
+    let lines: Vec<Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let call_line = lines
+        .iter()
+        .find(|l| l["method"] == "tools/call")
+        .context("the call's line")?;
+    assert_eq!(
+        (&call_line["target"], &call_line["backend"], &call_line["outcome"]),
+        (&json!("ask"), &json!("old"), &json!("task")),
+        "{text}"
+    );
+    for method in ["tasks/get", "tasks/update"] {
+        let follow_up = lines
+            .iter()
+            .find(|l| l["method"] == method)
+            .with_context(|| format!("a {method} line:\n{text}"))?;
+        assert_eq!(
+            (
+                &follow_up["target"],
+                &follow_up["backend"],
+                &follow_up["state_opened"]
+            ),
+            (&json!("ask"), &json!("old"), &json!(true)),
+            "{follow_up}"
+        );
+    }
     Ok(())
 }

@@ -14,13 +14,14 @@ use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either};
 use tower_layer::Layer;
 use tower_mrtr::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use tower_mrtr::{McpRequestHead, PinnedRoute, RequestBody, Route};
+use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
 use tower_service::Service;
 
 use super::BridgeConfig;
 use super::body::{Ticket, Watch};
 use super::registry::{Owner, Tasks};
 use super::wire;
+use crate::audit::CallNote;
 use crate::jsonrpc::error_body;
 use crate::policy;
 use crate::route::GATEWAY_ROUTE;
@@ -238,6 +239,23 @@ impl Shared {
             .to_owned();
         let pinned = parts.extensions.get::<PinnedRoute>().map(|p| p.0.clone());
         let route = pinned.clone().unwrap_or_else(|| Route::new(GATEWAY_ROUTE));
+        // The audit trail's note, as the proxy leaves it on a follow-up it forwards: the handle
+        // opened, and the call's tool (`audit/note.rs`). No backend request is made.
+        let note = CallNote {
+            backend_target: None,
+            continued: parts
+                .extensions
+                .get::<Continuation>()
+                .map(|c| (c.round(), c.call_target().map(Arc::from))),
+        };
+        // The bridge's own JSON answer, reported under `route` (a pinned request's answer must
+        // come from its route).
+        let answer = |body: Bytes| {
+            let mut response = json(StatusCode::OK, body);
+            response.extensions_mut().insert(route.clone());
+            response.extensions_mut().insert(note.clone());
+            response
+        };
         let principal = policy::caller_of(&parts.extensions, &parts.headers, self.principal_header.as_ref())
             .map(|caller| caller.principal);
         let task = self
@@ -251,7 +269,7 @@ impl Shared {
                 ),
                 _ => "Unknown or expired task".to_owned(),
             };
-            return answer(route, error_body(Some(&id), INVALID_PARAMS, &message, None));
+            return answer(error_body(Some(&id), INVALID_PARAMS, &message, None));
         };
         let text = match method.as_str() {
             "tasks/get" => task.detailed(&id),
@@ -263,26 +281,15 @@ impl Shared {
                 let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
                 let Some(responses) = wire::input_responses(&bytes) else {
                     let message = "tasks/update needs params.inputResponses, an object";
-                    return answer(route, error_body(Some(&id), INVALID_PARAMS, message, None));
+                    return answer(error_body(Some(&id), INVALID_PARAMS, message, None));
                 };
                 task.answer(responses);
                 wire::acknowledged(&id)
             }
             _ => {
-                return answer(
-                    route,
-                    error_body(Some(&id), METHOD_NOT_FOUND, "Method not found", None),
-                );
+                return answer(error_body(Some(&id), METHOD_NOT_FOUND, "Method not found", None));
             }
         };
-        answer(route, Bytes::from(text))
+        answer(Bytes::from(text))
     }
-}
-
-/// The bridge's own JSON answer, reported under `route` (a pinned request's answer must come
-/// from its route).
-fn answer(route: Route, body: Bytes) -> Response<ProxyBody> {
-    let mut response = json(StatusCode::OK, body);
-    response.extensions_mut().insert(route);
-    response
 }

@@ -30,7 +30,8 @@
 //! ids, and opens it again on `tasks/*`. This room checks the route and the principal again on
 //! every `tasks/*`.
 //!
-//! Imports `route` (the gateway's own route name), `policy` (the caller), `upstream` (the backend's requests, bodies, the SSE reader),
+//! Imports `route` (the gateway's own route name), `policy` (the caller), `audit` (the note a
+//! follow-up leaves for the trail), `upstream` (the backend's requests, bodies, the SSE reader),
 //! `observe` and the ground floor. The room, lowest first: [`wire`], [`task`], [`registry`],
 //! [`body`], [`layer`].
 
