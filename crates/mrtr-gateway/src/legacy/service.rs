@@ -455,6 +455,9 @@ impl DualEraLayer {
                 }
             }
             method if RELAYED.contains(&method) => {
+                // Only a tools/list answer teaches the tools' headers: any other answer goes out
+                // as it came, not collected and parsed again.
+                let lists_tools = method == "tools/list";
                 let log_level = self
                     .inner
                     .notes
@@ -480,7 +483,11 @@ impl DualEraLayer {
                     body: PhantomData,
                 };
                 let response = bridge.respond().await;
-                self.learn_from_tool_lists(response).await
+                if lists_tools {
+                    self.learn_from_tool_lists(response).await
+                } else {
+                    response
+                }
             }
             "resources/subscribe" => self.subscribe(inner, &parts, &session, &request).await,
             "resources/unsubscribe" => match resource_uri(&request) {
