@@ -165,7 +165,9 @@ impl Launch<'_> {
                 return Err(failed(format!("exited with {status} before listening on {addr}")));
             }
             let attempt = tokio::net::TcpStream::connect(addr);
-            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), attempt).await {
+            if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_millis(200), attempt).await
+                && !connected_to_itself(&stream)
+            {
                 return Ok(proc);
             }
             if Instant::now() >= deadline {
@@ -174,6 +176,13 @@ impl Launch<'_> {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Whether `stream` is connected to itself: when nothing listens on a loopback port, a connect
+/// whose source port the system happens to pick equal to it succeeds by TCP's simultaneous open,
+/// which must not pass for the program listening.
+pub fn connected_to_itself(stream: &tokio::net::TcpStream) -> bool {
+    matches!((stream.local_addr(), stream.peer_addr()), (Ok(local), Ok(peer)) if local == peer)
 }
 
 /// A free port on 127.0.0.1 for a peer (free when asked; the peer binds it moments later).

@@ -82,3 +82,22 @@ async fn a_peer_that_exits_before_listening_is_an_error_naming_its_log() {
     let log = std::fs::read_to_string(dir.join("broken.log")).unwrap();
     assert_eq!(log, "no config\n");
 }
+
+/// A connect to a loopback port nobody listens on, from that same port (what the system may pick
+/// by chance as the source port), succeeds by TCP's simultaneous open: the readiness check must
+/// not take it for a peer listening.
+#[tokio::test(flavor = "current_thread")]
+async fn a_connection_to_itself_is_not_a_peer_listening() {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], procs::free_port().unwrap()));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(addr).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    assert!(procs::connected_to_itself(&stream));
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    assert!(!procs::connected_to_itself(&other));
+}
