@@ -11,32 +11,13 @@
 //! mid-task; the bound per principal; the audit trail of a task.
 
 use anyhow::Context as _;
-use mrtr_backends::{LegacyBackend, ServedLegacy, serve_legacy};
-use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
-use mrtr_test_support::gateway::{gateway, keyring};
+use mrtr_backends::LegacyBackend;
+use mrtr_gateway::PositiveSeconds;
+use mrtr_test_support::backends::legacy_behind;
 use mrtr_test_support::mcp::{Call, Reply, TASKS_EXTENSION, meta_declaring, send, with_client_info};
 use mrtr_test_support::tls::TempDir;
 use mrtr_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
-
-/// A gateway in front of `backend` (served over HTTP), once the probe found it legacy.
-async fn behind(
-    backend: &LegacyBackend,
-    config: impl FnOnce(&mut GatewayConfig),
-) -> anyhow::Result<(ServedLegacy, RunningGateway)> {
-    let served = serve_legacy(backend.clone()).await?;
-    let mut settings = GatewayConfig::new(vec![Backend::new("old", served.url())?]);
-    settings.settings.health_interval = PositiveSeconds::from_secs(3600);
-    config(&mut settings);
-    let settings = settings.resolve_settings().map_err(anyhow::Error::msg)?;
-    let gateway = gateway(settings, keyring()).await?;
-    let readiness = gateway.readiness();
-    eventually(TIMEOUT, "the backend found legacy", || async {
-        readiness.check().1["backends"]["old"]["era"] == "legacy"
-    })
-    .await;
-    Ok((served, gateway))
-}
 
 /// The `_meta` of a client that declares the Tasks extension and `capabilities`.
 fn tasks_client(mut capabilities: Value) -> Value {
@@ -79,7 +60,7 @@ async fn until(url: &str, task: &str, status: &str, capabilities: &Value) -> any
 #[tokio::test]
 async fn a_legacy_backends_elicitation_and_roots_reach_a_tasks_client_as_a_task() -> anyhow::Result<()> {
     let backend = LegacyBackend::new("old");
-    let (_served, gateway) = behind(&backend, |_| {}).await?;
+    let (_served, gateway) = legacy_behind(&backend, |_| {}).await?;
     let url = gateway.url();
     let elicits = json!({ "elicitation": {} });
 
@@ -168,7 +149,7 @@ async fn a_legacy_backends_elicitation_and_roots_reach_a_tasks_client_as_a_task(
 #[tokio::test]
 async fn a_bridged_task_is_its_principals_and_cancel_cancels_the_backends_call() -> anyhow::Result<()> {
     let backend = LegacyBackend::new("old");
-    let (_served, gateway) = behind(&backend, |config| {
+    let (_served, gateway) = legacy_behind(&backend, |config| {
         config.settings.principal_header = Some("x-principal".parse().expect("a header name"));
     })
     .await?;
@@ -202,7 +183,7 @@ async fn a_bridged_task_is_its_principals_and_cancel_cancels_the_backends_call()
 #[tokio::test]
 async fn a_task_fails_when_its_client_never_answers_or_its_backend_goes_away() -> anyhow::Result<()> {
     let backend = LegacyBackend::new("old");
-    let (served, gateway) = behind(&backend, |config| {
+    let (served, gateway) = legacy_behind(&backend, |config| {
         config.settings.bridged_task_answer_timeout = PositiveSeconds::from_secs(1).expect("not zero");
     })
     .await?;
@@ -221,7 +202,7 @@ async fn a_task_fails_when_its_client_never_answers_or_its_backend_goes_away() -
     drop(served);
 
     // A backend that goes away while its task waits for the client.
-    let (served, gateway) = behind(&backend, |_| {}).await?;
+    let (served, gateway) = legacy_behind(&backend, |_| {}).await?;
     let url = gateway.url();
     let task = created(&send(&url, &call("ask", elicits.clone())).await?)?;
     drop(served);
@@ -235,7 +216,7 @@ async fn a_task_fails_when_its_client_never_answers_or_its_backend_goes_away() -
 #[tokio::test]
 async fn a_principal_holds_at_most_its_share_of_tasks() -> anyhow::Result<()> {
     let backend = LegacyBackend::new("old");
-    let (_served, gateway) = behind(&backend, |config| {
+    let (_served, gateway) = legacy_behind(&backend, |config| {
         config.settings.bridged_tasks_per_principal = 1.try_into().expect("not zero");
     })
     .await?;
@@ -264,7 +245,7 @@ async fn a_bridged_task_is_in_the_audit_trail() -> anyhow::Result<()> {
         file.display().to_string()
     ))?;
     let backend = LegacyBackend::new("old");
-    let (_served, gateway) = behind(&backend, |config| {
+    let (_served, gateway) = legacy_behind(&backend, |config| {
         config.settings.audit = Some(audit.try_into().expect("an [audit] table"));
     })
     .await?;

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mrtr_backends::legacy::WATCHED;
-use mrtr_backends::{
-    LegacyBackend, ResponseMode, ServedBackend, ServedLegacy, SuiteFixture, serve, serve_legacy,
-};
+use mrtr_backends::{LegacyBackend, ResponseMode, ServedBackend, SuiteFixture, serve};
 use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
+use mrtr_test_support::backends::legacy_behind;
 use mrtr_test_support::gateway::{gateway, keyring};
 use mrtr_test_support::mcp::EventStream;
 use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
@@ -90,24 +89,9 @@ impl ClientHandler for RootsUser {
     }
 }
 
-/// A gateway in front of an `initialize`-era backend (`LegacyBackend`), once the probe found it
-/// legacy.
-async fn legacy_behind() -> anyhow::Result<(ServedLegacy, RunningGateway)> {
-    let backend = serve_legacy(LegacyBackend::new("old")).await?;
-    let mut config = GatewayConfig::new(vec![Backend::new("old", backend.url())?]);
-    config.settings.health_interval = PositiveSeconds::from_secs(3600);
-    let gateway = gateway(config, keyring()).await?;
-    let readiness = gateway.readiness();
-    mrtr_test_support::wait::eventually(TIMEOUT, "the backend found legacy", || async {
-        readiness.check().1["backends"]["old"]["era"] == "legacy"
-    })
-    .await;
-    Ok((backend, gateway))
-}
-
 #[tokio::test]
 async fn a_legacy_backends_own_request_reaches_the_legacy_client_that_declared_it() -> anyhow::Result<()> {
-    let (_backend, gateway) = legacy_behind().await?;
+    let (_backend, gateway) = legacy_behind(&LegacyBackend::new("old"), |_| {}).await?;
     for declares_roots in [true, false] {
         let user = RootsUser {
             declares_roots,
@@ -666,7 +650,7 @@ async fn resource_updates_reach_the_sessions_get_stream() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn a_legacy_clients_subscription_to_a_legacy_backends_resource_is_the_backends() -> anyhow::Result<()> {
-    let (_backend, gateway) = legacy_behind().await?;
+    let (_backend, gateway) = legacy_behind(&LegacyBackend::new("old"), |_| {}).await?;
     // A client declaring a capability: its backend session is its own, and the subscription
     // must be made there, where its tools/call lands too.
     let session = Session::open(&gateway.url(), json!({ "roots": { "listChanged": true } })).await?;

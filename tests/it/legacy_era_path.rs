@@ -4,47 +4,16 @@
 //! backend's own requests (an elicitation) inside its call, as any legacy client does. `/mcp`
 //! is unchanged for the same client.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use mrtr_backends::{LegacyBackend, ServedLegacy, serve_legacy};
-use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
-use mrtr_test_support::gateway::{gateway, keyring};
-use mrtr_test_support::peers::{connect_with, tool_params, tool_text};
-use mrtr_test_support::wait::{TIMEOUT, eventually};
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
-    ProtocolVersion,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, RoleClient};
+use mrtr_backends::{LegacyBackend, ServedLegacy};
+use mrtr_gateway::{GatewayConfig, RunningGateway};
+use mrtr_test_support::backends::legacy_behind;
+use mrtr_test_support::peers::{Answerer, connect_with, tool_params, tool_text};
+use mrtr_test_support::wait::TIMEOUT;
+use rmcp::ClientLifecycleMode;
+use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
 const LEGACY_PATH: &str = "/mcp-legacy";
-
-/// A client of both eras that declares elicitation and answers with a name.
-#[derive(Clone, Debug, Default)]
-struct User {
-    asked: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for User {
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "name": "Ada" })))
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("rmcp-auto-client", "0.1.0"),
-        )
-    }
-}
 
 /// rmcp's automatic negotiation: `server/discover` first, `initialize` if the server says it is
 /// not modern.
@@ -55,20 +24,13 @@ fn auto() -> ClientLifecycleMode {
     }
 }
 
-/// A gateway serving the legacy-era path in front of an `initialize`-era backend, once the probe
-/// found it legacy.
+/// A gateway serving the legacy-era path in front of an `initialize`-era backend.
 async fn legacy_era_gateway() -> anyhow::Result<(ServedLegacy, RunningGateway)> {
-    let backend = serve_legacy(LegacyBackend::new("old")).await?;
-    let mut config = GatewayConfig::new(vec![Backend::new("old", backend.url())?]);
-    config.settings.health_interval = PositiveSeconds::from_secs(3600);
-    config.settings.legacy_era_path = Some(LEGACY_PATH.parse().map_err(anyhow::Error::msg)?);
-    let gateway = gateway(config, keyring()).await?;
-    let readiness = gateway.readiness();
-    eventually(TIMEOUT, "the backend found legacy", || async {
-        readiness.check().1["backends"]["old"]["era"] == "legacy"
+    let path: mrtr_gateway::LegacyEraPath = LEGACY_PATH.parse().map_err(anyhow::Error::msg)?;
+    legacy_behind(&LegacyBackend::new("old"), |config| {
+        config.settings.legacy_era_path = Some(path);
     })
-    .await;
-    Ok((backend, gateway))
+    .await
 }
 
 #[tokio::test]
@@ -77,7 +39,8 @@ async fn a_client_negotiating_the_era_falls_back_there_and_gets_the_backends_eli
     let (_backend, gateway) = legacy_era_gateway().await?;
     let legacy_url = gateway.url().replace("/mcp", LEGACY_PATH);
 
-    let user = User::default();
+    // Declares elicitation and fills every form field with `<name>-value`.
+    let user = Answerer::default();
     let client = connect_with(&legacy_url, user.clone(), auto()).await?;
     let version = client.peer_info().map(|info| info.protocol_version.clone());
     assert_eq!(
@@ -88,14 +51,14 @@ async fn a_client_negotiating_the_era_falls_back_there_and_gets_the_backends_eli
     let result = tokio::time::timeout(TIMEOUT, client.call_tool(tool_params("ask", json!({}))?)).await??;
     assert_eq!(
         tool_text(&result),
-        "hello Ada",
+        "hello name-value",
         "the backend's elicitation reached the client"
     );
-    assert_eq!(user.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(user.take_count(), 1);
     client.cancel().await?;
 
     // The same client on /mcp is served in the 2026-07-28 revision.
-    let modern = connect_with(&gateway.url(), User::default(), auto()).await?;
+    let modern = connect_with(&gateway.url(), Answerer::default(), auto()).await?;
     let version = modern.peer_info().map(|info| info.protocol_version.clone());
     assert_eq!(version, Some(ProtocolVersion::V_2026_07_28));
     modern.cancel().await?;

@@ -1,7 +1,8 @@
 //! Backends for the gateway to talk to: the two demo backends (rmcp) as a [`Stack`], alone or
 //! behind gateways; a raw hyper backend that answers every request in a chosen way
-//! ([`start_backend`], [`Answer`]) for faults rmcp would never produce; and the params of the
-//! demo's two-round `delete_branch` flow.
+//! ([`start_backend`], [`Answer`]) for faults rmcp would never produce; an `initialize`-era
+//! backend behind a gateway ([`legacy_behind`]); and the params of the demo's two-round
+//! `delete_branch` flow.
 
 use std::convert::Infallible;
 use std::io;
@@ -15,12 +16,36 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Either, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use mrtr_backends::{DemoBackend, DemoCatalog, ResponseMode, ServedBackend, StateSealer, serve};
-use mrtr_gateway::{Backend, GatewayConfig, RunningGateway};
+use mrtr_backends::{
+    DemoBackend, DemoCatalog, LegacyBackend, ResponseMode, ServedBackend, ServedLegacy, StateSealer, serve,
+    serve_legacy,
+};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use crate::gateway::{gateway, keyring};
+use crate::wait::{TIMEOUT, eventually};
+
+/// A gateway in front of `backend`, served over HTTP as the backend `old`, with `config` applied
+/// and the settings resolved, once the gateway's probe (hourly after the first) found it legacy.
+pub async fn legacy_behind(
+    backend: &LegacyBackend,
+    config: impl FnOnce(&mut GatewayConfig),
+) -> anyhow::Result<(ServedLegacy, RunningGateway)> {
+    let served = serve_legacy(backend.clone()).await?;
+    let mut settings = GatewayConfig::new(vec![Backend::new("old", served.url())?]);
+    settings.settings.health_interval = PositiveSeconds::from_secs(3600);
+    config(&mut settings);
+    let settings = settings.resolve_settings().map_err(anyhow::Error::msg)?;
+    let gateway = gateway(settings, keyring()).await?;
+    let readiness = gateway.readiness();
+    eventually(TIMEOUT, "the backend found legacy", || async {
+        readiness.check().1["backends"]["old"]["era"] == "legacy"
+    })
+    .await;
+    Ok((served, gateway))
+}
 
 /// Two demo backends (`alpha`, `beta`) behind one or more gateways.
 #[derive(Debug)]
