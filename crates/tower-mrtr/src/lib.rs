@@ -178,7 +178,7 @@
 //! | an `input_required` answer | `requestState` replaced by an envelope; all other bytes kept |
 //! | an `input_required` answer without a route, or that cannot be read or sealed | JSON-RPC `-32603`, never the raw state |
 //! | a `tools/call` answered with `resultType: "task"` | `taskId` replaced by a sealed task handle (another purpose than a `requestState`; carries the called tool; lives as long as the task's `ttlMs`, capped by [`MrtrLayer::max_task_ttl`]) |
-//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | with [`MrtrLayer::authorize`], checked as a `tools/call` of the tool sealed in the handle (refused: HTTP 403, `-32600`; inner service not called); the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`] and [`Continuation`] set; task ids in the answer (`taskId` members, `taskIds` arrays) shown as the client's handle, every other byte kept |
+//! | `tasks/get`, `tasks/update`, `tasks/cancel` with a valid handle | with [`MrtrLayer::authorize`], checked as a `tools/call` of the tool sealed in the handle (refused: HTTP 403, `-32600`; inner service not called); the backend's `taskId` restored in the body and in `Mcp-Name`, [`PinnedRoute`], [`Continuation`] and [`TaskHandle`] (the handle presented) set; task ids in the answer (`taskId` members, `taskIds` arrays) shown as the client's handle, every other byte kept |
 //! | the same with an invalid, expired or misbound handle, or a `requestState` in its place | JSON-RPC `-32602`; inner service not called |
 //! | a task request whose `_meta` does not declare the Tasks extension | HTTP 400, `-32021` with `requiredCapabilities` (SEP-2663); inner service not called |
 //! | `subscriptions/listen` filtering on task handles | at most 100, each opened once and pinned (handles of different backends in one filter: `-32602`); task ids in the stream shown as the client's handles |
@@ -235,7 +235,7 @@ pub use future::ResponseFuture;
 pub use keyring::{Key, KeyId, Keyring, KeyringError, KeyringHandle};
 pub use layer::MrtrLayer;
 pub use outcome::Outcome;
-pub use route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route, RouteIdentity};
+pub use route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route, RouteIdentity, TaskHandle};
 pub use service::Mrtr;
 
 /// Alias for a type-erased error type.

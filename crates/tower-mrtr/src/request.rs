@@ -19,7 +19,7 @@ use crate::json::{self, Elements, Raw};
 use crate::jsonrpc::{self, Params, ParamsField, ReadError};
 use crate::mcp_headers::{MCP_METHOD, MCP_NAME, decode_header_value, encode_header_value, header_value_is};
 use crate::metrics;
-use crate::route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route};
+use crate::route::{Continuation, EnvelopeId, McpRequestHead, PinnedRoute, Route, TaskHandle};
 use crate::shared_str::SharedStr;
 
 /// Most task handles one `subscriptions/listen` may name: each is opened (a decryption) on the
@@ -535,7 +535,9 @@ impl Request<'_> {
             false,
         ));
         tracing::debug!(method, route = %opened.route, "task handle opened");
-        let handles = HashMap::from([(backend_id, string_contents_of(raw))]);
+        let handle = string_contents_of(raw);
+        parts.extensions.insert(TaskHandle::new(&handle));
+        let handles = HashMap::from([(backend_id, handle)]);
         Ok((
             rewritten,
             ResponsePlan::Tasks(TaskContext {

@@ -253,6 +253,37 @@ impl Continuation {
     }
 }
 
+/// The task handle a task follow-up presented (`params.taskId`), as the client wrote it: set
+/// beside the [`Continuation`] on `tasks/get`, `tasks/update` and `tasks/cancel`, whose body
+/// and `Mcp-Name` then carry the backend's task id instead.
+///
+/// A proxy that hands such a request on to another gateway (the replica that owns a task held
+/// in memory) writes the handle back in place of the backend's id, so that the other gateway
+/// receives, and checks again, the request the client sent.
+///
+/// ```
+/// use http::Request;
+/// use tower_mrtr::TaskHandle;
+///
+/// fn presented<B>(request: &Request<B>) -> Option<&str> {
+///     request.extensions().get::<TaskHandle>().map(TaskHandle::as_str)
+/// }
+/// # assert!(presented(&Request::new(())).is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskHandle(Arc<str>);
+
+impl TaskHandle {
+    pub(crate) fn new(handle: &str) -> Self {
+        Self(handle.into())
+    }
+
+    /// The handle: the contents of the JSON string the client sent, escapes as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The id of one envelope: its 24-byte nonce, drawn at random when it was sealed and
 /// authenticated with it, so no two envelopes share one. Not secret (the nonce travels in clear
 /// in the envelope's header); what it is for is telling a second use of one envelope from the

@@ -13,7 +13,7 @@ use mrtr_test_support::mcp::tasks_meta;
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
-use tower_mrtr::{Denied, Keyring, MrtrLayer, Outcome, RequestBody, Route};
+use tower_mrtr::{Denied, Keyring, MrtrLayer, Outcome, RequestBody, Route, TaskHandle};
 
 use crate::common::*;
 
@@ -105,6 +105,11 @@ async fn task_ids_are_sealed_and_follow_ups_are_opened_pinned_and_answered_with_
         );
         assert_eq!(seen.pinned, Some(Route::new("alpha")), "{method}");
         assert_eq!(seen.head.unwrap().target(), Some("task-alpha-7"));
+        assert_eq!(
+            seen.handle.as_ref().map(TaskHandle::as_str),
+            Some(handle.as_str()),
+            "{method}: the handle presented, for a proxy that hands the request on"
+        );
         assert!(
             !answer.text().contains("task-alpha-7"),
             "{method}: {}",

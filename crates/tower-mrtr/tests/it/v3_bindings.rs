@@ -156,6 +156,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                         pinned: None,
                         head: None,
                         continuation: None,
+                        handle: None,
                     });
                     let mut response =
                         Response::new(Full::new(Bytes::from(input_required(&body, Some(r#""s1""#)))));
@@ -186,6 +187,7 @@ async fn the_pinned_route_carries_the_identity_and_an_answer_of_another_identity
                         pinned,
                         head: None,
                         continuation: None,
+                        handle: None,
                     });
                     let mut response =
                         Response::new(Full::new(Bytes::from(input_required(&body, Some(r#""raw-s2""#)))));

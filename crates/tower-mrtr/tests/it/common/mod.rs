@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use mrtr_test_support::mcp::{HEADERS, meta};
 use serde_json::Value;
 use tower::{BoxError, Service, ServiceExt};
-use tower_mrtr::{Clock, Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
+use tower_mrtr::{Clock, Continuation, McpRequestHead, PinnedRoute, RequestBody, Route, TaskHandle};
 
 /// What the backend saw of one request.
 #[derive(Clone, Debug)]
@@ -24,6 +24,8 @@ pub struct Seen {
     pub head: Option<McpRequestHead>,
     /// What the layer said the request continues (a retry, a task follow-up).
     pub continuation: Option<Continuation>,
+    /// The task handle a task follow-up presented.
+    pub handle: Option<TaskHandle>,
 }
 
 /// A backend whose answers are produced by a closure of the request body, reporting `route`.
@@ -76,6 +78,7 @@ impl Backend {
                     pinned: parts.extensions.get::<PinnedRoute>().map(|p| p.0.clone()),
                     head: parts.extensions.get::<McpRequestHead>().cloned(),
                     continuation: parts.extensions.get::<Continuation>().cloned(),
+                    handle: parts.extensions.get::<TaskHandle>().cloned(),
                 });
                 let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let mut response = Response::new(Full::new(Bytes::from(answer(&request))));
