@@ -26,18 +26,18 @@ fn tasks_client(mut capabilities: Value) -> Value {
 }
 
 /// `tools/call` of `tool` by a Tasks client declaring `capabilities`.
-fn call(tool: &str, capabilities: Value) -> Call {
+pub(crate) fn call(tool: &str, capabilities: Value) -> Call {
     Call::tool(tool, json!({})).with_meta(tasks_client(capabilities))
 }
 
 /// `method` (`tasks/*`) on the task handle `task`, with `params` added.
-fn on_task(method: &str, task: &str, mut params: Value, capabilities: Value) -> Call {
+pub(crate) fn on_task(method: &str, task: &str, mut params: Value, capabilities: Value) -> Call {
     params["taskId"] = json!(task);
     Call::new(method, params).with_meta(tasks_client(capabilities))
 }
 
 /// The task handle of a `CreateTaskResult`.
-fn created(reply: &Reply) -> anyhow::Result<String> {
+pub(crate) fn created(reply: &Reply) -> anyhow::Result<String> {
     let result = reply.result();
     anyhow::ensure!(result["resultType"] == "task", "not a task: {}", reply.body);
     Ok(result["taskId"].as_str().context("taskId")?.to_owned())

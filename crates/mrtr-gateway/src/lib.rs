@@ -51,7 +51,7 @@ mod upstream;
 
 pub use app::{GatewayService, McpStack, RunningGateway, service, start, start_shared, start_with_keys};
 pub use audit::{Audit, AuditOutput, AuditSettings};
-pub use config::{GatewayConfig, LegacyEraPath, PositiveSeconds, Seconds, Settings};
+pub use config::{AdvertiseUrl, GatewayConfig, LegacyEraPath, PositiveSeconds, Seconds, Settings};
 pub use front::{Front, FrontBody, FrontFuture, FrontLayer, MCP_PATH};
 pub use observe::logging::LogFormat;
 pub use observe::trace::Traces;

@@ -1,11 +1,12 @@
 //! Backends for the gateway to talk to: the two demo backends (rmcp) as a [`Stack`], alone or
 //! behind gateways; a raw hyper backend that answers every request in a chosen way
 //! ([`start_backend`], [`Answer`]) for faults rmcp would never produce; an `initialize`-era
-//! backend behind a gateway ([`legacy_behind`]); and the params of the demo's two-round
+//! backend behind a gateway ([`legacy_behind`]) or a fleet of them ([`replica_of_legacy`]); and the params of the demo's two-round
 //! `delete_branch` flow.
 
 use std::convert::Infallible;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,9 +21,10 @@ use mrtr_backends::{
     DemoBackend, DemoCatalog, LegacyBackend, ResponseMode, ServedBackend, ServedLegacy, StateSealer, serve,
     serve_legacy,
 };
-use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway};
+use mrtr_gateway::{Backend, GatewayConfig, PositiveSeconds, RunningGateway, start_shared};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tower_mrtr::Keyring;
 
 use crate::gateway::{gateway, keyring};
 use crate::wait::{TIMEOUT, eventually};
@@ -34,17 +36,29 @@ pub async fn legacy_behind(
     config: impl FnOnce(&mut GatewayConfig),
 ) -> anyhow::Result<(ServedLegacy, RunningGateway)> {
     let served = serve_legacy(backend.clone()).await?;
+    let gateway = replica_of_legacy(&served, keyring(), "127.0.0.1:0".parse()?, config).await?;
+    Ok((served, gateway))
+}
+
+/// One replica of a fleet in front of the legacy backend `served` (as `old`): a gateway on
+/// `addr` with the shared `keys`, `config` applied, once its probe found the backend legacy.
+pub async fn replica_of_legacy(
+    served: &ServedLegacy,
+    keys: Arc<Keyring>,
+    addr: SocketAddr,
+    config: impl FnOnce(&mut GatewayConfig),
+) -> anyhow::Result<RunningGateway> {
     let mut settings = GatewayConfig::new(vec![Backend::new("old", served.url())?]);
     settings.settings.health_interval = PositiveSeconds::from_secs(3600);
     config(&mut settings);
     let settings = settings.resolve_settings().map_err(anyhow::Error::msg)?;
-    let gateway = gateway(settings, keyring()).await?;
+    let gateway = start_shared(settings, keys, addr).await?;
     let readiness = gateway.readiness();
     eventually(TIMEOUT, "the backend found legacy", || async {
         readiness.check().1["backends"]["old"]["era"] == "legacy"
     })
     .await;
-    Ok((served, gateway))
+    Ok(gateway)
 }
 
 /// Two demo backends (`alpha`, `beta`) behind one or more gateways.

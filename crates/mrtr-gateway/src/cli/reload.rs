@@ -112,6 +112,7 @@ restart_only!(
     bridged_task_ttl,
     bridged_task_answer_timeout,
     bridged_task_result_ttl,
+    advertise_url,
     log_format,
     drain_delay,
     drain_timeout,

@@ -34,7 +34,7 @@ use serde::Deserialize;
 use tower_mrtr::Clock;
 
 pub use self::backend::{BackendName, BackendSpec, BackendUrl, HeaderSource};
-pub use self::values::{LegacyEraPath, PassedVar, PositiveSeconds, Seconds};
+pub use self::values::{AdvertiseUrl, LegacyEraPath, PassedVar, PositiveSeconds, Seconds};
 use crate::audit::{Audit, AuditSettings};
 use crate::auth::{Authenticator, OAuthSettings, PRINCIPAL_HEADER};
 use crate::front::origin::{HostPolicy, OriginPolicy};
@@ -281,6 +281,10 @@ pub struct Settings {
     #[arg(long, value_name = "SECONDS", default_value = "300")]
     pub bridged_task_result_ttl: PositiveSeconds,
 
+    /// This replica's own URL for the other replicas (e.g. http://POD_IP:8080/mcp): named in its bridged tasks' ids, so that a tasks/* reaching another replica is forwarded here; without it, other replicas answer such a request -32602
+    #[arg(long, value_name = "URL")]
+    pub advertise_url: Option<AdvertiseUrl>,
+
     /// Log lines as text or as JSON objects (tracing-subscriber's JSON formatter); RUST_LOG filters them
     #[arg(long, value_name = "text|json", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -420,6 +424,7 @@ impl Settings {
             answer_timeout: self.bridged_task_answer_timeout.0,
             result_ttl: self.bridged_task_result_ttl.0,
             max_message: self.legacy_max_message,
+            advertise: self.advertise_url.as_ref().map(AdvertiseUrl::shared),
         }
     }
 

@@ -223,6 +223,59 @@ impl fmt::Display for LegacyEraPath {
     }
 }
 
+/// This replica's own address for other replicas (`--advertise-url`): an absolute `http://` or
+/// `https://` URL with a host, no query or fragment; without a path (or `/`) it means the MCP
+/// endpoint, `/mcp`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct AdvertiseUrl(pub(crate) String);
+
+impl FromStr for AdvertiseUrl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("{text:?} is not a URL other replicas can reach this one at: {why}");
+        let uri: http::Uri = text.parse().map_err(|e| bad(&format!("{e}")))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(bad("it needs http:// or https://"));
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(bad("it needs a host (the pod IP in Kubernetes)"));
+        }
+        if uri.query().is_some() || text.contains('#') {
+            return Err(bad("no query or fragment"));
+        }
+        let path = match uri.path() {
+            "" | "/" => crate::front::MCP_PATH,
+            path => path,
+        };
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let scheme = uri.scheme_str().unwrap_or_default();
+        Ok(Self(format!("{scheme}://{authority}{path}")))
+    }
+}
+
+impl AdvertiseUrl {
+    /// The URL, with the MCP endpoint's path, to share.
+    pub(crate) fn shared(&self) -> std::sync::Arc<str> {
+        self.0.as_str().into()
+    }
+}
+
+impl TryFrom<String> for AdvertiseUrl {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for AdvertiseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A request header name on the command line.
 pub(crate) fn header_name(text: &str) -> Result<HeaderName, String> {
     text.parse::<HeaderName>()
@@ -247,6 +300,28 @@ mod tests {
         assert_eq!("https_proxy".parse::<PassedVar>().unwrap().0, "https_proxy");
         for bad in ["", "A=B", "1X", "A B", "MRTR_KEYS"] {
             assert!(bad.parse::<PassedVar>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_advertised_url_names_the_mcp_endpoint_of_one_host() {
+        let url = |text: &str| text.parse::<AdvertiseUrl>().map(|u| u.0);
+        assert_eq!(url("http://10.0.3.7:8080").unwrap(), "http://10.0.3.7:8080/mcp");
+        assert_eq!(url("http://10.0.3.7:8080/").unwrap(), "http://10.0.3.7:8080/mcp");
+        assert_eq!(
+            url("https://gw-0.gw:8443/mcp").unwrap(),
+            "https://gw-0.gw:8443/mcp"
+        );
+        assert_eq!(url("http://[::1]:80/mcp").unwrap(), "http://[::1]:80/mcp");
+        for refused in [
+            "10.0.3.7:8080",
+            "ftp://h/mcp",
+            "http:///mcp",
+            "http://h/mcp?x=1",
+            "http://h/mcp#f",
+            "",
+        ] {
+            assert!(url(refused).is_err(), "{refused:?}");
         }
     }
 

@@ -94,6 +94,9 @@ pub(crate) const BRIDGED_TASKS: &str = "mrtr_gateway_bridged_tasks";
 /// Counter: bridged tasks ended, by `outcome` (`completed`, `failed`, `cancelled`), and refused
 /// at their creation by the bounds (`refused`).
 pub(crate) const BRIDGED_TASKS_TOTAL: &str = "mrtr_gateway_bridged_tasks_total";
+/// Counter: `tasks/*` for a bridged task of another replica, by `outcome` (`forwarded` to its
+/// owner, or answered here: `unreachable`, `restarted`, `looped`).
+pub(crate) const BRIDGED_TASK_FORWARDS_TOTAL: &str = "mrtr_gateway_bridged_task_forwards_total";
 
 /// Histogram buckets for the `_seconds` histograms: 1 ms to 60 s.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
@@ -350,6 +353,10 @@ pub(crate) fn describe() {
         "Bridged tasks ended, by outcome (completed, failed, cancelled), or refused by the bounds (refused)"
     );
     describe_counter!(
+        BRIDGED_TASK_FORWARDS_TOTAL,
+        "tasks/* for another replica's bridged task, by outcome (forwarded; or answered here: unreachable, restarted, looped)"
+    );
+    describe_counter!(
         LEGACY_SESSIONS_TOTAL,
         "Sessions opened by initialize-era clients (initialize answered with a session id)"
     );
@@ -410,6 +417,11 @@ pub(crate) fn bridged_tasks(alive: usize) {
 /// Counts a bridged task that ended with `outcome`, or was `refused`.
 pub(crate) fn bridged_task_ended(outcome: &'static str) {
     metrics::counter!(BRIDGED_TASKS_TOTAL, "outcome" => outcome).increment(1);
+}
+
+/// Counts a `tasks/*` for another replica's bridged task, by what became of it.
+pub(crate) fn bridged_task_forward(outcome: &'static str) {
+    metrics::counter!(BRIDGED_TASK_FORWARDS_TOTAL, "outcome" => outcome).increment(1);
 }
 
 /// Records the keyring the gateway starts with (call after installing the recorder).

@@ -8,21 +8,24 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either};
 use tower_layer::Layer;
 use tower_mrtr::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route};
+use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route, TaskHandle};
 use tower_service::Service;
 
 use super::BridgeConfig;
 use super::body::{Ticket, Watch};
+use super::forward::{FORWARDED_BY, Owners};
 use super::registry::{Owner, Tasks};
 use super::wire;
 use crate::audit::CallNote;
 use crate::jsonrpc::error_body;
+use crate::observe::metrics;
 use crate::policy;
 use crate::route::GATEWAY_ROUTE;
 use crate::upstream::body::{ProxyBody, json};
@@ -43,6 +46,7 @@ pub(crate) struct BridgeLayer {
 struct Shared {
     tasks: Arc<Tasks>,
     principal_header: Option<HeaderName>,
+    owners: Owners,
 }
 
 impl BridgeLayer {
@@ -51,6 +55,7 @@ impl BridgeLayer {
     pub(crate) fn new(config: BridgeConfig, principal_header: Option<HeaderName>) -> Self {
         let shared = (config.max_tasks > 0).then(|| {
             Arc::new(Shared {
+                owners: Owners::new(config.advertise.as_deref(), config.max_message),
                 tasks: Arc::new(Tasks::new(config)),
                 principal_header,
             })
@@ -263,13 +268,20 @@ impl Shared {
             .get(&task_id)
             .filter(|task| Some(&task.route) == pinned.as_ref() && task.principal == principal);
         let Some(task) = task else {
-            let message = match self.tasks.owner(&task_id) {
-                Owner::Elsewhere(replica) => format!(
-                    "Unknown task: it was made on another replica of the gateway ({replica}), and this gateway does not forward tasks between replicas"
-                ),
-                _ => "Unknown or expired task".to_owned(),
+            let elsewhere = Elsewhere {
+                parts: &parts,
+                method: &method,
+                id: &id,
+                task_id: &task_id,
             };
-            return answer(error_body(Some(&id), INVALID_PARAMS, &message, None));
+            return match self.elsewhere(elsewhere, body).await {
+                Ok(mut response) => {
+                    response.extensions_mut().insert(route.clone());
+                    response.extensions_mut().insert(note.clone());
+                    response
+                }
+                Err(text) => answer(text),
+            };
         };
         let text = match method.as_str() {
             "tasks/get" => task.detailed(&id),
@@ -291,5 +303,106 @@ impl Shared {
             }
         };
         answer(Bytes::from(text))
+    }
+}
+
+/// A `tasks/*` whose task is not on this replica.
+#[derive(Clone, Copy)]
+struct Elsewhere<'a> {
+    parts: &'a http::request::Parts,
+    method: &'a str,
+    /// The request's JSON-RPC id (raw JSON).
+    id: &'a str,
+    /// The task's id on the bridge's side (in the body where the client wrote its handle).
+    task_id: &'a str,
+}
+
+impl Shared {
+    /// A `tasks/*` for a task this replica does not hold: forwarded to the replica that owns it
+    /// when its id names a URL; else, or when that replica is gone, answered here (`Err`: the
+    /// JSON-RPC answer's bytes).
+    async fn elsewhere<B>(
+        &self,
+        request: Elsewhere<'_>,
+        body: RequestBody<B>,
+    ) -> Result<Response<ProxyBody>, Bytes>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+    {
+        let Elsewhere {
+            parts, method, id, ..
+        } = request;
+        let unknown = |message: &str| error_body(Some(id), INVALID_PARAMS, message, None);
+        let url = match self.tasks.owner(request.task_id) {
+            Owner::Elsewhere { url: Some(url), .. } => url,
+            Owner::Elsewhere { replica, url: None } => {
+                return Err(unknown(&format!(
+                    "Unknown task: it was made on another replica of the gateway ({replica}), which advertised no URL to reach it at (--advertise-url)"
+                )));
+            }
+            Owner::Restarted => {
+                metrics::bridged_task_forward("restarted");
+                let why = "the gateway replica that owned it restarted, and a bridged task lives in its owner's memory only";
+                return Err(self.gone(request, why));
+            }
+            Owner::Here | Owner::None => return Err(unknown("Unknown or expired task")),
+        };
+        if parts.headers.contains_key(FORWARDED_BY) {
+            metrics::bridged_task_forward("looped");
+            let why = format!(
+                "it was handed here by another replica, but this replica is not its owner ({url}): each replica's --advertise-url must name that replica itself, not a load balancer"
+            );
+            return Err(self.gone(request, &why));
+        }
+        let Some(handle) = parts.extensions.get::<TaskHandle>() else {
+            return Err(unknown("Unknown or expired task"));
+        };
+        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        match self
+            .owners
+            .forward(&url, parts, &bytes, request.task_id, handle.as_str())
+            .await
+        {
+            Ok(response) => {
+                metrics::bridged_task_forward("forwarded");
+                tracing::debug!(method, owner = %url, "bridged task request forwarded to its owner");
+                Ok(response)
+            }
+            Err(why) => {
+                metrics::bridged_task_forward("unreachable");
+                tracing::warn!(method, owner = %url, %why, "the owner of a bridged task did not answer");
+                Err(self.gone(
+                    request,
+                    &format!("the gateway replica that owned it ({url}) did not answer: {why}"),
+                ))
+            }
+        }
+    }
+
+    /// The answer for a task whose owner is gone, `why`: `tasks/get` sees it `failed`; an update
+    /// or a cancel is refused with the same reason.
+    fn gone(&self, request: Elsewhere<'_>, why: &str) -> Bytes {
+        let message = format!("The task is lost: {why}");
+        if request.method != "tasks/get" {
+            return error_body(Some(request.id), INVALID_PARAMS, &message, None);
+        }
+        let ttl = self.tasks.config.ttl;
+        let now = SystemTime::now();
+        // The handle lives as long as the task (`ttlMs`): its expiry dates the task's creation.
+        let created = request
+            .parts
+            .extensions
+            .get::<Continuation>()
+            .and_then(|c| c.expires_at().checked_sub(ttl))
+            .unwrap_or(now);
+        let fields = wire::TaskFields {
+            id: request.task_id,
+            status: wire::Status::Failed,
+            message: Some(&message),
+            created,
+            updated: now,
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        };
+        Bytes::from(fields.detailed(request.id, &[]))
     }
 }

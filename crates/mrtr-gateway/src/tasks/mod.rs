@@ -23,8 +23,11 @@
 //!   and metrics.
 //! * [`wire`]: the JSON the client reads and sends (Tasks wire shapes, the client's declared
 //!   capabilities).
+//! * [`forward`]: a `tasks/*` for another replica's task, handed to that replica at the URL it
+//!   advertised (`advertise-url`, in the task's id); a task whose owner is gone is `failed`.
 //!
-//! The task id the backend side names is this replica's (`mrtr-bridged.<replica>.<random>`);
+//! The task id the backend side names is this replica's (`mrtr-bridged.<replica>.<random>`,
+//! then `.<advertise-url in base64url>` when the replica has one);
 //! the MRTR layer above seals it into the client's task handle with the route, the principal
 //! (with a principal header), the tool and the expiry, exactly as it seals a Tasks backend's
 //! ids, and opens it again on `tasks/*`. This room checks the route and the principal again on
@@ -32,15 +35,17 @@
 //!
 //! Imports `route` (the gateway's own route name), `policy` (the caller), `audit` (the note a
 //! follow-up leaves for the trail), `upstream` (the backend's requests, bodies, the SSE reader),
-//! `observe` and the ground floor. The room, lowest first: [`wire`], [`task`], [`registry`],
-//! [`body`], [`layer`].
+//! `observe` and the ground floor (`tls`, for the client toward other replicas). The room,
+//! lowest first: [`wire`], [`task`], [`registry`], [`body`], [`forward`], [`layer`].
 
 mod body;
+mod forward;
 mod layer;
 mod registry;
 mod task;
 mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use self::layer::BridgeLayer;
@@ -60,6 +65,10 @@ pub(crate) struct BridgeConfig {
     pub(crate) answer_timeout: Duration,
     /// How long a finished task keeps its outcome for `tasks/get` (within its `ttl`).
     pub(crate) result_ttl: Duration,
-    /// Largest answer read from the backend for a task (one SSE event), in bytes.
+    /// Largest answer read from the backend for a task (one SSE event), in bytes; also the
+    /// largest answer read from the owner of a task when forwarding.
     pub(crate) max_message: usize,
+    /// This replica's URL for the others (`advertise-url`), named in its task ids; without it,
+    /// a task of another replica is not forwarded.
+    pub(crate) advertise: Option<Arc<str>>,
 }

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tokio::sync::mpsc;
 use tower_mrtr::Route;
 
@@ -47,8 +49,14 @@ pub(super) enum Owner<'a> {
     /// Not a bridged task's id.
     None,
     Here,
-    /// Another replica, by the name in the id.
-    Elsewhere(&'a str),
+    /// An earlier process at this replica's own URL (`advertise-url`): it restarted, and its
+    /// tasks went with it.
+    Restarted,
+    /// Another replica, by the name in the id, and the URL it advertised (if it did).
+    Elsewhere {
+        replica: &'a str,
+        url: Option<String>,
+    },
 }
 
 impl Tasks {
@@ -64,16 +72,25 @@ impl Tasks {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Which replica the task id `id` names.
+    /// Which replica the task id `id` names: `<replica>.<random>`, then `.<URL>` (base64url)
+    /// when the replica advertised one.
     pub(super) fn owner<'a>(&self, id: &'a str) -> Owner<'a> {
         let Some(rest) = id.strip_prefix(ID_PREFIX) else {
             return Owner::None;
         };
-        match rest.split_once('.') {
-            Some((replica, _)) if replica == self.replica => Owner::Here,
-            Some((replica, _)) => Owner::Elsewhere(replica),
-            None => Owner::Elsewhere(rest),
+        let mut fields = rest.splitn(3, '.');
+        let replica = fields.next().unwrap_or_default();
+        if replica == self.replica {
+            return Owner::Here;
         }
+        let url = fields
+            .nth(1)
+            .and_then(|encoded| URL_SAFE_NO_PAD.decode(encoded).ok())
+            .and_then(|bytes| String::from_utf8(bytes).ok());
+        if url.is_some() && url.as_deref() == self.config.advertise.as_deref() {
+            return Owner::Restarted;
+        }
+        Owner::Elsewhere { replica, url }
     }
 
     /// A new task for `principal` on `route`, with the backend's `first` request outstanding,
@@ -98,7 +115,11 @@ impl Tasks {
         let Some(random) = random_hex(16) else {
             return Err((Full::Replica, first));
         };
-        let id = format!("{ID_PREFIX}{}.{random}", self.replica);
+        let mut id = format!("{ID_PREFIX}{}.{random}", self.replica);
+        if let Some(url) = &self.config.advertise {
+            id.push('.');
+            id.push_str(&URL_SAFE_NO_PAD.encode(url.as_bytes()));
+        }
         let task = Arc::new(Task::new(id, principal.clone(), route, self.config.ttl, first));
         table.tasks.insert(task.id.clone(), task.clone());
         *table.per_principal.entry(principal).or_default() += 1;

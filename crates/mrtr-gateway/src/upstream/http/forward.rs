@@ -69,7 +69,7 @@ fn content_length(headers: &HeaderMap) -> &[u8] {
 }
 
 /// Headers never passed back to the client (besides `Proxy-*` and those `Connection` lists).
-fn response_drops(name: &str) -> bool {
+pub(crate) fn response_drops(name: &str) -> bool {
     matches!(
         name,
         "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" | "mcp-session-id"
@@ -411,7 +411,7 @@ fn client_for(backend: &Backend, idle_timeout: Option<Duration>) -> BackendClien
 /// Removes the headers `drop` names, every `Proxy-*` header and the headers `Connection` lists
 /// (hop-by-hop too, RFC 9110 §7.6.1), in place. One pass over the headers finds them; the usual
 /// message has few (`Host`, `Content-Length`), so nothing is allocated for the rest.
-fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
+pub(crate) fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
     let doomed = |name: &HeaderName| drop(name.as_str()) || name.as_str().starts_with("proxy-");
     if !headers.keys().any(doomed) {
         return;
