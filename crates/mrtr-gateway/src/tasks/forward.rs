@@ -99,12 +99,7 @@ impl Owners {
             .map_err(|e| e.to_string())?;
         *request.headers_mut() = headers;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                let source = std::error::Error::source(&e)
-                    .map(|s| format!(": {s}"))
-                    .unwrap_or_default();
-                format!("{e}{source}")
-            })?;
+            let response = self.client.request(request).await.map_err(|e| chain(&e))?;
             let (mut head, body) = response.into_parts();
             let bytes = Limited::new(body, self.max_answer)
                 .collect()
@@ -120,6 +115,18 @@ impl Owners {
             Err(_) => Err(format!("it did not answer within {} s", ANSWER_TIMEOUT.as_secs())),
         }
     }
+}
+
+/// An error and its sources, as one line: hyper's own text names only the step that failed.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// `body` with its one `"task_id"` string replaced by `"handle"` (the MRTR layer spliced the

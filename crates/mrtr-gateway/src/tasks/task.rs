@@ -280,8 +280,17 @@ impl Task {
         if let Some(result) = message.get("result") {
             self.finish(Status::Completed, None, Some(("result", result.to_owned())));
         } else if let Some(error) = message.get("error") {
-            let reason = Some("the backend answered the call with an error".to_owned());
-            self.finish(Status::Failed, reason, Some(("error", error.to_owned())));
+            // The error's own words: the backend's, or the gateway's when the backend's stream
+            // broke off (`end_event`), which is what tells those apart.
+            let said = serde_json::from_str::<RawObject>(error.get()).ok().and_then(|e| {
+                e.get("message")
+                    .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+            });
+            let reason = match said {
+                Some(said) => format!("the call ended with an error: {said}"),
+                None => "the call ended with an error".to_owned(),
+            };
+            self.finish(Status::Failed, Some(reason), Some(("error", error.to_owned())));
         }
     }
 }
