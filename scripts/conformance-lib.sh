@@ -56,6 +56,53 @@ install_tools() {
 # `-p mrtr-backends` alone: it resolves 8 packages differently, and after a workspace build it
 # recompiled 18 crates (issue 14 item 7). `cargo build --workspace --bins`, the README's build,
 # is one set of its own, and `cargo test --workspace` (dev-dependencies' features) another.
+# install_reference_servers: the official reference servers (server-everything, -memory,
+# -filesystem) at EVERYTHING_VERSION into $TOOLS/reference-servers, kept when they are there;
+# sets REFERENCE and EVERYTHING (server-everything's command).
+EVERYTHING_VERSION=2026.8.31
+# The Python SDK 2.x the scripts run as a 2026-07-28 client (and as one without Tasks).
+MCP2_VERSION=2.3.0
+install_reference_servers() {
+    echo "==> @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $TOOLS/reference-servers"
+    REFERENCE=$TOOLS/reference-servers
+    EVERYTHING=$REFERENCE/node_modules/.bin/mcp-server-everything
+    local installed
+    installed=$(node -p "[
+        require('$REFERENCE/node_modules/@modelcontextprotocol/server-everything/package.json').version,
+        require('$REFERENCE/node_modules/@modelcontextprotocol/server-memory/package.json').version,
+        require('$REFERENCE/node_modules/@modelcontextprotocol/server-filesystem/package.json').version,
+    ].every(v => v === '$EVERYTHING_VERSION') ? '$EVERYTHING_VERSION' : 'other'" 2>/dev/null || true)
+    if [ "$installed" != "$EVERYTHING_VERSION" ]; then
+        mkdir -p "$REFERENCE"
+        npm install --prefix "$REFERENCE" --no-audit --no-fund --loglevel=error \
+            "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+            "@modelcontextprotocol/server-memory@$EVERYTHING_VERSION" \
+            "@modelcontextprotocol/server-filesystem@$EVERYTHING_VERSION"
+    fi
+}
+
+# free_port: a loopback port no one listens on now.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_everything: server-everything over Streamable HTTP on EVERYTHING_PORT (a free one, chosen
+# the first time; it takes its port from PORT and prints no URL); sets EVERYTHING_PID.
+start_everything() {
+    EVERYTHING_PORT=${EVERYTHING_PORT:-$(free_port)}
+    PORT=$EVERYTHING_PORT "$EVERYTHING" streamableHttp >"$LOGS/everything.out" 2>"$LOGS/everything.err" &
+    PIDS+=($!)
+    EVERYTHING_PID=$!
+    for _ in $(seq 1 600); do
+        if cat "$LOGS/everything.out" "$LOGS/everything.err" 2>/dev/null | grep -q "listening on port $EVERYTHING_PORT"; then return 0; fi
+        kill -0 "$EVERYTHING_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$PROG: server-everything did not start" >&2
+    cat "$LOGS/everything.out" "$LOGS/everything.err" >&2
+    exit 1
+}
+
 build_binaries() {
     echo "==> cargo build -p mrtr-gateway -p mrtr-backends"
     cargo build --quiet -p mrtr-gateway -p mrtr-backends --bins

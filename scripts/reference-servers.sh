@@ -30,26 +30,10 @@ START=$SECONDS
 PROG=reference-servers
 TOOLS=${TOOLS:-$ROOT/.tools}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-EVERYTHING_VERSION=2026.8.31
-MCP2_VERSION=2.3.0
 # shellcheck source=scripts/conformance-lib.sh
 source scripts/conformance-lib.sh
 
-echo "==> @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $TOOLS/reference-servers"
-REFERENCE=$TOOLS/reference-servers
-EVERYTHING=$REFERENCE/node_modules/.bin/mcp-server-everything
-installed=$(node -p "[
-    require('$REFERENCE/node_modules/@modelcontextprotocol/server-everything/package.json').version,
-    require('$REFERENCE/node_modules/@modelcontextprotocol/server-memory/package.json').version,
-    require('$REFERENCE/node_modules/@modelcontextprotocol/server-filesystem/package.json').version,
-].every(v => v === '$EVERYTHING_VERSION') ? '$EVERYTHING_VERSION' : 'other'" 2>/dev/null || true)
-if [ "$installed" != "$EVERYTHING_VERSION" ]; then
-    mkdir -p "$REFERENCE"
-    npm install --prefix "$REFERENCE" --no-audit --no-fund --loglevel=error \
-        "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-        "@modelcontextprotocol/server-memory@$EVERYTHING_VERSION" \
-        "@modelcontextprotocol/server-filesystem@$EVERYTHING_VERSION"
-fi
+install_reference_servers
 
 mcp_venv "$TOOLS/python-mcp2" "mcp==$MCP2_VERSION"
 mcp_venv "$TOOLS/python-mcp1" "mcp>=1.20,<2"
@@ -58,21 +42,6 @@ build_binaries
 MRTR_KEYS=$("$GATEWAY" --generate-key reference)
 export MRTR_KEYS
 
-# A free port for server-everything, which takes its port from PORT and prints no URL.
-EVERYTHING_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-start_everything() {
-    PORT=$EVERYTHING_PORT "$EVERYTHING" streamableHttp >"$LOGS/everything.out" 2>"$LOGS/everything.err" &
-    PIDS+=($!)
-    EVERYTHING_PID=$!
-    for _ in $(seq 1 600); do
-        if cat "$LOGS/everything.out" "$LOGS/everything.err" 2>/dev/null | grep -q "listening on port $EVERYTHING_PORT"; then return 0; fi
-        kill -0 "$EVERYTHING_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "$PROG: server-everything did not start" >&2
-    cat "$LOGS/everything.out" "$LOGS/everything.err" >&2
-    exit 1
-}
 start_everything
 start fixture "$FIXTURE" --listen 127.0.0.1:0 --suite --sse
 FIXTURE_URL=$URL
