@@ -297,3 +297,36 @@ async fn a_bridged_task_is_in_the_audit_trail() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A legacy HTTP backend's `server/discover` through the gateway offers the Tasks extension
+/// while the bridge is on, so that clients which declare the extension only when it is offered
+/// find it; its own `serverInfo` is kept. With the bridge off it is not offered.
+#[tokio::test]
+async fn discover_offers_tasks_for_a_legacy_backend_while_the_bridge_is_on() -> anyhow::Result<()> {
+    let backend = LegacyBackend::new("old");
+    let discover = Call::new("server/discover", json!({}));
+    let (_served, on) = legacy_behind(&backend, |_| {}).await?;
+    let reply = send(&on.url(), &discover).await?;
+    let result = reply.result();
+    assert_eq!(
+        result["capabilities"]["extensions"][TASKS_EXTENSION],
+        json!({}),
+        "{}",
+        reply.body
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{}", reply.body);
+    assert_ne!(result["serverInfo"]["name"], "mrtr-gateway", "the backend's own");
+    on.shutdown().await?;
+
+    let (_served, off) = legacy_behind(&backend, |config| config.settings.bridged_tasks_max = 0).await?;
+    let reply = send(&off.url(), &discover).await?;
+    assert!(
+        reply.result()["capabilities"]["extensions"]
+            .get(TASKS_EXTENSION)
+            .is_none(),
+        "{}",
+        reply.body
+    );
+    off.shutdown().await?;
+    Ok(())
+}

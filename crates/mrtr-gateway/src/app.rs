@@ -125,6 +125,7 @@ fn proxy(config: &GatewayConfig) -> Proxy {
     )
     .with_access(config.policy.clone(), config.rate_limits.clone())
     .traced(config.traces.is_some())
+    .bridging(config.settings.bridged_tasks_max > 0)
     .accountable(config.pins.clone(), config.audit.is_some())
 }
 

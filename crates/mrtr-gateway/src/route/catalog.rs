@@ -395,6 +395,18 @@ fn finish_result(result: &mut Map<String, Value>, ttl_ms: u64, private: bool, se
     );
 }
 
+/// Adds the Tasks extension ([`TASKS_EXTENSION`], no settings) to a `server/discover` result
+/// that lacks it: a legacy HTTP backend's, whose calls the bridge may answer with a task.
+pub(crate) fn offer_tasks(result: &mut Value) {
+    let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
+    if let Some(extensions) = extensions.as_object_mut() {
+        extensions.entry(TASKS_EXTENSION).or_insert_with(|| json!({}));
+    }
+}
+
 /// Merges `server/discover` results (`(backend name, result)`, in configuration order):
 /// `supportedVersions` is the intersection with the gateway's own; `tools`, `prompts`,
 /// `resources` and `completions` are offered if any backend offers them (without `listChanged`,
@@ -568,6 +580,28 @@ mod tests {
         );
         let merged = merge_discover(&["2026-07-28"], &[("a", plain.clone()), ("b", plain)], &info);
         assert!(merged["capabilities"].get("extensions").is_none());
+    }
+
+    #[test]
+    fn tasks_are_offered_beside_other_extensions_and_their_settings_kept() {
+        let mut bare = json!({"capabilities":{"tools":{}}});
+        offer_tasks(&mut bare);
+        assert_eq!(bare["capabilities"]["extensions"], json!({TASKS_EXTENSION:{}}));
+        let mut other = json!({"capabilities":{"extensions":{"y":{"a":1}}}});
+        offer_tasks(&mut other);
+        assert_eq!(
+            other["capabilities"]["extensions"],
+            json!({"y":{"a":1},TASKS_EXTENSION:{}})
+        );
+        let mut set = json!({"capabilities":{"extensions":{TASKS_EXTENSION:{"s":2}}}});
+        offer_tasks(&mut set);
+        assert_eq!(
+            set["capabilities"]["extensions"],
+            json!({TASKS_EXTENSION:{"s":2}})
+        );
+        let mut odd = json!({"result":"no capabilities"});
+        offer_tasks(&mut odd);
+        assert_eq!(odd, json!({"result":"no capabilities"}));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::jsonrpc;
 use crate::policy::{self, Subject};
+use crate::upstream::Upstreams;
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::body::{self, ProxyBody};
 
@@ -130,7 +131,15 @@ impl Inner {
         self.own(success_raw(id, &result))
     }
 
-    /// `server/discover` with several backends.
+    /// Whether backend `index`'s calls may become bridged tasks: the bridge is on and the
+    /// backend is a legacy HTTP one.
+    pub(super) fn offers_bridged_tasks(&self, index: usize) -> bool {
+        self.bridging && Upstreams::in_sessions(&self.backends[index])
+    }
+
+    /// `server/discover` with several backends, or with one whose result the gateway completes
+    /// (a legacy HTTP backend's, which offers bridged tasks): one backend's result is its own,
+    /// several are merged.
     pub(super) async fn discover(&self, parts: &Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
         let answers = join_all(
@@ -148,7 +157,12 @@ impl Inner {
                     .result()
                     .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
                 {
-                    Some(result) => results.push((backend, result)),
+                    Some(mut result) => {
+                        if self.offers_bridged_tasks(index) {
+                            catalog::offer_tasks(&mut result);
+                        }
+                        results.push((backend, result));
+                    }
                     None => failures.push((index, Unanswered::Answer(answer))),
                 },
                 Err(error) => failures.push((index, Unanswered::Unavailable(error))),
@@ -159,6 +173,9 @@ impl Inner {
         }
         for (index, failure) in &failures {
             tracing::warn!(backend = self.backends[*index].name(), %failure, "left out of server/discover");
+        }
+        if let ([(_, result)], true) = (&results[..], failures.is_empty() && self.backends.len() == 1) {
+            return self.own(success(id, result));
         }
         let result = catalog::merge_discover(SUPPORTED_VERSIONS, &results, &self.server_info);
         self.own(success(id, &result))

@@ -97,6 +97,9 @@ struct Inner {
     /// Whether requests carry a trace span to begin (`otlp-endpoint`); without, the request's
     /// extensions are not searched for one.
     traced: bool,
+    /// Whether a legacy HTTP backend's requests during a call become bridged tasks (`tasks/`):
+    /// its `server/discover` result then offers the Tasks extension.
+    bridging: bool,
     /// Tool definitions pinned (`[pinning]`, `pins.rs`); lists are then merged by the gateway.
     pins: Option<Arc<Pins>>,
     /// Whether answers carry a [`CallNote`] for the audit trail (`[audit]`).
@@ -156,6 +159,7 @@ impl Proxy {
         // What needs a restart to change stays as it was.
         let inner = Arc::get_mut(&mut next.inner).expect("a new proxy");
         inner.traced = previous.traced;
+        inner.bridging = previous.bridging;
         inner.pins = previous.pins.clone();
         inner.audited = previous.audited;
         next
@@ -180,6 +184,7 @@ impl Proxy {
                 policy: None,
                 limits: None,
                 traced: false,
+                bridging: false,
                 pins: None,
                 audited: false,
             }),
@@ -212,6 +217,19 @@ impl Proxy {
         Arc::get_mut(&mut self.inner)
             .expect("traced is called on a new proxy")
             .traced = traced;
+        self
+    }
+
+    /// This proxy offering the Tasks extension in a legacy HTTP backend's `server/discover`
+    /// result, for the bridge in front of it (`tasks/`) when it is on.
+    ///
+    /// # Panics
+    ///
+    /// If the proxy was cloned already: call it on a new proxy.
+    pub(crate) fn bridging(mut self, bridging: bool) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("bridging is called on a new proxy")
+            .bridging = bridging;
         self
     }
 
@@ -491,6 +509,9 @@ impl Inner {
             return self.list(kind, &parts, head, body).await;
         }
         if self.backends.len() == 1 {
+            if head.method() == "server/discover" && self.offers_bridged_tasks(0) {
+                return self.discover(&parts, head, body).await;
+            }
             if let (Some(kind), Some(name)) = (Kind::called(head.method()), head.target())
                 && let Some(refusal) = self.withheld(kind, (0, name), (name, id), &parts, &body).await
             {

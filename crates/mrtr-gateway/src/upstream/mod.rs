@@ -136,6 +136,13 @@ impl Upstreams {
         }
     }
 
+    /// Whether `backend` is spoken to in sessions (an `initialize`-era HTTP backend): the one
+    /// kind whose own requests during a call the gateway can carry to a 2026-07-28 client as a
+    /// bridged task (`tasks/`).
+    pub(crate) fn in_sessions(backend: &Backend) -> bool {
+        Self::door(backend) == Door::Session
+    }
+
     /// A request whose answer the gateway reads whole (a list for the catalog, a fan-out, a
     /// `server/discover`), sent to `backend` for `client`.
     pub(crate) async fn exchange(
