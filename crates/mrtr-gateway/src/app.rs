@@ -164,15 +164,16 @@ where
         .layer(HttpLayer)
         .layer(DecompressRequestLayer)
         .layer(front_layer(config, auth, listen))
-        // One keyring handle for the legacy front and the MRTR layer, so a replaced keyring
-        // reaches both.
+        // One keyring handle for the legacy front, the MRTR layer and the bridge, so a replaced
+        // keyring reaches all three.
         .layer(legacy_front(config, keys.clone()))
         .layer(RequestMetricsLayer::new())
         .layer(calls)
-        .layer(mrtr_layer(config, keys, &proxies))
+        .layer(mrtr_layer(config, keys.clone(), &proxies))
         .layer(BridgeLayer::new(
             config.settings.bridged(),
             config.principal_header(),
+            keys,
         ))
         .service(Live::new(proxies, config.reloadable))
 }

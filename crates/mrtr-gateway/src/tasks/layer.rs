@@ -15,12 +15,13 @@ use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either};
 use tower_layer::Layer;
 use tower_mrtr::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use tower_mrtr::{Continuation, McpRequestHead, PinnedRoute, RequestBody, Route, TaskHandle};
+use tower_mrtr::{Continuation, KeyringHandle, McpRequestHead, PinnedRoute, RequestBody, Route, TaskHandle};
 use tower_service::Service;
 
 use super::BridgeConfig;
 use super::body::{Ticket, Watch};
 use super::forward::{FORWARDED_BY, Owners};
+use super::owner::OwnerSeal;
 use super::registry::{Owner, Tasks};
 use super::wire;
 use crate::audit::CallNote;
@@ -51,12 +52,17 @@ struct Shared {
 
 impl BridgeLayer {
     /// The bridge with `config`'s bounds (off when `config.max_tasks` is 0), reading the principal
-    /// the way the proxy does (`principal_header`).
-    pub(crate) fn new(config: BridgeConfig, principal_header: Option<HeaderName>) -> Self {
+    /// the way the proxy does (`principal_header`), sealing its URL in task ids with the keys
+    /// behind `keys`.
+    pub(crate) fn new(
+        config: BridgeConfig,
+        principal_header: Option<HeaderName>,
+        keys: KeyringHandle,
+    ) -> Self {
         let shared = (config.max_tasks > 0).then(|| {
             Arc::new(Shared {
                 owners: Owners::new(config.advertise.as_deref(), config.max_message),
-                tasks: Arc::new(Tasks::new(config)),
+                tasks: Arc::new(Tasks::new(config, OwnerSeal::new(keys))),
                 principal_header,
             })
         });

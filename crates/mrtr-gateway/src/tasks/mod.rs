@@ -23,11 +23,13 @@
 //!   and metrics.
 //! * [`wire`]: the JSON the client reads and sends (Tasks wire shapes, the client's declared
 //!   capabilities).
-//! * [`forward`]: a `tasks/*` for another replica's task, handed to that replica at the URL it
-//!   advertised (`advertise-url`, in the task's id); a task whose owner is gone is `failed`.
+//! * [`owner`]: the URL a replica advertised (`advertise-url`), sealed into its task ids, so
+//!   that other replicas forward only to a replica's URL, never to one a backend wrote.
+//! * [`forward`]: a `tasks/*` for another replica's task, handed to that replica at the URL in
+//!   the task's id; a task whose owner is gone is `failed`.
 //!
 //! The task id the backend side names is this replica's (`mrtr-bridged.<replica>.<random>`,
-//! then `.<advertise-url in base64url>` when the replica has one);
+//! then `.<advertise-url sealed>` when the replica has one);
 //! the MRTR layer above seals it into the client's task handle with the route, the principal
 //! (with a principal header), the tool and the expiry, exactly as it seals a Tasks backend's
 //! ids, and opens it again on `tasks/*`. This room checks the route and the principal again on
@@ -36,11 +38,12 @@
 //! Imports `route` (the gateway's own route name), `policy` (the caller), `audit` (the note a
 //! follow-up leaves for the trail), `upstream` (the backend's requests, bodies, the SSE reader),
 //! `observe` and the ground floor (`tls`, for the client toward other replicas). The room,
-//! lowest first: [`wire`], [`task`], [`registry`], [`body`], [`forward`], [`layer`].
+//! lowest first: [`wire`], [`task`], [`owner`], [`registry`], [`body`], [`forward`], [`layer`].
 
 mod body;
 mod forward;
 mod layer;
+mod owner;
 mod registry;
 mod task;
 mod wire;

@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tokio::sync::mpsc;
 use tower_mrtr::Route;
 
 use super::BridgeConfig;
+use super::owner::OwnerSeal;
 use super::task::{Task, drive};
 use crate::observe::metrics;
 use crate::upstream::body::ProxyBody;
@@ -40,6 +40,8 @@ pub(super) struct Tasks {
     pub(super) config: BridgeConfig,
     /// This replica's name in task ids: random, so that a task id names the replica it lives on.
     replica: String,
+    /// Seals this replica's URL into its ids, opens other replicas'.
+    seal: OwnerSeal,
     table: Mutex<Table>,
 }
 
@@ -60,9 +62,10 @@ pub(super) enum Owner<'a> {
 }
 
 impl Tasks {
-    pub(super) fn new(config: BridgeConfig) -> Self {
+    pub(super) fn new(config: BridgeConfig, seal: OwnerSeal) -> Self {
         Self {
             config,
+            seal,
             replica: random_hex(6).unwrap_or_else(|| format!("{:x}", std::process::id())),
             table: Mutex::default(),
         }
@@ -72,8 +75,9 @@ impl Tasks {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Which replica the task id `id` names: `<replica>.<random>`, then `.<URL>` (base64url)
-    /// when the replica advertised one.
+    /// Which replica the task id `id` names: `<replica>.<random>`, then its URL sealed
+    /// ([`OwnerSeal`]) when the replica advertised one. An id whose URL does not open (not
+    /// written by a replica with the keyring, or past its task's life) names none.
     pub(super) fn owner<'a>(&self, id: &'a str) -> Owner<'a> {
         let Some(rest) = id.strip_prefix(ID_PREFIX) else {
             return Owner::None;
@@ -83,14 +87,17 @@ impl Tasks {
         if replica == self.replica {
             return Owner::Here;
         }
-        let url = fields
-            .nth(1)
-            .and_then(|encoded| URL_SAFE_NO_PAD.decode(encoded).ok())
-            .and_then(|bytes| String::from_utf8(bytes).ok());
-        if url.is_some() && url.as_deref() == self.config.advertise.as_deref() {
-            return Owner::Restarted;
+        let Some(sealed) = fields.nth(1) else {
+            return Owner::Elsewhere { replica, url: None };
+        };
+        match self.seal.open(sealed) {
+            Some(url) if Some(url.as_str()) == self.config.advertise.as_deref() => Owner::Restarted,
+            Some(url) => Owner::Elsewhere {
+                replica,
+                url: Some(url),
+            },
+            None => Owner::None,
         }
-        Owner::Elsewhere { replica, url }
     }
 
     /// A new task for `principal` on `route`, with the backend's `first` request outstanding,
@@ -117,8 +124,11 @@ impl Tasks {
         };
         let mut id = format!("{ID_PREFIX}{}.{random}", self.replica);
         if let Some(url) = &self.config.advertise {
+            let Some(sealed) = self.seal.seal(url, SystemTime::now() + self.config.ttl) else {
+                return Err((Full::Replica, first));
+            };
             id.push('.');
-            id.push_str(&URL_SAFE_NO_PAD.encode(url.as_bytes()));
+            id.push_str(&sealed);
         }
         let task = Arc::new(Task::new(id, principal.clone(), route, self.config.ttl, first));
         table.tasks.insert(task.id.clone(), task.clone());
