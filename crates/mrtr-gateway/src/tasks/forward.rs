@@ -81,6 +81,8 @@ impl Owners {
         let mut headers = parts.headers.clone();
         drop_headers(&mut headers, response_drops);
         headers.remove(header::CONTENT_LENGTH);
+        // The answer goes back through this replica's MRTR layer, which reads it in clear.
+        headers.remove(header::ACCEPT_ENCODING);
         if !headers.contains_key(header::HOST)
             && let Some(host) = parts
                 .uri
