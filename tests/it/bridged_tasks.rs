@@ -330,3 +330,49 @@ async fn discover_offers_tasks_for_a_legacy_backend_while_the_bridge_is_on() -> 
     off.shutdown().await?;
     Ok(())
 }
+
+/// A bridged task's follow-ups are requests of their principal, counted by `[[rate-limit]]` as
+/// every other task follow-up is, though the bridge answers them from memory.
+#[tokio::test]
+async fn a_bridged_tasks_follow_ups_count_against_the_principals_limit() -> anyhow::Result<()> {
+    let limit: toml::Table = toml::from_str(
+        "[[rate-limit]]\nname = \"requests\"\nper = \"principal\"\nrequests = 3\nperiod = 3600\n",
+    )?;
+    let backend = LegacyBackend::new("old");
+    let (_served, gateway) = legacy_behind(&backend, |config| {
+        config.settings.principal_header = Some("x-principal".parse().expect("a header name"));
+        config.settings.rate_limit = limit["rate-limit"].clone().try_into().expect("a [[rate-limit]]");
+    })
+    .await?;
+    let url = gateway.url();
+    let elicits = json!({ "elicitation": {} });
+    let ada = |method: &str, task: &str| {
+        on_task(method, task, json!({}), elicits.clone()).header("x-principal", "ada")
+    };
+    // The call is the first request of three, two polls the others; the third poll is one too many.
+    let task = created(&send(&url, &call("ask", elicits.clone()).header("x-principal", "ada")).await?)?;
+    for poll in 1..=2 {
+        let got = send(&url, &ada("tasks/get", &task)).await?;
+        assert_eq!(
+            got.result()["status"],
+            "input_required",
+            "poll {poll}: {}",
+            got.body
+        );
+    }
+    let over = send(&url, &ada("tasks/get", &task)).await?;
+    assert_eq!(over.status, 429, "{}", over.body);
+    assert!(
+        over.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Rate limit"),
+        "{}",
+        over.body
+    );
+    // Another principal's budget is its own: its poll reaches the bridge, which knows no such task.
+    let bob = on_task("tasks/get", &task, json!({}), elicits.clone()).header("x-principal", "bob");
+    assert_ne!(send(&url, &bob).await?.status, 429);
+    gateway.shutdown().await?;
+    Ok(())
+}

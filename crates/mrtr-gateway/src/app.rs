@@ -174,6 +174,7 @@ where
             config.settings.bridged(),
             config.principal_header(),
             keys,
+            proxies.clone(),
         ))
         .service(Live::new(proxies, config.reloadable))
 }

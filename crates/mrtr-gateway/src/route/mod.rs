@@ -277,6 +277,24 @@ impl Proxy {
     pub(crate) fn upstreams(&self) -> &Upstreams {
         &self.inner.upstreams
     }
+
+    /// Counts a request the gateway answers without a backend (a bridged task's follow-up,
+    /// `tasks/`) against the rate limits, as every request that reaches a backend is counted;
+    /// `Err` is the refusal, to answer instead.
+    pub(crate) async fn admit_answered_here(
+        &self,
+        parts: &Parts,
+        head: &McpRequestHead,
+    ) -> Result<(), Response<ProxyBody>> {
+        let Some(limits) = &self.inner.limits else {
+            return Ok(());
+        };
+        let pinned = parts.extensions.get::<PinnedRoute>().map(|p| &p.0);
+        self.inner
+            .admit(limits, parts, head, pinned)
+            .await
+            .map_err(|refusal| refused(head.id_json(), refusal))
+    }
 }
 
 impl<B> Service<Request<RequestBody<B>>> for Proxy

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either};
@@ -28,7 +29,7 @@ use crate::audit::CallNote;
 use crate::jsonrpc::error_body;
 use crate::observe::metrics;
 use crate::policy;
-use crate::route::GATEWAY_ROUTE;
+use crate::route::{GATEWAY_ROUTE, Proxy};
 use crate::upstream::body::{ProxyBody, json};
 use crate::upstream::sse::is_sse;
 use crate::upstream::translate::ClientAsks;
@@ -48,22 +49,28 @@ struct Shared {
     tasks: Arc<Tasks>,
     principal_header: Option<HeaderName>,
     owners: Owners,
+    /// The proxy in force (a config reload replaces it), whose rate limits count the
+    /// follow-ups the bridge answers.
+    proxies: Arc<ArcSwap<Proxy>>,
 }
 
 impl BridgeLayer {
     /// The bridge with `config`'s bounds (off when `config.max_tasks` is 0), reading the principal
     /// the way the proxy does (`principal_header`), sealing its URL in task ids with the keys
-    /// behind `keys`.
+    /// behind `keys`, counting the follow-ups it answers against the limits of the proxy in
+    /// `proxies`.
     pub(crate) fn new(
         config: BridgeConfig,
         principal_header: Option<HeaderName>,
         keys: KeyringHandle,
+        proxies: Arc<ArcSwap<Proxy>>,
     ) -> Self {
         let shared = (config.max_tasks > 0).then(|| {
             Arc::new(Shared {
                 owners: Owners::new(config.advertise.as_deref(), config.max_message),
                 tasks: Arc::new(Tasks::new(config, OwnerSeal::new(keys))),
                 principal_header,
+                proxies,
             })
         });
         Self { shared }
@@ -289,6 +296,14 @@ impl Shared {
                 Err(text) => answer(text),
             };
         };
+        // Counted where it is served: a request forwarded to the owner is counted there, once.
+        if let Some(head) = parts.extensions.get::<McpRequestHead>()
+            && let Err(mut refused) = self.proxies.load().admit_answered_here(&parts, head).await
+        {
+            refused.extensions_mut().insert(route.clone());
+            refused.extensions_mut().insert(note.clone());
+            return refused;
+        }
         let text = match method.as_str() {
             "tasks/get" => task.detailed(&id),
             "tasks/cancel" => {

@@ -35,7 +35,8 @@
 //! ids, and opens it again on `tasks/*`. This room checks the route and the principal again on
 //! every `tasks/*`.
 //!
-//! Imports `route` (the gateway's own route name), `policy` (the caller), `audit` (the note a
+//! Imports `route` (the gateway's own route name; the proxy, whose rate limits count the
+//! follow-ups the bridge answers), `policy` (the caller), `audit` (the note a
 //! follow-up leaves for the trail), `upstream` (the backend's requests, bodies, the SSE reader),
 //! `observe` and the ground floor (`tls`, for the client toward other replicas). The room,
 //! lowest first: [`wire`], [`task`], [`owner`], [`registry`], [`body`], [`forward`], [`layer`].
