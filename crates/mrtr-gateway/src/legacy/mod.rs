@@ -15,7 +15,9 @@
 //! modern round, so that:
 //!
 //! * a modern request pays one header comparison and reaches the modern stack untouched;
-//! * a legacy session lives in its sealed `Mcp-Session-Id` (`session.rs`): no session store;
+//! * a legacy session lives in its sealed `Mcp-Session-Id` (`session.rs`): no session store (a
+//!   replica remembers what opening an id gave, bounded, so as not to open it on every request;
+//!   a memo that no client relies on);
 //! * a legacy request becomes a modern one with the session's `_meta` and the mirrored headers
 //!   (`request.rs`), and its answer comes back in legacy form (`answer.rs`), with progress and log
 //!   notifications relayed on the call's stream (`stream.rs`);

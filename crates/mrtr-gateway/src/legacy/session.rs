@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use tower_mrtr::envelope::{Binding, Purpose, Sealed, Sealer};
-use tower_mrtr::{KeyringHandle, Route};
+use tower_mrtr::{Keyring, KeyringHandle, Route};
 
 use crate::jsonrpc::RawObject;
 
@@ -184,6 +184,72 @@ pub(crate) struct SessionSealer {
     ttl: Duration,
     /// The deployment's name, bound into every session id as the layer binds envelopes.
     audience: Option<Arc<str>>,
+    /// What opening an id gave lately.
+    opened: Arc<Opened>,
+}
+
+/// Most session ids [`Opened`] remembers; when it is full it starts again empty (a bound, not
+/// an eviction policy: a replica serving more sessions at once opens ids as if it had none).
+const OPENED_MAX: usize = 1024;
+
+/// Longest session id [`Opened`] remembers (a session with a large `clientInfo` or
+/// `capabilities` is opened on every request), so that it holds at most about 2 MiB.
+const OPENED_MAX_ID: usize = 1024;
+
+/// Session ids opened lately, each with the principal and the keyring it opened for. A legacy
+/// client sends its id with every request, and opening it (the envelope, the session's JSON,
+/// its digest) is the front's largest cost per request; an id is opened again for another
+/// principal, after the keyring changed (a retired key must stop opening it) and past its
+/// expiry. A memo only: nothing a client relies on lives here, and a replica without it opens
+/// the id as before.
+#[derive(Debug, Default)]
+struct Opened(std::sync::Mutex<std::collections::HashMap<Box<str>, Memo>>);
+
+#[derive(Debug)]
+struct Memo {
+    principal: Option<Box<str>>,
+    keyring: Arc<Keyring>,
+    opened: OpenedSession,
+}
+
+impl Opened {
+    fn memo(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Box<str>, Memo>> {
+        // Nothing panics while holding it; a poisoned memo is still a consistent map.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `id` opened to for `principal` under `keyring`, if it is remembered and not expired
+    /// at `now` (an envelope opens while `now` is before its expiry).
+    fn get(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+        keyring: &Arc<Keyring>,
+        now: SystemTime,
+    ) -> Option<OpenedSession> {
+        let memo = self.memo();
+        let kept = memo.get(id)?;
+        (kept.principal.as_deref() == principal
+            && Arc::ptr_eq(&kept.keyring, keyring)
+            && now < kept.opened.expires_at)
+            .then(|| kept.opened.clone())
+    }
+
+    fn keep(&self, id: &str, principal: Option<&str>, keyring: Arc<Keyring>, opened: &OpenedSession) {
+        if id.len() > OPENED_MAX_ID {
+            return;
+        }
+        let mut memo = self.memo();
+        if memo.len() >= OPENED_MAX && !memo.contains_key(id) {
+            memo.clear();
+        }
+        let kept = Memo {
+            principal: principal.map(Box::from),
+            keyring,
+            opened: opened.clone(),
+        };
+        memo.insert(id.into(), kept);
+    }
 }
 
 impl SessionSealer {
@@ -193,6 +259,7 @@ impl SessionSealer {
             keys,
             ttl,
             audience: None,
+            opened: Arc::default(),
         }
     }
 
@@ -243,25 +310,29 @@ impl SessionSealer {
             tracing::debug!("legacy session id refused: too long");
             return None;
         }
-        let sealed = match self
-            .sealer()
-            .open(SESSION_PURPOSE, &self.binding(principal), id, now)
-        {
-            Ok(sealed) => sealed,
-            Err(error) => {
-                tracing::debug!(reason = error.reason(), "legacy session id refused");
-                return None;
-            }
-        };
+        let keyring = self.keys.load();
+        if let Some(opened) = self.opened.get(id, principal, &keyring, now) {
+            return Some(opened);
+        }
+        let sealed =
+            match Sealer::new(keyring.clone()).open(SESSION_PURPOSE, &self.binding(principal), id, now) {
+                Ok(sealed) => sealed,
+                Err(error) => {
+                    tracing::debug!(reason = error.reason(), "legacy session id refused");
+                    return None;
+                }
+            };
         if sealed.route.as_str() != SESSION_ROUTE {
             return None;
         }
         let session = serde_json::from_str(sealed.state.as_deref()?).ok()?;
-        Some(OpenedSession {
+        let opened = OpenedSession {
             session: Arc::new(session),
             expires_at: sealed.expires_at,
             digest: SessionDigest::of(id),
-        })
+        };
+        self.opened.keep(id, principal, keyring, &opened);
+        Some(opened)
     }
 }
 
@@ -295,6 +366,32 @@ mod tests {
             sealer.open(&id, None, now).is_none(),
             "retired key: session not found"
         );
+    }
+
+    /// An id opened again for the same principal under the same keyring is not decrypted again:
+    /// the session is the one the first opening gave. The rotation, principal and expiry tests
+    /// around it check that the memo never opens what the envelope would not.
+    #[test]
+    fn an_id_opened_again_is_taken_from_the_memo() {
+        let sealer = sealer();
+        let now = SystemTime::now();
+        let id = sealer
+            .seal(
+                &Session::new("2025-11-25", "{}", "{}").unwrap(),
+                Some("alice"),
+                now,
+            )
+            .unwrap();
+        let first = sealer.open(&id, Some("alice"), now).unwrap();
+        let again = sealer.open(&id, Some("alice"), now).unwrap();
+        assert!(Arc::ptr_eq(&first.session, &again.session), "remembered");
+        assert!(sealer.open(&id, Some("bob"), now).is_none(), "another principal");
+        let just_expired = first.expires_at();
+        assert!(sealer.open(&id, Some("alice"), just_expired).is_none(), "expired");
+        // A tampered id is another key of the memo, and does not open.
+        let mut tampered = id.clone();
+        tampered.push('A');
+        assert!(sealer.open(&tampered, Some("alice"), now).is_none());
     }
 
     #[test]
