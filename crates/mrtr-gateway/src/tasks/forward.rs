@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::upstream::body::{ProxyBody, full};
-use crate::upstream::http::forward::{drop_headers, response_drops};
+use crate::upstream::http::forward::{drop_headers, error_chain, response_drops};
 
 /// Set on a request one replica hands to another, with the sender's URL: a request that carries
 /// it is answered where it lands, never handed on again, so a misconfigured fleet (an
@@ -79,6 +79,8 @@ impl Owners {
         let uri: Uri = url.parse().map_err(|_| "its URL does not parse".to_owned())?;
         let body = restored(body, task_id, handle).ok_or("the request names no task id")?;
         let mut headers = parts.headers.clone();
+        // Hop-by-hop headers only (the answers' list): the owner authenticates the client again,
+        // so its credentials go along, unlike toward a backend.
         drop_headers(&mut headers, response_drops);
         headers.remove(header::CONTENT_LENGTH);
         // The answer goes back through this replica's MRTR layer, which reads it in clear.
@@ -101,7 +103,7 @@ impl Owners {
             .map_err(|e| e.to_string())?;
         *request.headers_mut() = headers;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| chain(&e))?;
+            let response = self.client.request(request).await.map_err(|e| error_chain(&e))?;
             let (mut head, body) = response.into_parts();
             let bytes = Limited::new(body, self.max_answer)
                 .collect()
@@ -117,18 +119,6 @@ impl Owners {
             Err(_) => Err(format!("it did not answer within {} s", ANSWER_TIMEOUT.as_secs())),
         }
     }
-}
-
-/// An error and its sources, as one line: hyper's own text names only the step that failed.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `body` with its one `"task_id"` string replaced by `"handle"` (the MRTR layer spliced the

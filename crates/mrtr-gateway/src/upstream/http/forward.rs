@@ -430,7 +430,8 @@ pub(crate) fn drop_headers(headers: &mut HeaderMap, drop: fn(&str) -> bool) {
     }
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// An error and its sources, as one line: hyper's own text names only the step that failed.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {
