@@ -160,20 +160,6 @@ impl FromStr for PassedVar {
     }
 }
 
-impl TryFrom<String> for PassedVar {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, String> {
-        name.parse()
-    }
-}
-
-impl fmt::Display for PassedVar {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// The legacy-era path (`--legacy-era-path`): an absolute path of letters, digits and `-._~/`,
 /// other than `/mcp` and the well-known paths the gateway serves (`/.well-known/…`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -206,20 +192,6 @@ impl LegacyEraPath {
     /// The path, to share.
     pub(crate) fn shared(&self) -> std::sync::Arc<str> {
         self.0.as_str().into()
-    }
-}
-
-impl TryFrom<String> for LegacyEraPath {
-    type Error = String;
-
-    fn try_from(path: String) -> Result<Self, String> {
-        path.parse()
-    }
-}
-
-impl fmt::Display for LegacyEraPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -262,19 +234,28 @@ impl AdvertiseUrl {
     }
 }
 
-impl TryFrom<String> for AdvertiseUrl {
-    type Error = String;
+/// A checked text value (a newtype over the `String` its `FromStr` accepted): read from the
+/// config file through the same check (`TryFrom<String>`, for serde's `try_from`), shown as
+/// written (`Display`).
+macro_rules! checked_text {
+    ($($name:ident),+) => {$(
+        impl TryFrom<String> for $name {
+            type Error = String;
 
-    fn try_from(text: String) -> Result<Self, String> {
-        text.parse()
-    }
+            fn try_from(text: String) -> Result<Self, String> {
+                text.parse()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )+};
 }
 
-impl fmt::Display for AdvertiseUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+checked_text!(PassedVar, LegacyEraPath, AdvertiseUrl);
 
 /// A request header name on the command line.
 pub(crate) fn header_name(text: &str) -> Result<HeaderName, String> {
