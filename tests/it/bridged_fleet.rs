@@ -21,7 +21,7 @@ use mrtr_test_support::mcp::send;
 use serde_json::json;
 use tower_mrtr::Keyring;
 
-use crate::bridged_tasks::{call, created, on_task};
+use crate::bridged_tasks::{call, created, on_task, until_with};
 
 /// A loopback address no one listens on now, for a replica that must know its URL before it
 /// starts.
@@ -52,21 +52,46 @@ fn ada(method: &str, task: &str, params: serde_json::Value) -> mrtr_test_support
     on_task(method, task, params, json!({ "elicitation": {} })).header("x-user", "ada")
 }
 
+/// One legacy backend behind two replicas that advertise their URLs, and `ada`'s task on the
+/// first (its `owner`), waiting for her answer.
+struct Fleet {
+    served: ServedLegacy,
+    keys: Arc<Keyring>,
+    owner_addr: SocketAddr,
+    owner: RunningGateway,
+    other: RunningGateway,
+    task: String,
+}
+
+async fn fleet_with_a_task() -> anyhow::Result<Fleet> {
+    let served = serve_legacy(LegacyBackend::new("old")).await?;
+    let keys = keyring();
+    let owner_addr = free_addr()?;
+    let owner = replica(&served, &keys, owner_addr, true).await?;
+    let other = replica(&served, &keys, free_addr()?, true).await?;
+    let ask = call("ask", json!({ "elicitation": {} })).header("x-user", "ada");
+    let task = created(&send(&owner.url(), &ask).await?)?;
+    Ok(Fleet {
+        served,
+        keys,
+        owner_addr,
+        owner,
+        other,
+        task,
+    })
+}
+
 #[tokio::test]
 async fn a_task_made_on_one_replica_is_served_through_the_other() -> anyhow::Result<()> {
-    let backend = LegacyBackend::new("old");
-    let served = serve_legacy(backend.clone()).await?;
-    let keys = keyring();
-    let owner = replica(&served, &keys, free_addr()?, true).await?;
-    let other = replica(&served, &keys, free_addr()?, true).await?;
+    // `_served` keeps the backend running (a field left to `..` would drop with the struct).
+    let Fleet {
+        served: _served,
+        owner,
+        other,
+        task,
+        ..
+    } = fleet_with_a_task().await?;
     let elicits = json!({ "elicitation": {} });
-
-    let made = send(
-        &owner.url(),
-        &call("ask", elicits.clone()).header("x-user", "ada"),
-    )
-    .await?;
-    let task = created(&made)?;
 
     let got = send(&other.url(), &ada("tasks/get", &task, json!({}))).await?;
     let result = got.result();
@@ -89,17 +114,7 @@ async fn a_task_made_on_one_replica_is_served_through_the_other() -> anyhow::Res
     )
     .await?;
     assert_eq!(ack.result(), &json!({ "resultType": "complete" }), "{}", ack.body);
-    let mut done = serde_json::Value::Null;
-    for _ in 0..100 {
-        done = send(&other.url(), &ada("tasks/get", &task, json!({})))
-            .await?
-            .result()
-            .clone();
-        if done["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let done = until_with(&other.url(), "completed", || ada("tasks/get", &task, json!({}))).await?;
     assert_eq!(done["result"]["content"][0]["text"], "hello Ada", "{done}");
     owner.shutdown().await?;
     other.shutdown().await?;
@@ -108,14 +123,14 @@ async fn a_task_made_on_one_replica_is_served_through_the_other() -> anyhow::Res
 
 #[tokio::test]
 async fn an_owner_gone_or_restarted_fails_the_task_and_says_why() -> anyhow::Result<()> {
-    let backend = LegacyBackend::new("old");
-    let served = serve_legacy(backend.clone()).await?;
-    let keys = keyring();
-    let owner_addr = free_addr()?;
-    let owner = replica(&served, &keys, owner_addr, true).await?;
-    let other = replica(&served, &keys, free_addr()?, true).await?;
-    let ask = call("ask", json!({ "elicitation": {} })).header("x-user", "ada");
-    let task = created(&send(&owner.url(), &ask).await?)?;
+    let Fleet {
+        served,
+        keys,
+        owner_addr,
+        owner,
+        other,
+        task,
+    } = fleet_with_a_task().await?;
     owner.shutdown().await?;
 
     // Nothing listens at the owner's URL: failed, naming it, at once.
@@ -149,13 +164,15 @@ async fn an_owner_gone_or_restarted_fails_the_task_and_says_why() -> anyhow::Res
 
 #[tokio::test]
 async fn a_request_is_handed_on_once_and_an_unadvertised_owner_is_named() -> anyhow::Result<()> {
-    let backend = LegacyBackend::new("old");
-    let served = serve_legacy(backend.clone()).await?;
-    let keys = keyring();
-    let owner = replica(&served, &keys, free_addr()?, true).await?;
-    let other = replica(&served, &keys, free_addr()?, true).await?;
+    let Fleet {
+        served,
+        keys,
+        owner,
+        other,
+        task,
+        ..
+    } = fleet_with_a_task().await?;
     let ask = call("ask", json!({ "elicitation": {} })).header("x-user", "ada");
-    let task = created(&send(&owner.url(), &ask).await?)?;
 
     // As if a replica had handed it here: answered here, not handed on.
     let handed = ada("tasks/get", &task, json!({})).header("mrtr-forwarded-by", "http://elsewhere/mcp");

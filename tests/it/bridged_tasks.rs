@@ -45,9 +45,17 @@ pub(crate) fn created(reply: &Reply) -> anyhow::Result<String> {
 
 /// Polls `tasks/get` until the task's status is `status`; its last result.
 async fn until(url: &str, task: &str, status: &str, capabilities: &Value) -> anyhow::Result<Value> {
+    until_with(url, status, || {
+        on_task("tasks/get", task, json!({}), capabilities.clone())
+    })
+    .await
+}
+
+/// Sends `poll` (a `tasks/get`) until the task's status is `status`; its last result.
+pub(crate) async fn until_with(url: &str, status: &str, poll: impl Fn() -> Call) -> anyhow::Result<Value> {
     let mut last = Value::Null;
     for _ in 0..100 {
-        let reply = send(url, &on_task("tasks/get", task, json!({}), capabilities.clone())).await?;
+        let reply = send(url, &poll()).await?;
         last = reply.result().clone();
         if last["status"] == status {
             return Ok(last);
