@@ -30,6 +30,8 @@ TOOLS=${TOOLS:-$ROOT/.tools}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 # shellcheck source=scripts/conformance-lib.sh
 source scripts/conformance-lib.sh
+# shellcheck source=scripts/nginx-lib.sh
+source scripts/nginx-lib.sh
 
 missing=()
 for tool in nginx jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
@@ -85,36 +87,8 @@ for i in 0 1; do
 done
 admin_url() { echo "http://127.0.0.1:${ADMIN_PORTS[$1]}"; }
 
-NGINX_PORT=$(free_port)
-cat >"$LOGS/nginx.conf" <<NGINX
-worker_processes 1;
-pid $LOGS/nginx.pid;
-events { worker_connections 256; }
-http {
-    access_log off;
-    client_body_temp_path $LOGS/body;
-    proxy_temp_path $LOGS/proxy;
-    upstream replicas {
-        server 127.0.0.1:${REPLICA_PORTS[0]};
-        server 127.0.0.1:${REPLICA_PORTS[1]};
-    }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://replicas;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host \$http_host;
-            proxy_buffering off;
-            # Which replica answered, for the client to see the polls spread.
-            add_header X-Upstream \$upstream_addr always;
-        }
-    }
-}
-NGINX
-nginx -p "$LOGS" -c "$LOGS/nginx.conf" -e "$LOGS/nginx-error.log" -g 'daemon off;' &
-PIDS+=($!)
-LB="http://127.0.0.1:$NGINX_PORT/mcp"
+# X-Upstream tells the client which replica answered, to see the polls spread.
+start_round_robin "$LOGS" "${REPLICA_PORTS[@]}"
 for _ in $(seq 1 100); do curl -s --max-time 1 -o /dev/null "$LB" && break; sleep 0.1; done
 # Both replicas must have found both backends legacy before the first call.
 for i in 0 1; do

@@ -24,6 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROG=fleet.sh
+# shellcheck source=scripts/nginx-lib.sh
+source scripts/nginx-lib.sh
 started=$SECONDS
 fail() { echo "$PROG: FAIL: $*" >&2; exit 1; }
 ok() { echo "$PROG: ok: $*"; }
@@ -114,35 +116,7 @@ for n in 0 1 2; do
     until_ok "replica $n ready" curl -sf --max-time 2 "http://127.0.0.1:${ADMINS[n]}/readyz"
 done
 
-NGINX_PORT=$(free_port)
-cat >"$WORK/nginx.conf" <<EOF
-worker_processes 1;
-pid $WORK/nginx.pid;
-events { worker_connections 256; }
-http {
-    access_log off;
-    client_body_temp_path $WORK/body;
-    proxy_temp_path $WORK/proxy;
-    upstream replicas {
-        server 127.0.0.1:${PORTS[0]};
-        server 127.0.0.1:${PORTS[1]};
-        server 127.0.0.1:${PORTS[2]};
-    }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://replicas;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host \$http_host;
-            proxy_buffering off;
-        }
-    }
-}
-EOF
-nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log" -g 'daemon off;' &
-PIDS+=($!)
-LB="http://127.0.0.1:$NGINX_PORT/mcp"
+start_round_robin "$WORK" "${PORTS[@]}"
 until_ok "nginx" curl -s --max-time 2 -o /dev/null "$LB"
 
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}'
