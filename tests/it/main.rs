@@ -7,6 +7,7 @@ mod attacks;
 mod audit;
 mod bad_input;
 mod bridged_fleet;
+mod bridged_stdio;
 mod bridged_tasks;
 mod deployments;
 mod fleet;

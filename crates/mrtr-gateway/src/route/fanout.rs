@@ -132,9 +132,9 @@ impl Inner {
     }
 
     /// Whether backend `index`'s calls may become bridged tasks: the bridge is on and the
-    /// backend is a legacy HTTP one.
+    /// backend is a legacy one whose requests reach the call's client.
     pub(super) fn offers_bridged_tasks(&self, index: usize) -> bool {
-        self.bridging && Upstreams::in_sessions(&self.backends[index])
+        self.bridging && Upstreams::relays_requests(&self.backends[index])
     }
 
     /// `server/discover` with several backends, or with one whose result the gateway completes

@@ -128,19 +128,25 @@ impl Upstreams {
         match Self::door(backend) {
             Door::Forward => self.forwarder.relay(backend, headers, id, body).await,
             Door::Session => self.sessions.relay(backend, headers, id, body, client).await,
-            Door::Stdio => {
-                self.stdio
-                    .relay(backend, &headers, id, body, client.principal)
-                    .await
-            }
+            Door::Stdio => self.stdio.relay(backend, &headers, id, body, client).await,
         }
     }
 
-    /// Whether `backend` is spoken to in sessions (an `initialize`-era HTTP backend): the one
-    /// kind whose own requests during a call the gateway can carry to a 2026-07-28 client as a
-    /// bridged task (`tasks/`).
-    pub(crate) fn in_sessions(backend: &Backend) -> bool {
-        Self::door(backend) == Door::Session
+    /// Whether `backend`'s own requests during a call can reach the call's client (a legacy
+    /// client's, in-request; a 2026-07-28 Tasks client's, as a bridged task, `tasks/`): an
+    /// `initialize`-era backend spoken to in sessions (HTTP), or run per principal (stdio: a
+    /// principal's own process names the call its request is for while it has one in flight).
+    pub(crate) fn relays_requests(backend: &Backend) -> bool {
+        match Self::door(backend) {
+            Door::Session => true,
+            Door::Stdio => {
+                backend
+                    .command()
+                    .is_some_and(|command| command.processes_per_principal().is_some())
+                    && (backend.era() == Era::Legacy || backend.health().is_legacy())
+            }
+            Door::Forward => false,
+        }
     }
 
     /// A request whose answer the gateway reads whole (a list for the catalog, a fan-out, a

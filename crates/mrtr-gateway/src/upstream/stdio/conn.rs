@@ -21,7 +21,7 @@ use crate::jsonrpc::{self, RawObject};
 use crate::upstream::answer::{Answer, UpstreamError};
 use crate::upstream::health::Found;
 use crate::upstream::session::hub::Hub;
-use crate::upstream::translate::{Reply, Translation, outgoing};
+use crate::upstream::translate::{ClientAsks, Reply, Translation, outgoing};
 
 /// Most requests in flight per process; more wait for one to finish.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;
@@ -35,13 +35,19 @@ pub(crate) const DEFAULT_CALLS_PER_PRINCIPAL: NonZeroUsize =
 /// Most notifications queued for one call that its client has not read yet; later progress is
 /// dropped (the response always has room).
 pub(super) const CALL_QUEUE: usize = 64;
+/// The calls of a process waiting for answers, by the request id the gateway gave them (raw
+/// JSON); `None` once the process's stdout closed (no answer can come).
+type Calls = Option<HashMap<Box<str>, mpsc::Sender<Relayed>>>;
+
 /// One running process: where its messages go and which calls wait for answers.
 pub(super) struct Conn {
     pub(super) writer: mpsc::Sender<Bytes>,
-    /// The calls waiting, by the request id the gateway gave them (raw JSON); `None` once the
-    /// process's stdout closed (no answer can come).
-    pub(super) calls: Mutex<Option<HashMap<Box<str>, mpsc::Sender<Relayed>>>>,
+    pub(super) calls: Mutex<Calls>,
     pub(super) next_id: AtomicU64,
+    /// Whether the process serves one principal alone (run per principal): then a request of the
+    /// process's own while exactly one call is in flight is that call's, and goes to its client
+    /// the way an HTTP session's request during a call does ([`Conn::dispatch`]).
+    pub(super) alone: bool,
     /// What its handshake found (set once, before the process is `Up`).
     pub(super) hello: std::sync::OnceLock<Hello>,
     /// A legacy process's list changes and resource updates, for the listens it serves.
@@ -209,9 +215,7 @@ pub(super) struct Call {
 }
 
 impl Conn {
-    pub(super) fn calls(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<HashMap<Box<str>, mpsc::Sender<Relayed>>>> {
+    pub(super) fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -233,17 +237,39 @@ impl Conn {
         }
     }
 
+    /// The call a request of the process's own (`method`) is for: the one call in flight of a
+    /// process that serves one principal alone. A shared process's request names no call (on
+    /// stdio a request carries no link to the call it serves), and neither does one made while
+    /// several calls are in flight; an answer to it must not go to another client.
+    fn call_asked(&self, method: &str) -> Result<mpsc::Sender<Relayed>, Unasked> {
+        if method == "ping" {
+            return Err(Unasked::Ping);
+        }
+        if !self.alone {
+            return Err(Unasked::Shared);
+        }
+        let calls = self.calls();
+        match calls.as_ref().map(|calls| (calls.len(), calls.values().next())) {
+            // The queue keeps a place for the response.
+            Some((1, Some(call))) if call.capacity() > 1 => Ok(call.clone()),
+            Some((1, Some(_))) => Err(Unasked::Behind),
+            calls => Err(Unasked::Calls(calls.map_or(0, |(count, _)| count))),
+        }
+    }
+
     pub(super) fn modern(&self) -> bool {
         self.hello.get().is_some_and(|h| h.found.modern)
     }
 
     /// Sends `body`, a `method` request, under an id of the gateway's own; the call holds
-    /// `place` until it ends.
+    /// `place` until it ends. A client that takes the process's own requests during its call
+    /// (`asks`) gets them when the process serves it alone (see [`Conn::dispatch`]).
     pub(super) fn send(
         self: &Arc<Self>,
         body: &[u8],
         method: &str,
         place: Option<Place>,
+        asks: Option<ClientAsks>,
     ) -> Result<Call, Unsent> {
         let ours = format!("\"mrtr-{}\"", self.next_id.fetch_add(1, Ordering::Relaxed));
         // The handshake's own requests go as they are; after it, a legacy process's in legacy form.
@@ -271,7 +297,8 @@ impl Conn {
         let theirs = request.id.as_deref().unwrap_or("null");
         let mut translation = Translation::new(&ours, theirs, reply)
             .for_method(method)
-            .with_progress(request.progress);
+            .with_progress(request.progress)
+            .with_asks(asks.filter(|_| self.alone));
         if self.modern() {
             translation = translation.modern();
         }
@@ -309,7 +336,19 @@ impl Conn {
             }
             (Some(method), Some(id)) => {
                 let method: String = serde_json::from_str(method.get()).unwrap_or_default();
-                let _ = self.writer.try_send(answer_process_request(id, &method));
+                // The call's translation answers it: with its client's answer, or with the error
+                // an HTTP session's request gets when the client takes none.
+                let answer = match self.call_asked(&method) {
+                    Ok(call) => match call.try_send(Relayed {
+                        message: Bytes::from(line),
+                        response: false,
+                    }) {
+                        Ok(()) => return,
+                        Err(_) => Unasked::Behind,
+                    },
+                    Err(unasked) => unasked,
+                };
+                let _ = self.writer.try_send(answer_process_request(id, &method, answer));
             }
             (Some(method), None) if method.get() == r#""notifications/progress""# => {
                 let token = message
@@ -380,11 +419,13 @@ impl Conn {
         place: Option<Place>,
         timeout: Duration,
     ) -> Result<Answer, UpstreamError> {
-        let mut call = self.send(body, method, place).map_err(|unsent| match unsent {
-            Unsent::NotJsonRpc => UpstreamError::Unreachable("not a JSON-RPC request".to_owned()),
-            Unsent::Gone => exited(),
-            Unsent::Stuck => stuck(),
-        })?;
+        let mut call = self
+            .send(body, method, place, None)
+            .map_err(|unsent| match unsent {
+                Unsent::NotJsonRpc => UpstreamError::Unreachable("not a JSON-RPC request".to_owned()),
+                Unsent::Gone => exited(),
+                Unsent::Stuck => stuck(),
+            })?;
         let message = response(&mut call, timeout).await?;
         Ok(Answer {
             status: StatusCode::OK,
@@ -393,13 +434,15 @@ impl Conn {
     }
 }
 
-/// Waits up to `timeout` for `call`'s response (its notifications skipped), as it came.
+/// Waits up to `timeout` for `call`'s response (its notifications skipped, the process's own
+/// requests answered by its translation), as it came.
 pub(super) async fn response(call: &mut Call, timeout: Duration) -> Result<Bytes, UpstreamError> {
     let wait = async {
         while let Some(relayed) = call.messages.recv().await {
             if relayed.response {
                 return Ok(relayed.message);
             }
+            call.translation.event(relayed.message);
         }
         Err(exited())
     };
@@ -416,14 +459,33 @@ pub(super) fn stuck() -> UpstreamError {
     UpstreamError::Unreachable("the process does not read its input".to_owned())
 }
 
-/// The gateway's answer to a request a shared process sent: no one client can answer it.
-pub(super) fn answer_process_request(id: &str, method: &str) -> Bytes {
-    if method == "ping" {
-        return Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#));
-    }
-    let message = format!(
-        "mrtr-gateway shares this stdio server among all its clients, so no one client can answer {method} (see docs/gateway.md, stdio backends)"
-    );
+/// Why a request of the process's own goes to no call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Unasked {
+    /// `ping`, which the gateway answers itself.
+    Ping,
+    /// The process serves every client.
+    Shared,
+    /// Its principal has this many calls in flight, not one.
+    Calls(usize),
+    /// The call's client has not read the messages queued for it.
+    Behind,
+}
+
+/// The gateway's answer to a request the process sent that no call takes (`why`).
+fn answer_process_request(id: &str, method: &str, why: Unasked) -> Bytes {
+    let message = match why {
+        Unasked::Ping => return Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)),
+        Unasked::Shared => format!(
+            "mrtr-gateway shares this stdio server among all its clients, so no one client can answer {method} (run it per principal; see docs/gateway.md, stdio backends)"
+        ),
+        Unasked::Calls(count) => format!(
+            "mrtr-gateway cannot tell which call {method} is for: this stdio server's process has {count} calls in flight, not one (see docs/gateway.md, stdio backends)"
+        ),
+        Unasked::Behind => format!(
+            "mrtr-gateway cannot pass {method} on: the call's client has not read what the server sent before"
+        ),
+    };
     jsonrpc::error_body(Some(id), METHOD_NOT_FOUND, &message, None)
 }
 
@@ -439,6 +501,7 @@ mod tests {
             writer,
             calls: Mutex::new(Some(HashMap::from([(Box::from(r#""mrtr-1""#), call)]))),
             next_id: AtomicU64::new(2),
+            alone: false,
             hello: std::sync::OnceLock::new(),
             hub: Arc::default(),
         };
@@ -499,7 +562,7 @@ mod tests {
             shares.take(Some("alice")),
         );
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}"#;
-        let call = conn.send(body, "tools/call", Some(place)).ok().unwrap();
+        let call = conn.send(body, "tools/call", Some(place), None).ok().unwrap();
         assert!(written.try_recv().is_ok(), "sent");
         assert!(shares.take(Some("alice")).is_none());
         assert_eq!(conn.calls().as_ref().map(HashMap::len), Some(2), "waited for");

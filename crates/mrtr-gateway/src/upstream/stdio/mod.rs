@@ -41,8 +41,11 @@
 //!   `resources/subscribe` and `resources/unsubscribe` as listens come and go. When the process
 //!   exits, every listen ends with an error.
 //! * **The process's own requests** (`elicitation/create`, `sampling/createMessage`,
-//!   `roots/list`) are answered with an error that names the reason, since no one client owns
-//!   the process; `ping` is answered. Its log notifications go to the gateway's debug log.
+//!   `roots/list`) carry nothing that names their call on stdio. A principal's own process
+//!   hands one to the client of that principal's one call in flight (its translation relays it as
+//!   an HTTP session's: to a legacy client, or a bridged task); any other is answered with an
+//!   error that names the reason (a shared process has no one client; several calls, no one
+//!   call). `ping` is answered. Its log notifications go to the gateway's debug log.
 //! * **Exit**: requests in flight get a JSON-RPC error at once; the process is started again
 //!   after a backoff ([`BACKOFF_FIRST`](process::BACKOFF_FIRST) doubling to [`BACKOFF_MAX`](process::BACKOFF_MAX); reset once it has run for
 //!   [`STABLE_AFTER`](process::STABLE_AFTER)); requests arriving meanwhile wait for it, up to the response timeout.
@@ -87,8 +90,10 @@ use super::http::body::{ProxyBody, accepted, json};
 use crate::jsonrpc::{self, RawObject};
 use crate::observe::metrics::MethodLabel;
 use crate::upstream::era;
+use crate::upstream::session::Client;
 use crate::upstream::session::hub::{self, Offers, Subscriber};
 use crate::upstream::sse::set_stream_headers;
+use crate::upstream::translate::ClientAsks;
 
 /// How long a stdio backend's answer may send nothing before it is ended, by default (the
 /// gateway's `stdio-stall-timeout`; a backend's own `stall-timeout` wins). Shorter than an HTTP
@@ -212,17 +217,18 @@ impl StdioBackends {
         }
     }
 
-    /// A client's request (its `headers`, `id` as raw JSON, and `body`) of `principal` sent to
-    /// `backend`'s process; the answer is JSON, or an SSE stream when it streams (see the module
-    /// docs).
+    /// A client's request (its `headers`, `id` as raw JSON, and `body`) sent to `backend`'s
+    /// process for `client` (its principal, and whether it takes the process's own requests);
+    /// the answer is JSON, or an SSE stream when it streams (see the module docs).
     pub(crate) async fn relay(
         &self,
         backend: &Backend,
         headers: &HeaderMap,
         id: Option<&str>,
         body: Bytes,
-        principal: Option<&str>,
+        client: Client<'_>,
     ) -> Result<Response<ProxyBody>, UpstreamError> {
+        let Client { principal, asks } = client;
         let Some(id) = id else {
             // 2026-07-28 has no client notification over HTTP to pass on.
             return Ok(accepted());
@@ -242,7 +248,11 @@ impl StdioBackends {
                 }
             }
         };
-        let result = self.relay_to(&process, backend, headers, id, body, share).await;
+        let caller = Caller {
+            share,
+            asks: asks.cloned(),
+        };
+        let result = self.relay_to(&process, backend, headers, id, body, caller).await;
         let failure = match &result {
             Ok(_) => None,
             Err(UpstreamError::Timeout) => Some("timeout"),
@@ -252,7 +262,7 @@ impl StdioBackends {
         result
     }
 
-    /// [`relay`](Self::relay), for a call holding `share` (none for a listen).
+    /// [`relay`](Self::relay), for a call of `caller`.
     async fn relay_to(
         &self,
         process: &Arc<Process>,
@@ -260,8 +270,9 @@ impl StdioBackends {
         headers: &HeaderMap,
         id: &str,
         body: Bytes,
-        share: Option<Share>,
+        caller: Caller,
     ) -> Result<Response<ProxyBody>, UpstreamError> {
+        let Caller { share, asks } = caller;
         let timeout = self.timeout(backend);
         let deadline = tokio::time::Instant::now() + timeout;
         let method = mcp_method(headers);
@@ -290,7 +301,7 @@ impl StdioBackends {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{discover}}}"#);
             return Ok(json(StatusCode::OK, Bytes::from(body)));
         }
-        let mut call = match conn.send(&body, method, Some(place)) {
+        let mut call = match conn.send(&body, method, Some(place), asks) {
             Ok(call) => call,
             Err(Unsent::Gone) => return Err(exited()),
             Err(Unsent::Stuck) => return Err(stuck()),
@@ -402,6 +413,14 @@ impl StdioBackends {
 /// whole share (`max`) of the process's places already: a JSON-RPC error naming the limit,
 /// worded as the legacy front words its per-principal limits, counted as a failed backend
 /// request (reason `principal_share`) and logged at debug.
+/// What a call carries of its caller: its principal's share of a shared process's places (none
+/// for a listen, or on a principal's own process), and where the process's own requests go when
+/// its client takes them.
+struct Caller {
+    share: Option<Share>,
+    asks: Option<ClientAsks>,
+}
+
 fn beyond_share(
     process: &Process,
     backend: &Backend,

@@ -99,7 +99,7 @@ impl Processes {
                 };
                 evicted = by.remove(&idle);
             }
-            let process = Arc::new(process_of(backend, command, None));
+            let process = Arc::new(process_of(backend, command, None).alone());
             by.insert(principal.into(), process.clone());
             (process, evicted)
         };

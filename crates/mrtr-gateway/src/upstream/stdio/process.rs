@@ -29,6 +29,16 @@ use crate::upstream::session::hub::MAX_LISTENS;
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The legacy handshake of a principal's own process ([`Process::alone`]): it declares the
+/// requests its principal's clients may take during a call (servers check before asking; a client
+/// that takes none has the gateway answer with an error naming the Tasks extension). Not roots,
+/// which servers ask for once initialized, outside any call.
+const INITIALIZE_ALONE_BODY: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"sampling":{}},"clientInfo":{"name":"mrtr-gateway","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}}}"#
+);
+
 /// How long `auto` waits for an answer to `server/discover` before trying `initialize`.
 pub(crate) const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -64,6 +74,8 @@ pub(super) struct Process {
     pub(super) in_flight: Arc<Semaphore>,
     /// Each principal's share of `in_flight`, for a process that several principals share.
     pub(super) shares: Option<Shares>,
+    /// Whether it serves one principal alone (its own process, [`Process::alone`]).
+    alone: bool,
     /// Places for the process's `subscriptions/listen` streams, which take none of
     /// `in_flight`'s (they stay open).
     pub(super) listens: Arc<Semaphore>,
@@ -129,10 +141,18 @@ impl Process {
             supervisor: Mutex::new(None),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             shares: share.map(Shares::new),
+            alone: false,
             listens: Arc::new(Semaphore::new(MAX_LISTENS)),
             last_used: Mutex::new(Instant::now()),
             metrics: BackendMetrics::new(name),
         }
+    }
+
+    /// The process of one principal alone (a backend run per principal): its own requests
+    /// during that principal's one call in flight go to the call's client (`conn.rs`).
+    pub(super) fn alone(mut self) -> Self {
+        self.alone = true;
+        self
     }
 
     /// A request picked it now.
@@ -307,6 +327,7 @@ impl Process {
             writer,
             calls: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
+            alone: self.alone,
             hello: std::sync::OnceLock::new(),
             hub: Default::default(),
         });
@@ -455,8 +476,13 @@ pub(super) async fn handshake(conn: &Arc<Conn>, era: Era) -> Result<Hello, Down>
             Err(error) => return Err(era::unavailable(error)),
         }
     }
+    let initialize = if conn.alone {
+        INITIALIZE_ALONE_BODY
+    } else {
+        INITIALIZE_BODY
+    };
     let answer = conn
-        .request(INITIALIZE_BODY.as_bytes(), "initialize", None, START_TIMEOUT)
+        .request(initialize.as_bytes(), "initialize", None, START_TIMEOUT)
         .await
         .map_err(era::unavailable)?;
     let found = era::initialized(&answer, not_modern.as_deref())?;
