@@ -5,7 +5,8 @@
 #
 #   * backends: @modelcontextprotocol/server-everything (npm; its elicitation and sampling tools)
 #     and a Python SDK 1.x FastMCP server whose tools use ctx.elicit and a sampling request
-#     (scripts/fastmcp1_elicit_server.py), both initialize-era over Streamable HTTP;
+#     (scripts/fastmcp1_elicit_server.py), both initialize-era over Streamable HTTP; and the same
+#     FastMCP server over stdio, run by each replica per principal (process-per-principal);
 #   * the client: scripts/bridged_tasks_client.py, raw JSON-RPC (no SDK ships Tasks for Python);
 #     each task is polled through nginx, so polls land on the replica that does not own it;
 #   * checks: each tool's task through input_required (the backend's request in inputRequests),
@@ -13,7 +14,7 @@
 #     a client without Tasks told about the extension; the Python SDK 2.x (no Tasks) on the
 #     legacy-era path, where FastMCP's ctx.elicit reaches it in its call;
 #   * faults: the client never answers (failed after bridged-task-answer-timeout); the backend
-#     killed mid-task (failed); the owner replica killed with SIGKILL (failed, naming it, through
+#     killed mid-task (failed), over HTTP and over stdio; the owner replica killed with SIGKILL (failed, naming it, through
 #     the survivor); each replica's forward counter.
 #
 #   bash scripts/bridged-tasks.sh
@@ -64,6 +65,9 @@ start_fastmcp
 cat >"$LOGS/gateway.toml" <<TOML
 # The fault of a client that never answers takes this long.
 bridged-task-answer-timeout = 3
+# The client names its principal here: a stdio server's requests reach a client only from the
+# principal's own process.
+principal-header = "x-principal"
 # For clients without Tasks: initialize-era there.
 legacy-era-path = "/mcp-legacy"
 
@@ -74,6 +78,12 @@ url = "http://127.0.0.1:$EVERYTHING_PORT/mcp"
 [[backend]]
 name = "fastmcp"
 url = "$FASTMCP_URL"
+
+[[backend]]
+name = "fastmcp-stdio"
+command = ["$PY1", "$ROOT/scripts/fastmcp1_elicit_server.py", "stdio"]
+era = "legacy"
+process-per-principal = true
 TOML
 # Each replica's port is chosen before it starts: it advertises its own URL.
 REPLICA_PORTS=("$(free_port)" "$(free_port)")
@@ -136,6 +146,15 @@ else
     failed "a task whose backend died: $(cat "$LOGS/backend.out")"
 fi
 start_fastmcp
+
+echo "==> the stdio server's process killed (SIGKILL) while its task waits"
+read -r handle _ < <("${CLIENT[@]}" create "$LB" book_table_stdio '{"date":"2027-03-04"}')
+pkill -9 -f "fastmcp1_elicit_server.py stdio" || true
+if "${CLIENT[@]}" until "$LB" "$handle" failed 15 "exited" >"$LOGS/stdio.out"; then
+    pass "a task whose stdio process died is failed: $(head -1 "$LOGS/stdio.out" | jq -r .statusMessage)"
+else
+    failed "a task whose stdio process died: $(cat "$LOGS/stdio.out")"
+fi
 
 echo "==> the owner replica killed (SIGKILL): the survivor answers its task failed"
 read -r handle owner < <("${CLIENT[@]}" create "$LB" trigger-elicitation-request '{}')

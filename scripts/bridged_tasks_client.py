@@ -31,6 +31,7 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "bridged-tasks-client", "version": "0"},
 }
 NEXT_ID = [0]
+PRINCIPAL = "tester"
 
 
 def post(url, method, params, name=None):
@@ -42,6 +43,8 @@ def post(url, method, params, name=None):
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": VERSION,
         "mcp-method": method,
+        # The gateway's principal-header (scripts/bridged-tasks.sh).
+        "x-principal": PRINCIPAL,
     }
     if name is not None:
         headers["mcp-name"] = name
@@ -152,6 +155,10 @@ def flows(url):
          "booked 7 for Ada Lovelace on 2026-12-24")
     flow(url, "FastMCP 1.x sampling", "summarize", {"text": "a long text"}, "sampling/createMessage",
          "summary: sampled by the test")
+    flow(url, "FastMCP 1.x over stdio ctx.elicit", "book_table_stdio", {"date": "2026-12-25"},
+         "elicitation/create", "booked 7 for Ada Lovelace on 2026-12-25")
+    flow(url, "FastMCP 1.x over stdio sampling", "summarize_stdio", {"text": "a text"},
+         "sampling/createMessage", "summary: sampled by the test")
 
     handle, answer, _ = create(url, "book_table", {"date": "2026-12-31"})
     check("cancel: the call answers a task", handle is not None, json.dumps(answer)[:300])
@@ -176,8 +183,10 @@ async def legacy_era(url):
     """The other way, for SDKs without Tasks: the Python SDK 2.x in its default mode on the
     gateway's legacy-era path falls back to initialize, and FastMCP's ctx.elicit reaches it
     inside the call. Needs the mcp 2.x package (run with that venv's python)."""
+    import httpx2
     import mcp_types as types
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     asked = []
 
@@ -186,7 +195,10 @@ async def legacy_era(url):
         return types.ElicitResult(action="accept", content={"guests": 4, "name": "Grace Hopper"})
 
     legacy_url = url.rsplit("/mcp", 1)[0] + "/mcp-legacy"
-    async with Client(legacy_url, elicitation_callback=on_elicitation) as client:
+    # The gateway's principal-header, sent with every request as the raw client's.
+    http = httpx2.AsyncClient(headers={"x-principal": PRINCIPAL}, timeout=httpx2.Timeout(30, read=300))
+    transport = streamable_http_client(legacy_url, http_client=http)
+    async with http, Client(transport, elicitation_callback=on_elicitation) as client:
         check("legacy-era path: the 2.x client fell back to initialize",
               client.protocol_version.startswith("2025-"), client.protocol_version)
         result = await client.call_tool("book_table", {"date": "2027-04-04"})

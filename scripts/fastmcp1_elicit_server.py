@@ -1,11 +1,14 @@
 """An initialize-era MCP server written the way most are: the Python SDK 1.x's FastMCP over
-Streamable HTTP, whose tools ask the client mid-call (ctx.elicit, a sampling request).
+Streamable HTTP or stdio, whose tools ask the client mid-call (ctx.elicit, a sampling request).
 
 Used by scripts/bridged-tasks.sh as the legacy backend whose own requests reach a 2026-07-28
-client through the gateway's bridged tasks. Prints "listening on http://127.0.0.1:PORT/mcp" once
-the server is up, like the project's own fixtures.
+client through the gateway's bridged tasks. Over HTTP it prints "listening on
+http://127.0.0.1:PORT/mcp" once the server is up, like the project's own fixtures; over stdio
+(the gateway starts it) its tools are named with "_stdio" after them, so that both can sit
+behind one gateway without the gateway prefixing the names they share.
 
     python fastmcp1_elicit_server.py PORT
+    python fastmcp1_elicit_server.py stdio
 """
 
 import sys
@@ -17,7 +20,9 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
-PORT = int(sys.argv[1])
+STDIO = sys.argv[1] == "stdio"
+PORT = 0 if STDIO else int(sys.argv[1])
+SUFFIX = "_stdio" if STDIO else ""
 server = FastMCP("fastmcp1-elicit", host="127.0.0.1", port=PORT)
 
 
@@ -26,7 +31,7 @@ class Booking(BaseModel):
     name: str
 
 
-@server.tool()
+@server.tool(name="book_table" + SUFFIX)
 async def book_table(date: str, ctx: Context) -> str:
     """Books a table, asking the user for the party's size and name."""
     answer = await ctx.elicit(message=f"Who is coming on {date}?", schema=Booking)
@@ -35,7 +40,7 @@ async def book_table(date: str, ctx: Context) -> str:
     return f"booked {answer.data.guests} for {answer.data.name} on {date}"
 
 
-@server.tool()
+@server.tool(name="summarize" + SUFFIX)
 async def summarize(text: str, ctx: Context) -> str:
     """Summarizes text with the client's model (a sampling request)."""
     # Tied to the call, as ctx.elicit ties its request: without related_request_id the SDK sends
@@ -64,5 +69,8 @@ def announce() -> None:
     print(f"listening on {url}", flush=True)
 
 
-threading.Thread(target=announce, daemon=True).start()
-server.run(transport="streamable-http")
+if STDIO:
+    server.run(transport="stdio")
+else:
+    threading.Thread(target=announce, daemon=True).start()
+    server.run(transport="streamable-http")
