@@ -71,8 +71,10 @@ pub async fn serve_era(listener: TcpListener, era: Era) -> io::Result<()> {
 }
 
 /// Serves the mock backend of `era` over stdin and stdout, one JSON-RPC message per line (the MCP
-/// stdio transport), until stdin closes. An SSE answer's events go out as one line each.
-pub fn serve_stdio(era: Era) -> io::Result<()> {
+/// stdio transport), one message after another, until stdin closes. An SSE answer's events go
+/// out as one line each. Each message first costs `work` of CPU time spent spinning, to stand for
+/// a server that does something (the mock alone answers in a few microseconds).
+pub fn serve_stdio(era: Era, work: std::time::Duration) -> io::Result<()> {
     use std::io::{BufRead, Write};
     let stdin = io::stdin().lock();
     let mut stdout = io::BufWriter::new(io::stdout().lock());
@@ -80,6 +82,10 @@ pub fn serve_stdio(era: Era) -> io::Result<()> {
         let line = line?;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
+        }
+        let began = std::time::Instant::now();
+        while began.elapsed() < work {
+            std::hint::spin_loop();
         }
         match reply(&line, era, true) {
             Reply::Json(_, body) | Reply::Session(body) => {

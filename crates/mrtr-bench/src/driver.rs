@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::load::{self, Target};
 use crate::peer::{Peer, Values};
+use crate::pipe::{self, Pipe, PipeSpawn};
 use crate::procs::{self, Cpu, Launch, Proc, Spawn};
 use crate::workload::{BACKEND_NAMES, Cell, Hop, Workload};
 
@@ -38,12 +39,20 @@ pub struct Plan {
     pub gateway_args: Vec<String>,
     /// Other gateways measured beside ours, each in front of the first backend (timings only).
     pub peers: Vec<Peer>,
+    /// CPU time the mock backend spends on each message when it is a stdio process (through
+    /// the gateway and over its pipes alike), microseconds.
+    pub stdio_work_us: u64,
+    /// `taskset -c` list for those stdio processes, when not the hops' (`hop_cpus`): a process
+    /// of its own core shows whether the gateway keeps it busy, not what sharing a core costs.
+    pub stdio_cpus: Option<String>,
 }
 
 /// The processes of a run.
 struct Fleet {
     backends: Backends,
     hops: HashMap<Hop, Proc>,
+    /// The stdio processes the driver speaks to itself ([`Hop::Pipe`]).
+    pipes: HashMap<Hop, Arc<Pipe>>,
 }
 
 /// The mock backends a run's hops need (see [`Backends::start`]).
@@ -87,6 +96,8 @@ pub struct Sample {
     pub hop_system_share: Option<f64>,
     /// Context switches of the hop's threads per request.
     pub hop_switches: Option<f64>,
+    /// Read and write system calls of the hop per request.
+    pub hop_io_calls: Option<f64>,
     /// CPU of the backend process(es) per request, µs.
     pub backend_cpu_us: f64,
 }
@@ -131,26 +142,59 @@ pub fn hops_for(cell: Cell, peers: &[Hop]) -> Vec<Hop> {
         // gateway only, read against the reference cell's gateway figures.
         Cell::LegacyHttp { .. } => (&[Hop::LegacyHttp], &[]),
         Cell::LegacyClient => (&[Hop::Gateway], &[]),
-        Cell::Stdio { legacy: false } => (&[Hop::Stdio], &[]),
-        Cell::Stdio { legacy: true } => (&[Hop::LegacyStdio], &[]),
+        // Beside the same process driven over its pipes (timings only: it is the driver's).
+        Cell::Stdio { legacy: false } => (&[Hop::Pipe { legacy: false }, Hop::Stdio], &[]),
+        Cell::Stdio { legacy: true } => (&[Hop::Pipe { legacy: true }, Hop::LegacyStdio], &[]),
         Cell::Merge { backends: 3 } => (&[Hop::Merge(3)], &[]),
         Cell::Merge { .. } => (&[Hop::Merge(10)], &[]),
     };
     ours.iter().chain(peers).copied().collect()
 }
 
-/// The processes of ours that `cells` go through, in a fixed order (not [`Hop::Direct`] nor
-/// peers).
+/// The processes of ours that `cells` go through, in a fixed order (not [`Hop::Direct`], pipes
+/// nor peers).
 fn hops_of(cells: &[Cell]) -> Vec<Hop> {
     let mut hops: Vec<Hop> = Vec::new();
     for &cell in cells {
         for hop in hops_for(cell, &[]) {
-            if hop != Hop::Direct && !hops.contains(&hop) {
+            if !matches!(hop, Hop::Direct | Hop::Pipe { .. }) && !hops.contains(&hop) {
                 hops.push(hop);
             }
         }
     }
     hops
+}
+
+/// The stdio processes `cells` are driven over directly ([`Hop::Pipe`]).
+fn pipes_of(cells: &[Cell]) -> Vec<Hop> {
+    let mut pipes: Vec<Hop> = Vec::new();
+    for &cell in cells {
+        for hop in hops_for(cell, &[]) {
+            if matches!(hop, Hop::Pipe { .. }) && !pipes.contains(&hop) {
+                pipes.push(hop);
+            }
+        }
+    }
+    pipes
+}
+
+/// Starts the mock backend as the stdio process of [`Hop::Pipe`], pinned like the hops.
+async fn start_pipe(plan: &Plan, hop: Hop) -> io::Result<Pipe> {
+    let legacy = matches!(hop, Hop::Pipe { legacy: true });
+    let mut args = vec!["--work-us".to_owned(), plan.stdio_work_us.to_string()];
+    if legacy {
+        args.push("--legacy".to_owned());
+    }
+    PipeSpawn {
+        name: &hop.file_name(),
+        program: &binary(plan, "mock-backend")?,
+        args,
+        cpus: plan.stdio_cpus.as_deref().or(plan.hop_cpus.as_deref()),
+        log_dir: &plan.work_dir,
+        legacy,
+    }
+    .start()
+    .await
 }
 
 /// How many modern mock backends `hop` fronts.
@@ -228,7 +272,7 @@ impl Backends {
 }
 
 fn start_hop(plan: &Plan, hop: Hop, backends: &Backends, keys: &str, callgrind: bool) -> io::Result<Proc> {
-    if matches!(hop, Hop::Direct | Hop::Peer(_)) {
+    if matches!(hop, Hop::Direct | Hop::Peer(_) | Hop::Pipe { .. }) {
         unreachable!("no process of ours");
     }
     let name = hop.file_name();
@@ -254,8 +298,19 @@ fn start_hop(plan: &Plan, hop: Hop, backends: &Backends, keys: &str, callgrind: 
                 }
                 // The gateway starts the process; under callgrind it is not counted (valgrind
                 // does not follow children unless told to).
-                Hop::Stdio => vec![format!("stdio=stdio:{} --stdio", mock()?)],
-                Hop::LegacyStdio => vec![format!("stdio=stdio:{} --stdio --legacy", mock()?)],
+                Hop::Stdio | Hop::LegacyStdio => {
+                    let legacy = if hop == Hop::LegacyStdio { " --legacy" } else { "" };
+                    // The process inherits the gateway's CPUs unless told its own.
+                    let pin = plan
+                        .stdio_cpus
+                        .as_deref()
+                        .map_or(String::new(), |cpus| format!("taskset -c {cpus} "));
+                    vec![format!(
+                        "stdio=stdio:{pin}{} --stdio{legacy} --work-us {}",
+                        mock()?,
+                        plan.stdio_work_us
+                    )]
+                }
                 _ => backends
                     .modern
                     .iter()
@@ -409,7 +464,15 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
     for peer in &plan.peers {
         hops.insert(peer.hop(), start_peer(plan, peer, &backends.modern[0]).await?);
     }
-    let fleet = Fleet { backends, hops };
+    let mut pipes = HashMap::new();
+    for hop in pipes_of(&plan.cells) {
+        pipes.insert(hop, Arc::new(start_pipe(plan, hop).await?));
+    }
+    let fleet = Fleet {
+        backends,
+        hops,
+        pipes,
+    };
     let mut timings = Timings {
         peers: plan.peers.iter().map(Peer::hop).collect(),
         ..Timings::default()
@@ -443,6 +506,11 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
             .peak_rss_kib
             .push((proc.name.clone(), proc.peak_rss_kib()?));
     }
+    for pipe in fleet.pipes.values() {
+        timings
+            .peak_rss_kib
+            .push((pipe.name.clone(), pipe.peak_rss_kib()?));
+    }
     timings.peak_rss_kib.sort();
     Ok(timings)
 }
@@ -455,29 +523,51 @@ async fn run_one(
     round: usize,
     timings: &mut Timings,
 ) -> io::Result<Sample> {
-    let target = fleet.target(hop);
-    let work = Arc::new(workload(cell, hop, &target).await?);
     let hop_proc = fleet.hops.get(&hop);
     let backends = &fleet.backends;
+    let pipe = fleet.pipes.get(&hop);
     let read = || -> (Option<Cpu>, Cpu) {
-        let backend = backends
-            .all()
-            .filter_map(|b| b.cpu().ok())
-            .fold(Cpu::default(), Cpu::plus);
+        // A pipe's process is the backend, and there is no hop.
+        let backend = match pipe {
+            Some(pipe) => pipe.cpu().unwrap_or_default(),
+            None => backends
+                .all()
+                .filter_map(|b| b.cpu().ok())
+                .fold(Cpu::default(), Cpu::plus),
+        };
         (hop_proc.and_then(|p| p.cpu().ok()), backend)
     };
     let mut before = None;
     let mut after = None;
-    let segment = load::run_segment(
-        &target,
-        plan.connections,
-        work,
-        plan.warmup,
-        plan.window,
-        || before = Some(read()),
-        || after = Some(read()),
-    )
-    .await?;
+    let segment = match pipe {
+        Some(pipe) => {
+            let work = Arc::new(Workload::new(cell, hop, None));
+            pipe::run_segment(
+                pipe.clone(),
+                plan.connections,
+                work,
+                plan.warmup,
+                plan.window,
+                || before = Some(read()),
+                || after = Some(read()),
+            )
+            .await?
+        }
+        None => {
+            let target = fleet.target(hop);
+            let work = Arc::new(workload(cell, hop, &target).await?);
+            load::run_segment(
+                &target,
+                plan.connections,
+                work,
+                plan.warmup,
+                plan.window,
+                || before = Some(read()),
+                || after = Some(read()),
+            )
+            .await?
+        }
+    };
     timings.failure_count += segment.failures;
     for reason in segment.failure_samples.iter().take(3) {
         timings
@@ -504,6 +594,7 @@ async fn run_one(
         hop_cpu_us: hop_used.map(|c| per_request(c.on_cpu_ns)),
         hop_system_share: hop_used.map(Cpu::system_share),
         hop_switches: hop_used.map(|c| c.context_switches as f64 / segment.completed.max(1) as f64),
+        hop_io_calls: hop_used.map(|c| c.io_calls as f64 / segment.completed.max(1) as f64),
         backend_cpu_us: per_request(backend_after.since(backend_before).on_cpu_ns),
     })
 }

@@ -10,7 +10,8 @@
 //! * `bare-proxy`: hyper server, hyper-util pooled client, bodies streamed, nothing parsed
 //!   ([`bare`]);
 //! * `gateway-bench`: starts those and `mrtr-gateway` pinned with `taskset`, drives every cell
-//!   through every hop in interleaved rounds, checks every answer ([`workload`]) and prints
+//!   through every hop in interleaved rounds (a stdio cell also straight over the mock's pipes,
+//!   [`pipe`]), checks every answer ([`workload`]) and prints
 //!   req/s, latency and hop CPU ratios, peak RSS ([`report`]); with `--callgrind`, instructions
 //!   per request instead; with `--peer`, another gateway beside ours in the same rounds
 //!   ([`peer`]), its answers compared as parsed messages ([`messages`]);
@@ -42,6 +43,7 @@ pub mod mcp;
 pub mod messages;
 pub mod overload;
 pub mod peer;
+pub mod pipe;
 pub mod procs;
 pub mod report;
 pub mod scale;

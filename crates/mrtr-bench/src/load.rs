@@ -180,6 +180,19 @@ impl Segment {
         self.completed as f64 / self.window.as_secs_f64()
     }
 
+    /// Adds what one client of the segment measured (its latencies unsorted).
+    pub fn add(&mut self, part: Segment) {
+        self.completed += part.completed;
+        self.correct += part.correct;
+        self.failures += part.failures;
+        self.failure_samples.extend(
+            part.failure_samples
+                .into_iter()
+                .take(3usize.saturating_sub(self.failure_samples.len())),
+        );
+        self.latencies_us.extend(part.latencies_us);
+    }
+
     /// The `q` quantile of latency (0.5, 0.99), in microseconds.
     pub fn latency_us(&self, q: f64) -> f64 {
         if self.latencies_us.is_empty() {
@@ -245,16 +258,7 @@ pub async fn run_segment(
         ..Segment::default()
     };
     for task in tasks {
-        let part = task.await.map_err(std::io::Error::other)?;
-        segment.completed += part.completed;
-        segment.correct += part.correct;
-        segment.failures += part.failures;
-        segment.failure_samples.extend(
-            part.failure_samples
-                .into_iter()
-                .take(3usize.saturating_sub(segment.failure_samples.len())),
-        );
-        segment.latencies_us.extend(part.latencies_us);
+        segment.add(task.await.map_err(std::io::Error::other)?);
     }
     segment.latencies_us.sort_unstable();
     Ok(segment)

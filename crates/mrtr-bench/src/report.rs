@@ -28,12 +28,17 @@ pub fn path_target(cell: Cell) -> Option<f64> {
     }
 }
 
-/// The gateway hop that serves `cell` (the first hop of ours that is not the bare proxy).
+/// The gateway hop that serves `cell` (the first hop of ours that is not the bare proxy nor the
+/// backend reached directly).
 fn gateway_hop(cell: Cell) -> Option<Hop> {
     hops_for(cell, &[])
         .into_iter()
-        .find(|hop| !matches!(hop, Hop::Direct | Hop::Bare))
+        .find(|hop| !matches!(hop, Hop::Direct | Hop::Bare | Hop::Pipe { .. }))
 }
+
+/// Issue 40's target for a stdio backend: the lowest ratio of its req/s through the gateway over
+/// the same process's driven over its pipes.
+pub const STDIO_TARGET: f64 = 0.9;
 
 /// Peak RSS of the gateway may be at most this many times the bare proxy's.
 pub const RSS_TARGET: f64 = 2.0;
@@ -78,7 +83,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+        "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | hop reads and writes/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &cell in cells {
         for hop in hops_for(cell, &timings.peers) {
@@ -89,9 +94,10 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             let hop_cpu = median(samples.iter().filter_map(|s| s.hop_cpu_us).collect());
             let system = median(samples.iter().filter_map(|s| s.hop_system_share).collect());
             let switches = median(samples.iter().filter_map(|s| s.hop_switches).collect());
+            let io_calls = median(samples.iter().filter_map(|s| s.hop_io_calls).collect());
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {:.1} |",
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {:.1} |",
                 cell.name(),
                 hop.name(),
                 of(|s| s.rate),
@@ -111,6 +117,11 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
                     "-".to_owned()
                 } else {
                     format!("{switches:.2}")
+                },
+                if io_calls.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{io_calls:.2}")
                 },
                 of(|s| s.backend_cpu_us),
             );
@@ -179,6 +190,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     }
 
     paths_timed(&mut out, cells, timings);
+    stdio_timed(&mut out, cells, timings);
     for &peer in &timings.peers {
         peer_table(&mut out, cells, timings, peer);
     }
@@ -305,6 +317,49 @@ fn paths_timed(out: &mut String, cells: &[Cell], timings: &Timings) {
             spread(&cpu),
             median(p50.clone()),
             spread(&p50),
+        );
+    }
+}
+
+/// The stdio cells through the gateway against the same process driven over its pipes, in the
+/// same rounds.
+fn stdio_timed(out: &mut String, cells: &[Cell], timings: &Timings) {
+    let mut header = false;
+    for &cell in cells {
+        let Cell::Stdio { legacy } = cell else { continue };
+        let (Some(hop), pipe) = (gateway_hop(cell), Hop::Pipe { legacy }) else {
+            continue;
+        };
+        let (Some(through), Some(direct)) = (
+            timings.samples.get(&(cell, hop)),
+            timings.samples.get(&(cell, pipe)),
+        ) else {
+            continue;
+        };
+        if !header {
+            header = true;
+            let _ = writeln!(
+                out,
+                "\n### stdio: through the gateway over the same process driven on its pipes, per-round ratios, median [min..max]\n\n| cell | req/s | p50 | process CPU per request | target | met |\n|---|---|---|---|---|---|"
+            );
+        }
+        let rate = ratios(through, direct, |s| Some(s.rate));
+        let p50 = ratios(through, direct, |s| Some(s.p50_us));
+        let median_rate = median(rate.clone());
+        let _ = writeln!(
+            out,
+            "| {} | {:.2}{} | {:.2}{} | {} | ≥ {STDIO_TARGET:.2} | {} |",
+            cell.describe(),
+            median_rate,
+            spread(&rate),
+            median(p50.clone()),
+            spread(&p50),
+            // The process is the gateway's child through the gateway, not measured there.
+            format_args!(
+                "{:.1} µs direct",
+                median(direct.iter().map(|s| s.backend_cpu_us).collect())
+            ),
+            if median_rate >= STDIO_TARGET { "yes" } else { "no" },
         );
     }
 }

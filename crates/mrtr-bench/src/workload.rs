@@ -219,6 +219,13 @@ pub enum Hop {
     LegacyStdio,
     /// Through `mrtr-gateway` with this many mock backends (3 or 10), each its own process.
     Merge(usize),
+    /// Straight to the mock backend as a stdio process of the driver's, over its pipes (the
+    /// `initialize` era when `legacy`): what [`Hop::Stdio`] and [`Hop::LegacyStdio`] are read
+    /// against (`pipe.rs`).
+    Pipe {
+        /// Whether the process speaks the `initialize` era.
+        legacy: bool,
+    },
 }
 
 impl Hop {
@@ -236,6 +243,8 @@ impl Hop {
             Hop::Merge(3) => "gateway, 3 backends",
             Hop::Merge(10) => "gateway, 10 backends",
             Hop::Merge(_) => "gateway, several backends",
+            Hop::Pipe { legacy: false } => "direct, over its pipes",
+            Hop::Pipe { legacy: true } => "direct, legacy, over its pipes",
         }
     }
 
@@ -251,11 +260,13 @@ impl Hop {
             Hop::Stdio => "gateway-stdio".to_owned(),
             Hop::LegacyStdio => "gateway-legacy-stdio".to_owned(),
             Hop::Merge(n) => format!("gateway-{n}"),
+            Hop::Pipe { legacy: false } => "pipe".to_owned(),
+            Hop::Pipe { legacy: true } => "legacy-pipe".to_owned(),
         }
     }
 
     fn seals(self) -> bool {
-        !matches!(self, Hop::Direct | Hop::Bare | Hop::Peer(_))
+        !matches!(self, Hop::Direct | Hop::Bare | Hop::Peer(_) | Hop::Pipe { .. })
     }
 }
 
@@ -395,6 +406,10 @@ impl Workload {
             Cell::List if self.hop == Hop::Gateway2 => check_merged_list(id, body, 2),
             Cell::List => exact(mcp::list_answer(&id_text)),
             Cell::Merge { backends } => check_merged_list(id, body, backends),
+            // Over its pipes, the process's own answer, under the driver's id.
+            Cell::Stdio { .. } if matches!(self.hop, Hop::Pipe { .. }) => {
+                exact(mcp::echo_answer(&id_text, Cell::ECHO_SIZE))
+            }
             // A 2026-07-28 stdio backend's answer passes with only its id restored, and a legacy
             // client's loses nothing it had (the mock's answer has no `resultType`).
             Cell::Stdio { legacy: false } | Cell::LegacyClient => {

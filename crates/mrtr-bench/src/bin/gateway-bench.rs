@@ -44,7 +44,15 @@ fn command() -> Command {
         .arg(Arg::new("cells").long("cells").help("Comma-separated cells (default all): call-256, call-4096, r1-256, r2-256, r1-4096, r2-4096, sse, list; \
              beside them, through gateways of other backends and clients: legacy-http-256, legacy-http-sse (an initialize-era \
              HTTP backend), legacy-client-256 (an initialize-era client), stdio-256, legacy-stdio-256 (the mock backend as a \
-             stdio process), list-3, list-10 (tools/list merged over 3 or 10 backends)"))
+             stdio process, through the gateway and straight over its pipes), list-3, list-10 (tools/list merged over 3 or 10 backends)"))
+        .arg(
+            Arg::new("stdio-work-us")
+                .long("stdio-work-us")
+                .default_value("0")
+                .value_parser(value_parser!(u64))
+                .help("CPU microseconds the mock backend spends on each message as a stdio process (the stdio cells), to stand for a server that works"),
+        )
+        .arg(Arg::new("stdio-cpus").long("stdio-cpus").help("taskset -c list for the mock backend as a stdio process (the gateway's child, and the one driven over its pipes); default: --hop-cpus"))
         .arg(Arg::new("hop-cpus").long("hop-cpus").default_value("0").help("taskset -c list for the backends and hops; \"none\" not to pin"))
         .arg(Arg::new("bin-dir").long("bin-dir").help("Where mock-backend, bare-proxy and mrtr-gateway are (default: beside this binary)"))
         .arg(
@@ -166,6 +174,8 @@ async fn main() -> ExitCode {
             .map(|args| args.cloned().collect())
             .unwrap_or_default(),
         peers,
+        stdio_work_us: *matches.get_one("stdio-work-us").expect("has a default"),
+        stdio_cpus: matches.get_one::<String>("stdio-cpus").cloned(),
     };
     println!(
         "gateway-bench: {} connections, hops pinned to CPUs {}, this driver on CPUs {}; logs in {}",

@@ -21,6 +21,13 @@ fn main() -> std::io::Result<()> {
                 .action(ArgAction::SetTrue)
                 .help("Serve over stdin and stdout (one JSON-RPC message per line) instead of --listen"),
         )
+        .arg(
+            Arg::new("work-us")
+                .long("work-us")
+                .value_parser(clap::value_parser!(u64))
+                .default_value("0")
+                .help("With --stdio: microseconds of CPU spent on each message before it is answered"),
+        )
         .get_matches();
     let era = if matches.get_flag("legacy") {
         Era::Legacy
@@ -28,7 +35,8 @@ fn main() -> std::io::Result<()> {
         Era::Modern
     };
     if matches.get_flag("stdio") {
-        return backend::serve_stdio(era);
+        let work = *matches.get_one::<u64>("work-us").expect("has a default");
+        return backend::serve_stdio(era, std::time::Duration::from_micros(work));
     }
     let listen = matches.get_one::<String>("listen").expect("has a default");
     tokio::runtime::Builder::new_current_thread()

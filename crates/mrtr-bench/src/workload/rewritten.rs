@@ -179,6 +179,15 @@ mod tests {
             )
             .is_ok()
         );
+        // Over its pipes, the process's own answer under the driver's id, in either era.
+        for cell in [stdio, legacy_stdio] {
+            let pipe = Hop::Pipe {
+                legacy: cell == legacy_stdio,
+            };
+            assert!(check(cell, pipe, JSON, 21, &mcp::echo_answer("21", Cell::ECHO_SIZE)).is_ok());
+            assert!(check(cell, pipe, JSON, 21, &mcp::echo_answer("22", Cell::ECHO_SIZE)).is_err());
+            assert!(check(cell, pipe, JSON, 21, &through_gateway("21", "21", true)).is_err());
+        }
     }
 
     #[test]
