@@ -162,28 +162,39 @@ pub(crate) fn spawn(name: &str, command: &StdioCommand) -> io::Result<Spawned> {
     })
 }
 
+/// Most bytes of queued messages gathered into one write to a process's stdin.
+const WRITE_BATCH: usize = 64 * 1024;
+
 /// Writes each message of `messages` to `stdin` as one line, until the channel closes or `close`
-/// is cancelled; stdin is closed then (the first step of a stop).
+/// is cancelled; stdin is closed then (the first step of a stop). A message and its newline go
+/// in one write, with whatever else is queued by then (up to [`WRITE_BATCH`]): a pipe write is a
+/// system call, and under load many calls wait at once.
 pub(crate) async fn write_lines(
     mut stdin: ChildStdin,
     mut messages: mpsc::Receiver<bytes::Bytes>,
     close: CancellationToken,
 ) {
+    let mut batch = Vec::new();
     loop {
         let message = tokio::select! {
             message = messages.recv() => message,
             () = close.cancelled() => None,
         };
         let Some(message) = message else { break };
-        let written = async {
-            stdin.write_all(&message).await?;
-            stdin.write_all(b"\n").await?;
-            stdin.flush().await
-        };
-        if written.await.is_err() {
+        batch.clear();
+        batch.extend_from_slice(&message);
+        batch.push(b'\n');
+        while batch.len() < WRITE_BATCH {
+            let Ok(message) = messages.try_recv() else { break };
+            batch.extend_from_slice(&message);
+            batch.push(b'\n');
+        }
+        if stdin.write_all(&batch).await.is_err() {
             // The process closed its stdin or exited: the supervisor sees the exit.
             break;
         }
+        // A batch grown by a large message is not kept at that size.
+        batch.shrink_to(WRITE_BATCH);
     }
 }
 
