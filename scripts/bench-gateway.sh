@@ -9,6 +9,10 @@
 #   bash scripts/bench-gateway.sh --callgrind 300 --cells call-256,legacy-http-256,legacy-client-256,stdio-256
 #                                                   # legacy and stdio backends, legacy clients, merges
 #                                                   # (issue 40), each beside its reference cell
+#   bash scripts/bench-gateway.sh --cells stdio-256,legacy-stdio-256 --connections 64 \
+#       --stdio-work-us 100 --hop-cpus 1 --stdio-cpus 0
+#                                                   # a stdio backend against the same process
+#                                                   # driven over its pipes (issue 40)
 #   bash scripts/bench-gateway.sh --peer 'agentgateway=scripts/peers/agentgateway.sh {port} {backend} {dir}'
 #                                                   # another gateway in the same rounds (issue 25)
 #   bash scripts/bench-gateway.sh --help           # every option (cells, rounds, seconds, ...)

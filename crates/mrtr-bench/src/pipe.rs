@@ -189,13 +189,22 @@ pub async fn run_segment(
                 let sent = Instant::now();
                 let (id, answer) = pipe.call(|id| work.body(id)).await;
                 let done = Instant::now();
-                let verdict = answer
-                    .map_err(|e| e.to_string())
-                    .and_then(|line| work.check(id, http::StatusCode::OK, Some("application/json"), &line));
+                // A failed exchange (the process gone, or silent for 10 s) ends this client, as a
+                // broken connection does over HTTP.
+                let (verdict, gone) = match answer {
+                    Ok(line) => (
+                        work.check(id, http::StatusCode::OK, Some("application/json"), &line),
+                        false,
+                    ),
+                    Err(error) => (Err(error.to_string()), true),
+                };
                 if let Err(reason) = verdict {
                     part.failures += 1;
                     if part.failure_samples.len() < 3 {
                         part.failure_samples.push(format!("request {id}: {reason}"));
+                    }
+                    if gone {
+                        break;
                     }
                     continue;
                 }
