@@ -508,6 +508,57 @@ mod tests {
         (conn, written, messages)
     }
 
+    /// The error message the process got for the request it wrote last.
+    fn refusal(written: &mut mpsc::Receiver<Bytes>) -> String {
+        let answer: Value = serde_json::from_slice(&written.try_recv().expect("an answer")).unwrap();
+        assert_eq!(answer["id"], 9, "{answer}");
+        answer["error"]["message"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn a_process_request_goes_to_the_one_call_of_a_principals_own_process_and_nowhere_else() {
+        let asks = r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"Name?"}}"#;
+        // Shared by every client: no call is the request's.
+        let (conn, mut written, mut messages) = listening();
+        conn.dispatch("local", asks.to_owned());
+        assert!(messages.try_recv().is_err());
+        assert!(refusal(&mut written).contains("shares this stdio server"));
+
+        // A principal's own process with its one call: the call's translation gets the request.
+        let (mut conn, mut written, mut messages) = listening();
+        conn.alone = true;
+        conn.dispatch("local", asks.to_owned());
+        let relayed = messages.try_recv().expect("the call's");
+        assert!(!relayed.response && relayed.message == asks.as_bytes());
+        assert!(written.try_recv().is_err(), "not answered by the gateway");
+        // `ping` is the gateway's to answer, whoever is in flight.
+        conn.dispatch("local", r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#.to_owned());
+        let pong: Value = serde_json::from_slice(&written.try_recv().unwrap()).unwrap();
+        assert_eq!(pong["result"], serde_json::json!({}));
+        assert!(messages.try_recv().is_err());
+
+        // A second call in flight: the request could be either's.
+        let (other, _other_messages) = mpsc::channel(CALL_QUEUE + 1);
+        conn.calls().as_mut().unwrap().insert(r#""mrtr-2""#.into(), other);
+        conn.dispatch("local", asks.to_owned());
+        assert!(messages.try_recv().is_err());
+        assert!(refusal(&mut written).contains("2 calls in flight, not one"));
+
+        // One call, whose client has not read its queue: the place kept for the response stays.
+        conn.calls().as_mut().unwrap().remove(r#""mrtr-2""#);
+        let call = conn.call(r#""mrtr-1""#, false).unwrap();
+        while call.capacity() > 1 {
+            call.try_send(Relayed {
+                message: Bytes::from_static(b"{}"),
+                response: false,
+            })
+            .unwrap();
+        }
+        conn.dispatch("local", asks.to_owned());
+        assert!(refusal(&mut written).contains("has not read"));
+        assert_eq!(call.capacity(), 1, "the response's place is left");
+    }
+
     #[test]
     fn a_stdio_principal_holds_at_most_its_share_of_the_places_and_gives_them_back_on_drop() {
         let shares = Shares::new(NonZeroUsize::new(3).unwrap());
