@@ -84,12 +84,28 @@ impl fmt::Display for Era {
 /// The discovery request the probe sends.
 pub(crate) const DISCOVER_BODY: &str = r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
+/// The legacy handshake's `initialize` request declaring `$capabilities` (a JSON object, as a
+/// literal), offering the newest legacy revision.
+macro_rules! initialize_body {
+    ($capabilities:literal) => {
+        concat!(
+            r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":"#,
+            $capabilities,
+            r#","clientInfo":{"name":"mrtr-gateway","version":""#,
+            env!("CARGO_PKG_VERSION"),
+            r#""}}}"#
+        )
+    };
+}
+
 /// The legacy handshake the probe falls back to: no capabilities, the newest legacy revision.
-pub(crate) const INITIALIZE_BODY: &str = concat!(
-    r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mrtr-gateway","version":""#,
-    env!("CARGO_PKG_VERSION"),
-    r#""}}}"#
-);
+pub(crate) const INITIALIZE_BODY: &str = initialize_body!("{}");
+
+/// The legacy handshake of a stdio process run per principal (`stdio/process.rs`): it declares
+/// the requests its principal's clients may take during a call, which servers check before
+/// asking (a client that takes none has the gateway answer with an error naming the Tasks
+/// extension). Not roots, which servers ask for once initialized, outside any call.
+pub(crate) const INITIALIZE_ASKING_BODY: &str = initialize_body!(r#"{"elicitation":{},"sampling":{}}"#);
 
 pub(crate) fn discover_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
@@ -306,9 +322,18 @@ mod tests {
 
     #[test]
     fn the_initialize_body_is_json_with_the_newest_legacy_version() {
-        let body: Value = serde_json::from_str(INITIALIZE_BODY).unwrap();
-        assert_eq!(body["params"]["protocolVersion"], LEGACY_VERSIONS[0]);
-        assert_eq!(body["params"]["clientInfo"]["version"], env!("CARGO_PKG_VERSION"));
+        for (text, capabilities) in [
+            (INITIALIZE_BODY, serde_json::json!({})),
+            (
+                INITIALIZE_ASKING_BODY,
+                serde_json::json!({ "elicitation": {}, "sampling": {} }),
+            ),
+        ] {
+            let body: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(body["params"]["protocolVersion"], LEGACY_VERSIONS[0]);
+            assert_eq!(body["params"]["clientInfo"]["version"], env!("CARGO_PKG_VERSION"));
+            assert_eq!(body["params"]["capabilities"], capabilities);
+        }
         let discover: Value = serde_json::from_str(DISCOVER_BODY).unwrap();
         assert_eq!(discover["method"], "server/discover");
     }

@@ -22,22 +22,14 @@ use crate::observe::metrics::{self, BackendMetrics, Held};
 use crate::upstream::answer::UpstreamError;
 use crate::upstream::backend::StdioCommand;
 use crate::upstream::era::discover_result;
-use crate::upstream::era::{self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_BODY};
+use crate::upstream::era::{
+    self, AfterDiscover, DISCOVER_BODY, Era, INITIALIZE_ASKING_BODY, INITIALIZE_BODY,
+};
 use crate::upstream::health::Down;
 use crate::upstream::session::hub::MAX_LISTENS;
 
 /// How long a starting process has for its handshake (a first `npx -y` may be downloading).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The legacy handshake of a principal's own process ([`Process::alone`]): it declares the
-/// requests its principal's clients may take during a call (servers check before asking; a client
-/// that takes none has the gateway answer with an error naming the Tasks extension). Not roots,
-/// which servers ask for once initialized, outside any call.
-const INITIALIZE_ALONE_BODY: &str = concat!(
-    r#"{"jsonrpc":"2.0","id":"mrtr-gateway-health","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"sampling":{}},"clientInfo":{"name":"mrtr-gateway","version":""#,
-    env!("CARGO_PKG_VERSION"),
-    r#""}}}"#
-);
 
 /// How long `auto` waits for an answer to `server/discover` before trying `initialize`.
 pub(crate) const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -476,8 +468,9 @@ pub(super) async fn handshake(conn: &Arc<Conn>, era: Era) -> Result<Hello, Down>
             Err(error) => return Err(era::unavailable(error)),
         }
     }
+    // A principal's own process declares what its clients may be asked (`era.rs`).
     let initialize = if conn.alone {
-        INITIALIZE_ALONE_BODY
+        INITIALIZE_ASKING_BODY
     } else {
         INITIALIZE_BODY
     };
