@@ -180,6 +180,26 @@ impl Segment {
         self.completed as f64 / self.window.as_secs_f64()
     }
 
+    /// Counts one client's `exchange` in a segment whose window is `start` to `end`: a failure
+    /// (its reason among the first few kept), or a correct answer, whose latency counts when the
+    /// exchange lies inside the window.
+    pub fn count(&mut self, exchange: &Exchange, start: Instant, end: Instant) {
+        if let Err(reason) = &exchange.verdict {
+            self.failures += 1;
+            if self.failure_samples.len() < 3 {
+                self.failure_samples
+                    .push(format!("request {}: {reason}", exchange.id));
+            }
+            return;
+        }
+        self.correct += 1;
+        if exchange.sent >= start && exchange.done <= end {
+            self.completed += 1;
+            let micros = exchange.done.duration_since(exchange.sent).as_micros();
+            self.latencies_us.push(u32::try_from(micros).unwrap_or(u32::MAX));
+        }
+    }
+
     /// Adds what one client of the segment measured (its latencies unsorted).
     pub fn add(&mut self, part: Segment) {
         self.completed += part.completed;
@@ -227,31 +247,33 @@ pub async fn run_segment(
             let mut part = Segment::default();
             while Instant::now() < end {
                 let exchange = connection.exchange(&work).await;
-                if let Err(reason) = exchange.verdict {
-                    part.failures += 1;
-                    if part.failure_samples.len() < 3 {
-                        part.failure_samples
-                            .push(format!("request {}: {reason}", exchange.id));
-                    }
-                    // A broken connection would fail every further request at once.
-                    if reason.starts_with("connection") || reason.starts_with("request failed") {
-                        break;
-                    }
-                    continue;
-                }
-                part.correct += 1;
-                if exchange.sent >= start && exchange.done <= end {
-                    part.completed += 1;
-                    let micros = exchange.done.duration_since(exchange.sent).as_micros();
-                    part.latencies_us.push(u32::try_from(micros).unwrap_or(u32::MAX));
+                part.count(&exchange, start, end);
+                // A broken connection would fail every further request at once.
+                if let Err(reason) = &exchange.verdict
+                    && (reason.starts_with("connection") || reason.starts_with("request failed"))
+                {
+                    break;
                 }
             }
             part
         }));
     }
+    gather(tasks, start, window, at_start, at_end).await
+}
+
+/// The segment of the clients `tasks`, whose window opens at `start` and lasts `window`: waits
+/// for it to open (calling `at_start`) and close (`at_end`), then adds up what each client
+/// measured.
+pub async fn gather(
+    tasks: Vec<tokio::task::JoinHandle<Segment>>,
+    start: Instant,
+    window: Duration,
+    at_start: impl FnOnce(),
+    at_end: impl FnOnce(),
+) -> std::io::Result<Segment> {
     tokio::time::sleep_until(start.into()).await;
     at_start();
-    tokio::time::sleep_until(end.into()).await;
+    tokio::time::sleep_until((start + window).into()).await;
     at_end();
     let mut segment = Segment {
         window,

@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::load::Segment;
+use crate::load::{self, Exchange, Segment};
 use crate::procs::{self, Cpu};
 use crate::workload::Workload;
 
@@ -198,37 +198,22 @@ pub async fn run_segment(
                     ),
                     Err(error) => (Err(error.to_string()), true),
                 };
-                if let Err(reason) = verdict {
-                    part.failures += 1;
-                    if part.failure_samples.len() < 3 {
-                        part.failure_samples.push(format!("request {id}: {reason}"));
-                    }
-                    if gone {
-                        break;
-                    }
-                    continue;
-                }
-                part.correct += 1;
-                if sent >= start && done <= end {
-                    part.completed += 1;
-                    let micros = done.duration_since(sent).as_micros();
-                    part.latencies_us.push(u32::try_from(micros).unwrap_or(u32::MAX));
+                part.count(
+                    &Exchange {
+                        id,
+                        sent,
+                        done,
+                        verdict,
+                    },
+                    start,
+                    end,
+                );
+                if gone {
+                    break;
                 }
             }
             part
         }));
     }
-    tokio::time::sleep_until(start.into()).await;
-    at_start();
-    tokio::time::sleep_until(end.into()).await;
-    at_end();
-    let mut segment = Segment {
-        window,
-        ..Segment::default()
-    };
-    for task in tasks {
-        segment.add(task.await.map_err(io::Error::other)?);
-    }
-    segment.latencies_us.sort_unstable();
-    Ok(segment)
+    load::gather(tasks, start, window, at_start, at_end).await
 }
