@@ -167,8 +167,7 @@ impl Pipe {
 }
 
 /// Runs `work` from `clients` concurrent clients over `pipe` for `warmup` and then `window`, as
-/// [`load::run_segment`](crate::load::run_segment) does over HTTP connections; every answer is
-/// checked.
+/// [`load::run_segment`] does over HTTP connections; every answer is checked.
 pub async fn run_segment(
     pipe: Arc<Pipe>,
     clients: usize,
