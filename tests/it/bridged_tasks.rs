@@ -43,6 +43,19 @@ pub(crate) fn created(reply: &Reply) -> anyhow::Result<String> {
     Ok(result["taskId"].as_str().context("taskId")?.to_owned())
 }
 
+/// Checks that `reply` answers its call in full (`resultType: "complete"`, no task made) with a
+/// text that contains `expected`.
+#[track_caller]
+pub(crate) fn answered_saying(reply: &Reply, expected: &str) {
+    assert_eq!(
+        reply.result()["resultType"],
+        "complete",
+        "no task: {}",
+        reply.body
+    );
+    assert!(reply.text().contains(expected), "{}", reply.text());
+}
+
 /// Polls `tasks/get` until the task's status is `status`; its last result.
 async fn until(url: &str, task: &str, status: &str, capabilities: &Value) -> anyhow::Result<Value> {
     until_with(url, status, || {
@@ -144,12 +157,7 @@ async fn a_legacy_backends_elicitation_and_roots_reach_a_tasks_client_as_a_task(
 
     // A client that does not declare Tasks gets what it got before, told how to get more.
     let plain = send(&url, &Call::tool("ask", json!({}))).await?;
-    assert_eq!(plain.result()["resultType"], "complete", "{}", plain.body);
-    assert!(
-        plain.text().contains("io.modelcontextprotocol/tasks"),
-        "{}",
-        plain.text()
-    );
+    answered_saying(&plain, "io.modelcontextprotocol/tasks");
     gateway.shutdown().await?;
     Ok(())
 }
@@ -232,12 +240,7 @@ async fn a_principal_holds_at_most_its_share_of_tasks() -> anyhow::Result<()> {
     let elicits = json!({ "elicitation": {} });
     created(&send(&url, &call("ask", elicits.clone())).await?)?;
     let second = send(&url, &call("ask", elicits)).await?;
-    assert_eq!(second.result()["resultType"], "complete", "{}", second.body);
-    assert!(
-        second.text().contains("bridged-tasks-per-principal"),
-        "{}",
-        second.text()
-    );
+    answered_saying(&second, "bridged-tasks-per-principal");
     gateway.shutdown().await?;
     Ok(())
 }
