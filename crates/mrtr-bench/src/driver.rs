@@ -88,8 +88,14 @@ pub struct Sample {
     pub rate: f64,
     /// Median latency, µs.
     pub p50_us: f64,
+    /// 95th percentile latency, µs.
+    pub p95_us: f64,
     /// 99th percentile latency, µs.
     pub p99_us: f64,
+    /// Exchanges answered during the whole segment, warm-up included, correctly or not.
+    pub answered: u64,
+    /// Of those, wrong answers and failed exchanges.
+    pub failed: u64,
     /// CPU of the hop process per request, µs (`None` for direct).
     pub hop_cpu_us: Option<f64>,
     /// Kernel share of the hop's CPU time.
@@ -98,8 +104,13 @@ pub struct Sample {
     pub hop_switches: Option<f64>,
     /// Read and write system calls of the hop per request.
     pub hop_io_calls: Option<f64>,
-    /// CPU of the backend process(es) per request, µs.
+    /// CPU of the backend process(es) per request, µs (a stdio backend's: the gateway's child,
+    /// or the process of [`Hop::Pipe`]).
     pub backend_cpu_us: f64,
+    /// Cores the hop kept busy in the window: its CPU time over the window's length.
+    pub hop_cores: Option<f64>,
+    /// Cores the backend process(es) kept busy in the window.
+    pub backend_cores: f64,
 }
 
 /// Everything a timing run measured.
@@ -115,6 +126,8 @@ pub struct Timings {
     pub failures: Vec<String>,
     /// Failed exchanges in total.
     pub failure_count: u64,
+    /// Concurrent clients (keep-alive connections) of every segment.
+    pub clients: usize,
 }
 
 /// Instructions per request of one cell through one hop.
@@ -475,6 +488,7 @@ pub async fn run_timings(plan: &Plan) -> io::Result<Timings> {
     };
     let mut timings = Timings {
         peers: plan.peers.iter().map(Peer::hop).collect(),
+        clients: plan.connections,
         ..Timings::default()
     };
     for round in 0..plan.rounds {
@@ -528,9 +542,14 @@ async fn run_one(
     let pipe = fleet.pipes.get(&hop);
     let read = || -> (Option<Cpu>, Cpu) {
         // A pipe's process is the backend, and there is no hop.
-        let backend = match pipe {
-            Some(pipe) => pipe.cpu().unwrap_or_default(),
-            None => backends
+        let backend = match (pipe, hop_proc) {
+            (Some(pipe), _) => pipe.cpu().unwrap_or_default(),
+            // A stdio backend is the gateway's own child.
+            (None, Some(proc)) if matches!(hop, Hop::Stdio | Hop::LegacyStdio) => procs::children(proc.pid())
+                .into_iter()
+                .filter_map(|pid| procs::cpu(pid).ok())
+                .fold(Cpu::default(), Cpu::plus),
+            (None, _) => backends
                 .all()
                 .filter_map(|b| b.cpu().ok())
                 .fold(Cpu::default(), Cpu::plus),
@@ -586,16 +605,23 @@ async fn run_one(
         (before.unwrap_or_default(), after.unwrap_or_default());
     let per_request = |ns: u64| ns as f64 / 1000.0 / segment.completed.max(1) as f64;
     let hop_used = hop_after.zip(hop_before).map(|(a, b)| a.since(b));
+    let backend_used = backend_after.since(backend_before);
+    let cores = |ns: u64| ns as f64 / segment.window.as_nanos().max(1) as f64;
     Ok(Sample {
         round,
         rate: segment.rate(),
         p50_us: segment.latency_us(0.5),
+        p95_us: segment.latency_us(0.95),
         p99_us: segment.latency_us(0.99),
+        answered: segment.correct + segment.failures,
+        failed: segment.failures,
         hop_cpu_us: hop_used.map(|c| per_request(c.on_cpu_ns)),
         hop_system_share: hop_used.map(Cpu::system_share),
         hop_switches: hop_used.map(|c| c.context_switches as f64 / segment.completed.max(1) as f64),
         hop_io_calls: hop_used.map(|c| c.io_calls as f64 / segment.completed.max(1) as f64),
-        backend_cpu_us: per_request(backend_after.since(backend_before).on_cpu_ns),
+        backend_cpu_us: per_request(backend_used.on_cpu_ns),
+        hop_cores: hop_used.map(|c| cores(c.on_cpu_ns)),
+        backend_cores: cores(backend_used.on_cpu_ns),
     })
 }
 

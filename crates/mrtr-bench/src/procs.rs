@@ -256,6 +256,17 @@ impl Drop for Proc {
 
 /// The processes (not zombies) of process group `pgid`, from `/proc/*/stat`.
 pub fn group_members(pgid: u32) -> Vec<u32> {
+    live_processes(|_, pgrp| pgrp == pgid)
+}
+
+/// The child processes (not zombies) of `pid` (a gateway's stdio servers), from `/proc/*/stat`:
+/// this kernel may lack `/proc/PID/task/TID/children`.
+pub fn children(pid: u32) -> Vec<u32> {
+    live_processes(|ppid, _| ppid == pid)
+}
+
+/// The processes (not zombies) whose parent and process group `select` takes.
+fn live_processes(select: impl Fn(u32, u32) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -271,8 +282,9 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
                 .map_or("", |(_, rest)| rest)
                 .split_whitespace();
             let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
-            state != Some("Z") && pgrp == Some(pgid)
+            let mut number = || fields.next().and_then(|f| f.parse::<u32>().ok());
+            let (ppid, pgrp) = (number(), number());
+            state != Some("Z") && ppid.zip(pgrp).is_some_and(|(ppid, pgrp)| select(ppid, pgrp))
         })
         .collect()
 }

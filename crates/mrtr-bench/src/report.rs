@@ -78,9 +78,68 @@ fn ratios(a: &[Sample], b: &[Sample], metric: impl Fn(&Sample) -> Option<f64>) -
         .collect()
 }
 
+/// The table a reader compares with other gateways' published figures (issue 40, Deliver 3):
+/// per cell and hop, the clients, req/s, latency percentiles, error rate, the cores the hop and
+/// the backend kept busy, and the hop's memory. Medians over rounds; errors summed over them.
+pub fn users(cells: &[Cell], timings: &Timings) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n### In the shape users compare (median over rounds)\n\n\
+         | cell | through | clients | req/s | p50 ms | p95 ms | p99 ms | errors | hop cores | backend cores | hop peak RSS |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let ms = |us: f64| format!("{:.2}", us / 1000.0);
+    for &cell in cells {
+        for hop in hops_for(cell, &timings.peers) {
+            let Some(samples) = timings.samples.get(&(cell, hop)) else {
+                continue;
+            };
+            let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
+            let answered: u64 = samples.iter().map(|s| s.answered).sum();
+            let failed: u64 = samples.iter().map(|s| s.failed).sum();
+            let hop_cores = median(samples.iter().filter_map(|s| s.hop_cores).collect());
+            // A pipe's process is the backend; straight to the backend there is no hop.
+            let rss = match hop {
+                Hop::Direct | Hop::Pipe { .. } => None,
+                hop => peak_rss(timings, &hop.file_name()),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} | {} | {} | {} | {:.2} % ({failed} of {answered}) | {} | {:.2} | {} |",
+                cell.name(),
+                hop.name(),
+                timings.clients,
+                of(|s| s.rate),
+                ms(of(|s| s.p50_us)),
+                ms(of(|s| s.p95_us)),
+                ms(of(|s| s.p99_us)),
+                100.0 * failed as f64 / answered.max(1) as f64,
+                if hop_cores.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{hop_cores:.2}")
+                },
+                of(|s| s.backend_cores),
+                rss.map_or("-".to_owned(), |kib| format!("{:.1} MiB", kib / 1024.0)),
+            );
+        }
+    }
+    out
+}
+
+/// Peak RSS of the process named `name`, KiB.
+fn peak_rss(timings: &Timings, name: &str) -> Option<f64> {
+    timings
+        .peak_rss_kib
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, k)| *k as f64)
+}
+
 /// The timing report.
 pub fn timings(cells: &[Cell], timings: &Timings) -> String {
-    let mut out = String::new();
+    let mut out = users(cells, timings);
     let _ = writeln!(
         out,
         "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | hop reads and writes/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -202,13 +261,7 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     for (name, kib) in &timings.peak_rss_kib {
         let _ = writeln!(out, "| {name} | {:.1} MiB |", *kib as f64 / 1024.0);
     }
-    let rss = |name: &str| {
-        timings
-            .peak_rss_kib
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, k)| *k as f64)
-    };
+    let rss = |name: &str| peak_rss(timings, name);
     if let (Some(gateway), Some(bare)) = (rss("gateway"), rss("bare-proxy")) {
         let ratio = gateway / bare;
         let _ = writeln!(
@@ -428,4 +481,71 @@ pub fn counts(cells: &[Cell], counts: &[Count]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(round: usize, rate: f64, failed: u64) -> Sample {
+        Sample {
+            round,
+            rate,
+            p50_us: 1_000.0,
+            p95_us: 2_500.0,
+            p99_us: 4_000.0,
+            answered: 1_000,
+            failed,
+            hop_cpu_us: Some(25.0),
+            hop_system_share: Some(0.4),
+            hop_switches: Some(1.0),
+            hop_io_calls: Some(2.0),
+            backend_cpu_us: 5.0,
+            hop_cores: Some(0.75),
+            backend_cores: 0.15,
+        }
+    }
+
+    #[test]
+    fn the_users_table_sums_errors_and_names_each_hops_memory() {
+        let call = Cell::Call { size: 256 };
+        let mut timings = Timings {
+            clients: 64,
+            peak_rss_kib: vec![("gateway".to_owned(), 18_432)],
+            ..Timings::default()
+        };
+        timings.samples.insert(
+            (call, Hop::Gateway),
+            vec![sample(0, 30_000.0, 0), sample(1, 32_000.0, 3)],
+        );
+        let direct = Sample {
+            hop_cpu_us: None,
+            hop_cores: None,
+            ..sample(0, 50_000.0, 0)
+        };
+        timings.samples.insert((call, Hop::Direct), vec![direct]);
+        let table = users(&[call], &timings);
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("| cell | through | clients | req/s |")),
+            "{table}"
+        );
+        let row = |hop: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| call-256 | {hop} |")))
+                .unwrap_or_else(|| panic!("no {hop} row in {table}"))
+                .to_owned()
+        };
+        assert_eq!(
+            row("gateway"),
+            "| call-256 | gateway | 64 | 31000 | 1.00 | 2.50 | 4.00 | 0.15 % (3 of 2000) | 0.75 | 0.15 | 18.0 MiB |"
+        );
+        // Straight to the backend: no hop, so no hop cores nor hop memory.
+        assert_eq!(
+            row("direct"),
+            "| call-256 | direct | 64 | 50000 | 1.00 | 2.50 | 4.00 | 0.00 % (0 of 1000) | - | 0.15 | - |"
+        );
+    }
 }
