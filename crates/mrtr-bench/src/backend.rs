@@ -6,6 +6,13 @@
 //! `initialize` era ([`Era`]), over HTTP or over stdio ([`serve_stdio`]). SSE answers go out one frame per event, each flushed on its own, as
 //! an MCP server that writes each notification when it happens does.
 //!
+//! Over HTTP it also serves `subscriptions/listen` (for `scale-bench --listens`): a filter with
+//! `toolsListChanged: true` is acknowledged ([`listen_ack`]) and its stream held open; a
+//! `tools/call` of [`BROADCAST`] (a tool it does not list) then sends one
+//! `notifications/tools/list_changed` to every open listen ([`list_changed`]), stamped with
+//! the wall-clock times of the call and of the write, so that a receiver on the same machine
+//! knows how late it arrived. That is the only state it keeps: the open listens.
+//!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -19,7 +26,10 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
@@ -32,6 +42,7 @@ use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 use crate::mcp;
 
@@ -50,6 +61,107 @@ pub enum Era {
 /// outside one, as an `initialize`-era server does).
 pub const SESSION: &str = "mock-legacy-session";
 
+/// The tool whose call makes the backend send one notification to every open listen; its
+/// answer's `structuredContent` says how many it reached (`listens`) and the broadcast's `seq`.
+pub const BROADCAST: &str = "broadcast";
+
+/// The `_meta` key of a listen stream's messages naming the listen (the request's id).
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// The `_meta` key of a broadcast's number: 1 for the first of the process, then 2, 3…
+pub const META_SEQ: &str = "mrtr.bench/seq";
+/// The `_meta` key of when the [`BROADCAST`] call was handled, µs since the Unix epoch.
+pub const META_TRIGGERED: &str = "mrtr.bench/triggeredUs";
+/// The `_meta` key of when this listen's notification was written, µs since the Unix epoch.
+pub const META_SENT: &str = "mrtr.bench/sentUs";
+
+/// Notifications one listen may have queued; a listen that far behind misses the next ones
+/// (counted as `lagging` in the broadcast's answer).
+const LISTEN_QUEUE: usize = 8;
+
+/// Microseconds since the Unix epoch: the clock every process on the machine shares.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// One broadcast, as every listen's stream receives it.
+#[derive(Clone, Copy, Debug)]
+struct Note {
+    seq: u64,
+    triggered_us: u64,
+}
+
+/// The open listens of one server.
+#[derive(Default)]
+struct Listeners {
+    open: Mutex<Vec<mpsc::Sender<Note>>>,
+    seq: AtomicU64,
+}
+
+impl Listeners {
+    fn add(&self) -> mpsc::Receiver<Note> {
+        let (sender, receiver) = mpsc::channel(LISTEN_QUEUE);
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(sender);
+        receiver
+    }
+
+    /// Queues a notification for every open listen (and forgets the closed ones): the
+    /// broadcast's number, the listens reached, the listens too far behind to take it.
+    fn broadcast(&self) -> (u64, usize, usize) {
+        let note = Note {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            triggered_us: now_us(),
+        };
+        let (mut reached, mut lagging) = (0, 0);
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.retain(|listen| match listen.try_send(note) {
+            Ok(()) => {
+                reached += 1;
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                lagging += 1;
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+        (note.seq, reached, lagging)
+    }
+}
+
+/// The acknowledgement that opens listen `id`'s stream (an SSE frame).
+pub fn listen_ack(id: &str) -> Vec<u8> {
+    format!(
+        "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{{\"notifications\":{{\"toolsListChanged\":true}},\"_meta\":{{\"{SUBSCRIPTION_ID}\":{id}}}}}}}\n\n"
+    )
+    .into_bytes()
+}
+
+/// Broadcast `seq`, triggered at `triggered_us`, as written to listen `id` at `sent_us` (an SSE
+/// frame).
+pub fn list_changed(id: &str, seq: u64, triggered_us: u64, sent_us: u64) -> Vec<u8> {
+    format!(
+        "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\",\"params\":{{\"_meta\":{{\"{SUBSCRIPTION_ID}\":{id},\"{META_SEQ}\":{seq},\"{META_TRIGGERED}\":{triggered_us},\"{META_SENT}\":{sent_us}}}}}}}\n\n"
+    )
+    .into_bytes()
+}
+
+/// The answer to a [`BROADCAST`] call: broadcast `seq` reached `listens` (and `lagging` were too
+/// far behind).
+fn broadcast_answer(id: &str, seq: u64, listens: usize, lagging: usize) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"broadcast {seq} sent to {listens} listens"}}],"structuredContent":{{"seq":{seq},"listens":{listens},"lagging":{lagging}}},"isError":false}}}}"#
+    )
+    .into_bytes()
+}
+
 /// Serves the mock backend on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener) -> io::Result<()> {
     serve_era(listener, Era::Modern).await
@@ -57,12 +169,16 @@ pub async fn serve(listener: TcpListener) -> io::Result<()> {
 
 /// Serves the mock backend of `era` on `listener` until the task is dropped.
 pub async fn serve_era(listener: TcpListener, era: Era) -> io::Result<()> {
+    let listeners = Arc::new(Listeners::default());
     loop {
         let (stream, _) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
+        let listeners = listeners.clone();
         tokio::spawn(async move {
-            let service =
-                service_fn(move |request| async move { Ok::<_, Infallible>(answer(request, era).await) });
+            let service = service_fn(move |request| {
+                let listeners = listeners.clone();
+                async move { Ok::<_, Infallible>(answer(request, era, &listeners).await) }
+            });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
@@ -97,6 +213,15 @@ pub fn serve_stdio(era: Era, work: std::time::Duration) -> io::Result<()> {
                     stdout.write_all(event_data(&frame))?;
                     stdout.write_all(b"\n")?;
                 }
+            }
+            // Over stdio a listen is acknowledged and nothing more: broadcasts are HTTP's.
+            Reply::Listen(id) => {
+                stdout.write_all(event_data(&listen_ack(&id)))?;
+                stdout.write_all(b"\n")?;
+            }
+            Reply::Broadcast(id) => {
+                stdout.write_all(&broadcast_answer(&id, 0, 0, 0))?;
+                stdout.write_all(b"\n")?;
             }
             Reply::Accepted => continue,
         }
@@ -133,6 +258,16 @@ struct Params<'a> {
     request_state: Option<Cow<'a, str>>,
     #[serde(rename = "inputResponses", borrow)]
     input_responses: Option<&'a RawValue>,
+    /// A `subscriptions/listen`'s filter.
+    #[serde(borrow)]
+    notifications: Option<&'a RawValue>,
+}
+
+/// The part of a listen filter this backend serves.
+#[derive(Deserialize)]
+struct Filter {
+    #[serde(rename = "toolsListChanged", default)]
+    tools_list_changed: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -152,11 +287,15 @@ enum Reply {
     Session(Vec<u8>),
     /// SSE frames, one per event (JSON lines over stdio).
     Events(Vec<Vec<u8>>),
+    /// A `subscriptions/listen` of this id accepted: its stream.
+    Listen(String),
+    /// A [`BROADCAST`] call of this id.
+    Broadcast(String),
     /// A notification: nothing (`202` over HTTP).
     Accepted,
 }
 
-async fn answer(request: Request<Incoming>, era: Era) -> Response<Answer> {
+async fn answer(request: Request<Incoming>, era: Era, listeners: &Listeners) -> Response<Answer> {
     let session = request
         .headers()
         .get("mcp-session-id")
@@ -191,6 +330,22 @@ async fn answer(request: Request<Incoming>, era: Era) -> Response<Answer> {
             );
             response
         }
+        Reply::Listen(id) => {
+            let mut response = Response::new(Answer::Listen {
+                ack: Some(Bytes::from(listen_ack(&id))),
+                notes: listeners.add(),
+                id: id.into_boxed_str(),
+            });
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            response
+        }
+        Reply::Broadcast(id) => {
+            let (seq, listens, lagging) = listeners.broadcast();
+            json(StatusCode::OK, broadcast_answer(&id, seq, listens, lagging))
+        }
         Reply::Accepted => plain(StatusCode::ACCEPTED, ""),
     }
 }
@@ -223,6 +378,7 @@ fn reply(body: &[u8], era: Era, session: bool) -> Reply {
         (Some("initialize"), _, Era::Legacy) => Reply::Session(mcp::initialize_answer(id)),
         (Some("tools/call"), Some(params), _) => call(id, params),
         (Some("tools/call"), None, _) => ok(mcp::error_answer(id, -32602, "Missing params")),
+        (Some("subscriptions/listen"), params, Era::Modern) => listen(id, params),
         _ => ok(mcp::error_answer(id, -32601, "Method not found")),
     }
 }
@@ -255,7 +411,27 @@ fn call(id: &str, params: Params<'_>) -> Reply {
             Some(events) => Reply::Events(mcp::progress_events(id, events)),
             None => invalid("events missing or too many"),
         },
+        Some(BROADCAST) => Reply::Broadcast(id.to_owned()),
         _ => invalid("Unknown tool"),
+    }
+}
+
+/// A `subscriptions/listen`: accepted when its filter asks for `toolsListChanged`, the one
+/// category this backend notifies.
+fn listen(id: &str, params: Option<Params<'_>>) -> Reply {
+    let filter = params
+        .and_then(|p| p.notifications)
+        .and_then(|n| serde_json::from_str::<Filter>(n.get()).ok());
+    match filter {
+        Some(filter) if filter.tools_list_changed => Reply::Listen(id.to_owned()),
+        Some(_) => Reply::Json(
+            StatusCode::OK,
+            mcp::error_answer(id, -32602, "This backend notifies toolsListChanged only"),
+        ),
+        None => Reply::Json(
+            StatusCode::OK,
+            mcp::error_answer(id, -32602, "Missing params.notifications"),
+        ),
     }
 }
 
@@ -274,10 +450,19 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Answer> {
     response
 }
 
-/// The backend's response body: one buffer, or SSE events yielded one per poll.
+/// The backend's response body: one buffer, SSE events yielded one per poll, or a listen's
+/// stream (its acknowledgement, then a notification per broadcast, never ending).
 enum Answer {
     Full(Option<Bytes>),
-    Events { frames: VecDeque<Bytes>, flushed: bool },
+    Events {
+        frames: VecDeque<Bytes>,
+        flushed: bool,
+    },
+    Listen {
+        id: Box<str>,
+        ack: Option<Bytes>,
+        notes: mpsc::Receiver<Note>,
+    },
 }
 
 impl Body for Answer {
@@ -300,6 +485,22 @@ impl Body for Answer {
                 *flushed = false;
                 Poll::Ready(frames.pop_front().map(|f| Ok(Frame::data(f))))
             }
+            // Nothing queued after a frame is Pending, which makes hyper write it at once.
+            Self::Listen { id, ack, notes } => {
+                if let Some(ack) = ack.take() {
+                    return Poll::Ready(Some(Ok(Frame::data(ack))));
+                }
+                notes.poll_recv(cx).map(|note| {
+                    note.map(|n| {
+                        Ok(Frame::data(Bytes::from(list_changed(
+                            id,
+                            n.seq,
+                            n.triggered_us,
+                            now_us(),
+                        ))))
+                    })
+                })
+            }
         }
     }
 
@@ -307,13 +508,14 @@ impl Body for Answer {
         match self {
             Self::Full(data) => data.is_none(),
             Self::Events { frames, .. } => frames.is_empty(),
+            Self::Listen { .. } => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
-            Self::Events { .. } => SizeHint::default(),
+            Self::Events { .. } | Self::Listen { .. } => SizeHint::default(),
         }
     }
 }
@@ -356,6 +558,45 @@ mod tests {
             reply(&mcp::initialized_notification(), Era::Legacy, true),
             Reply::Accepted
         ));
+    }
+
+    #[test]
+    fn a_listen_is_acknowledged_and_a_broadcast_reaches_every_open_one() {
+        let listen = |filter: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{{"notifications":{filter}}}}}"#
+            )
+        };
+        let tools = listen(r#"{"toolsListChanged":true}"#);
+        assert!(matches!(reply(tools.as_bytes(), Era::Modern, false), Reply::Listen(id) if id == "9"));
+        for refused in [listen(r#"{"promptsListChanged":true}"#), listen("7")] {
+            let (status, body) = json_of(reply(refused.as_bytes(), Era::Modern, false));
+            assert_eq!(status, StatusCode::OK);
+            assert!(String::from_utf8_lossy(&body).contains("-32602"));
+        }
+        let ack: serde_json::Value = serde_json::from_slice(event_data(&listen_ack("9"))).unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 9);
+
+        let listeners = Listeners::default();
+        let mut open = listeners.add();
+        drop(listeners.add());
+        assert_eq!(listeners.broadcast(), (1, 1, 0));
+        let note = open.try_recv().unwrap();
+        let frame = list_changed("9", note.seq, note.triggered_us, now_us());
+        let message: serde_json::Value = serde_json::from_slice(event_data(&frame)).unwrap();
+        assert_eq!(message["method"], "notifications/tools/list_changed");
+        assert_eq!(message["params"]["_meta"][SUBSCRIPTION_ID], 9);
+        assert_eq!(message["params"]["_meta"][META_SEQ], 1);
+        assert!(
+            message["params"]["_meta"][META_SENT].as_u64()
+                >= message["params"]["_meta"][META_TRIGGERED].as_u64()
+        );
+        // A listen that reads nothing is skipped once its queue is full, not waited for.
+        for _ in 0..LISTEN_QUEUE {
+            listeners.broadcast();
+        }
+        assert_eq!(listeners.broadcast(), (LISTEN_QUEUE as u64 + 2, 0, 1));
     }
 
     #[test]
