@@ -18,7 +18,9 @@
 //! * `overload-bench`: a slow backend behind the gateway, offered ten times the load it sustains,
 //!   to show that load shedding keeps memory bounded and that the gateway recovers
 //!   ([`overload`]);
-//! * `scale-bench`: the cost per client connection, and thousands of them at once ([`scale`]).
+//! * `scale-bench`: the cost per client connection, and thousands of them at once ([`scale`]);
+//!   with `--listens N`, N `subscriptions/listen` streams open at once and a notification
+//!   reaching all of them ([`listens`]).
 //!
 //! Run it with `bash scripts/bench-gateway.sh` (see `docs/benchmarks.md`).
 //!
@@ -38,6 +40,7 @@
 pub mod backend;
 pub mod bare;
 pub mod driver;
+pub mod listens;
 pub mod load;
 pub mod mcp;
 pub mod messages;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::load::{self, Target};
@@ -148,7 +149,7 @@ pub const IDLE_WAIT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Request ids: the loader's index in the high bits, so that no two requests of a run share one.
-fn first_id(loader: usize) -> u64 {
+pub(crate) fn first_id(loader: usize) -> u64 {
     ((loader as u64) + 1) << 40
 }
 
@@ -370,13 +371,13 @@ struct Loader {
 }
 
 impl Loader {
-    fn send(&mut self, command: &Command) -> io::Result<()> {
+    fn send<C: Serialize>(&mut self, command: &C) -> io::Result<()> {
         serde_json::to_writer(&mut self.stdin, command).map_err(io::Error::other)?;
         self.stdin.write_all(b"\n")?;
         self.stdin.flush()
     }
 
-    fn reply(&mut self) -> io::Result<Reply> {
+    fn reply<R: DeserializeOwned>(&mut self) -> io::Result<R> {
         let mut line = String::new();
         if self.stdout.read_line(&mut line)? == 0 {
             return Err(io::Error::other("a loader ended without answering (see its log)"));
@@ -393,10 +394,11 @@ impl Drop for Loader {
 }
 
 /// The loaders of one gateway, holding `connections` between them.
-struct Loaders(Vec<Loader>);
+pub(crate) struct Loaders(Vec<Loader>);
 
 impl Loaders {
-    fn start(plan: &Plan, url: &str, connections: usize) -> io::Result<Self> {
+    /// Starts the loaders, each with `extra` arguments after its own (another kind of loader).
+    pub(crate) fn start(plan: &Plan, url: &str, connections: usize, extra: &[String]) -> io::Result<Self> {
         let exe = std::env::current_exe()?;
         let count = connections.div_ceil(plan.per_loader.max(1)).max(1);
         let ramp = (plan.ramp / count).max(1);
@@ -419,6 +421,7 @@ impl Loaders {
                 "--loader-index".into(),
                 index.to_string(),
             ]);
+            argv.extend(extra.iter().cloned());
             let log = std::fs::File::create(plan.work_dir.join(format!("loader-{index}.log")))?;
             let mut child = std::process::Command::new(&argv[0])
                 .args(&argv[1..])
@@ -435,14 +438,19 @@ impl Loaders {
 
     /// Sends `command` to every loader, then gathers their replies.
     fn all(&mut self, command: &Command) -> io::Result<Reply> {
+        let mut total = Reply::default();
+        for reply in self.ask(command)? {
+            total.merge(reply);
+        }
+        Ok(total)
+    }
+
+    /// Sends `command` to every loader, then gathers their replies, one per loader.
+    pub(crate) fn ask<C: Serialize, R: DeserializeOwned>(&mut self, command: &C) -> io::Result<Vec<R>> {
         for loader in &mut self.0 {
             loader.send(command)?;
         }
-        let mut total = Reply::default();
-        for loader in &mut self.0 {
-            total.merge(loader.reply()?);
-        }
-        Ok(total)
+        self.0.iter_mut().map(Loader::reply).collect()
     }
 }
 
@@ -457,7 +465,7 @@ pub struct Snapshot {
     pub fds: usize,
 }
 
-fn snapshot(pid: u32) -> io::Result<Snapshot> {
+pub(crate) fn snapshot(pid: u32) -> io::Result<Snapshot> {
     Ok(Snapshot {
         rss_kib: procs::status_kib(pid, "VmRSS:")?,
         anon_kib: procs::status_kib(pid, "RssAnon:")?,
@@ -477,7 +485,7 @@ fn minor_faults(pid: u32) -> io::Result<u64> {
 }
 
 /// The soft `Max open files` of a process.
-fn fd_limit(pid: u32) -> io::Result<usize> {
+pub(crate) fn fd_limit(pid: u32) -> io::Result<usize> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))?;
     limits
         .lines()
@@ -583,9 +591,9 @@ impl Outcome {
     }
 }
 
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn binary(plan: &Plan, name: &str) -> io::Result<PathBuf> {
+pub(crate) fn binary(plan: &Plan, name: &str) -> io::Result<PathBuf> {
     let path = plan.bin_dir.join(name);
     if path.is_file() {
         Ok(path)
@@ -640,7 +648,7 @@ fn start_gateway(
 
 /// A few requests on one connection, closed again: what the first request sets up once (the
 /// backend connection, lazily built state) is not counted as the clients'.
-async fn warm(target: &Target) -> io::Result<()> {
+pub(crate) async fn warm(target: &Target) -> io::Result<()> {
     let work = Workload::new(Cell::Call { size: 256 }, Hop::Gateway, None);
     let warmed = load::run_count(target, &work, 5).await?;
     if warmed.failures > 0 {
@@ -654,7 +662,7 @@ async fn warm(target: &Target) -> io::Result<()> {
 
 /// Waits until the gateway holds `want` descriptors, or they stop growing for two seconds; the
 /// last snapshot.
-fn settle(pid: u32, want: usize) -> io::Result<Snapshot> {
+pub(crate) fn settle(pid: u32, want: usize) -> io::Result<Snapshot> {
     let mut last = snapshot(pid)?;
     let mut since = Instant::now();
     loop {
@@ -710,7 +718,7 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
             fresh_gateway(plan, &backend.url, &keys, "gateway-connect-only", max_connections).await?;
         outcome.fd_limit = fd_limit(gateway.pid())?;
         outcome.own_fds = before.fds;
-        let mut loaders = Loaders::start(plan, &gateway.url, plan.connections)?;
+        let mut loaders = Loaders::start(plan, &gateway.url, plan.connections, &[])?;
         let opened = loaders.all(&Command::Open)?;
         let after = settle(gateway.pid(), before.fds + plan.connections)?;
         let idle = Idle {
@@ -754,7 +762,7 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
             plan.connections, outcome.fd_limit, before.fds, outcome.sized
         );
     }
-    let mut loaders = Loaders::start(plan, &gateway.url, outcome.sized)?;
+    let mut loaders = Loaders::start(plan, &gateway.url, outcome.sized, &[])?;
     let opened = loaders.all(&Command::Open)?;
     // At the closed loop's rate: a gateway's clients do not all call in the same second, and
     // the gateway holds hyper's buffers only for connections that called in the last second.
@@ -835,7 +843,7 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
 }
 
 /// A fresh keyring entry from the gateway binary itself.
-fn gateway_keys(plan: &Plan) -> io::Result<String> {
+pub(crate) fn gateway_keys(plan: &Plan) -> io::Result<String> {
     let output = std::process::Command::new(binary(plan, "mrtr-gateway")?)
         .args(["--generate-key", "bench"])
         .output()?;

@@ -1,5 +1,6 @@
-//! The cost per client connection and the gateway with many of them; see `scale-bench --help`,
-//! `mrtr_bench::scale` and `docs/benchmarks.md`.
+//! The cost per client connection and the gateway with many of them; with `--listens`, many
+//! `subscriptions/listen` streams and a notification reaching all of them. See
+//! `scale-bench --help`, `mrtr_bench::scale`, `mrtr_bench::listens` and `docs/benchmarks.md`.
 
 #![forbid(unsafe_code)]
 
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use mrtr_bench::listens;
 use mrtr_bench::scale::{self, Plan};
 
 fn command() -> Command {
@@ -29,10 +31,16 @@ fn command() -> Command {
         .arg(Arg::new("gateway-arg").long("gateway-arg").action(ArgAction::Append).allow_hyphen_values(true).help("An extra argument for mrtr-gateway (repeat)"))
         .arg(Arg::new("gateway-env").long("gateway-env").action(ArgAction::Append).help("KEY=VALUE in mrtr-gateway's environment (repeat); e.g. MALLOC_ARENA_MAX=1"))
         .arg(Arg::new("skip-connect-only").long("skip-connect-only").action(ArgAction::SetTrue).help("Skip phase 1 (connections that send nothing)"))
-        .arg(Arg::new("smoke").long("smoke").action(ArgAction::SetTrue).help("CI: 500 connections, 5 s of closed loop at 100 req/s; checks every answer, times nothing"))
+        .arg(Arg::new("smoke").long("smoke").action(ArgAction::SetTrue).help("CI: 500 connections, 5 s of closed loop at 100 req/s; with --listens, 200 listens and 3 broadcasts. Checks every answer, times nothing"))
+        .arg(Arg::new("listens").long("listens").value_name("N").value_parser(value_parser!(usize)).help("Instead of the connection phases: N subscriptions/listen streams through the gateway (over HTTP/2 connections), their cost in gateway RSS, then --broadcasts notifications sent by the backend to all of them, each checked and timed to its arrival"))
+        .arg(Arg::new("streams-per-connection").long("streams-per-connection").default_value("100").value_parser(value_parser!(usize)).help("With --listens: most listens on one HTTP/2 connection (the gateway allows 200)"))
+        .arg(Arg::new("broadcasts").long("broadcasts").default_value("5").value_parser(value_parser!(usize)).help("With --listens: notifications broadcast to every listen, one after another"))
+        .arg(Arg::new("broadcast-spacing-ms").long("broadcast-spacing-ms").default_value("1000").value_parser(value_parser!(u64)).help("With --listens: pause before each broadcast"))
+        .arg(Arg::new("broadcast-wait-secs").long("broadcast-wait-secs").default_value("10").value_parser(value_parser!(f64)).help("With --listens: how long every listen has to receive a broadcast before it counts as missed"))
         // The loader mode: this binary again, holding a share of the connections.
         .arg(Arg::new("loader").long("loader").value_name("URL").hide(true))
         .arg(Arg::new("loader-index").long("loader-index").default_value("0").value_parser(value_parser!(usize)).hide(true))
+        .arg(Arg::new("loader-listens").long("loader-listens").action(ArgAction::SetTrue).hide(true))
 }
 
 fn main() -> ExitCode {
@@ -60,7 +68,15 @@ fn main() -> ExitCode {
         let connections = *matches.get_one::<usize>("connections").expect("default");
         let ramp = *matches.get_one::<usize>("ramp").expect("default");
         let index = *matches.get_one::<usize>("loader-index").expect("default");
-        return match runtime.block_on(scale::loader(target, connections, ramp, index)) {
+        let ran = if matches.get_flag("loader-listens") {
+            let streams = *matches
+                .get_one::<usize>("streams-per-connection")
+                .expect("default");
+            runtime.block_on(listens::loader(target, connections, streams, ramp, index))
+        } else {
+            runtime.block_on(scale::loader(target, connections, ramp, index))
+        };
+        return match ran {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("scale-bench --loader: {error}");
@@ -78,6 +94,15 @@ fn main() -> ExitCode {
     if let Err(error) = std::fs::create_dir_all(&plan.work_dir) {
         eprintln!("scale-bench: cannot create {}: {error}", plan.work_dir.display());
         return ExitCode::FAILURE;
+    }
+    if matches.contains_id("listens") {
+        return match listens_plan(&matches, plan) {
+            Ok(plan) => run_listens(&runtime, &plan),
+            Err(error) => {
+                eprintln!("scale-bench: {error}");
+                ExitCode::from(2)
+            }
+        };
     }
     println!(
         "scale-bench: {} connections in loaders of at most {} (CPUs {}), gateway and backend on CPUs {}; \
@@ -165,6 +190,75 @@ fn plan(matches: &ArgMatches) -> Result<Plan, String> {
         gateway_env,
         skip_connect_only: matches.get_flag("skip-connect-only"),
     })
+}
+
+/// The `--listens` run of `base`'s processes.
+fn listens_plan(matches: &ArgMatches, base: Plan) -> Result<listens::Plan, String> {
+    let smoke = matches.get_flag("smoke");
+    let streams = *matches
+        .get_one::<usize>("streams-per-connection")
+        .expect("default");
+    if !(1..=listens::MAX_STREAMS).contains(&streams) {
+        return Err(format!(
+            "--streams-per-connection {streams}: the gateway allows 1 to {} streams on a connection",
+            listens::MAX_STREAMS
+        ));
+    }
+    let listens = *matches.get_one::<usize>("listens").expect("present");
+    let spacing = *matches.get_one::<u64>("broadcast-spacing-ms").expect("default");
+    let wait = *matches.get_one::<f64>("broadcast-wait-secs").expect("default");
+    Ok(listens::Plan {
+        base,
+        listens: if smoke { 200 } else { listens },
+        streams,
+        broadcasts: if smoke {
+            3
+        } else {
+            *matches.get_one::<usize>("broadcasts").expect("default")
+        },
+        spacing: Duration::from_millis(if smoke { 200 } else { spacing }),
+        wait: Duration::try_from_secs_f64(wait).map_err(|e| format!("--broadcast-wait-secs: {e}"))?,
+    })
+}
+
+fn run_listens(runtime: &tokio::runtime::Runtime, plan: &listens::Plan) -> ExitCode {
+    println!(
+        "scale-bench --listens: {} listens, {} per HTTP/2 connection, in loaders of at most {} (CPUs {}),          gateway and backend on CPUs {}; {} broadcasts {} ms apart; logs in {}",
+        plan.listens,
+        plan.streams,
+        plan.base.per_loader,
+        plan.base.load_cpus.as_deref().unwrap_or("(not pinned)"),
+        plan.base.hop_cpus.as_deref().unwrap_or("(not pinned)"),
+        plan.broadcasts,
+        plan.spacing.as_millis(),
+        plan.base.work_dir.display()
+    );
+    let started = Instant::now();
+    let code = match runtime.block_on(listens::run(plan)) {
+        Ok(outcome) => {
+            print!("{}", listens::report(plan, &outcome));
+            let errors = outcome.errors();
+            if errors == 0 {
+                println!(
+                    "
+every listen was acknowledged and received every broadcast, every message correct"
+                );
+                ExitCode::SUCCESS
+            } else {
+                println!(
+                    "
+{errors} listens not acknowledged, broadcasts missed, wrong messages or broken streams"
+                );
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("scale-bench: {error}");
+            ExitCode::FAILURE
+        }
+    };
+    println!("scale-bench finished in {:.1} s", started.elapsed().as_secs_f64());
+    code
 }
 
 /// This process's soft `Max open files` (the loaders and the gateway inherit it).
