@@ -4,9 +4,9 @@
 //! The question is what an open listen costs a gateway replica (memory, descriptors) and how
 //! late a backend's notification reaches every client when thousands are open. So:
 //!
-//! 1. one mock backend ([`backend`], which serves `subscriptions/listen`) and one gateway in
-//!    front of it, as `scale-bench` starts them; the gateway's RSS (`VmRSS`) and descriptors at
-//!    rest, after a few `tools/call`s;
+//! 1. one mock backend ([`crate::backend`], which serves `subscriptions/listen`) and one
+//!    gateway in front of it, as `scale-bench` starts them (`--backend-cpus` may pin the backend
+//!    apart); the gateway's RSS (`VmRSS`) and descriptors at rest, after a few `tools/call`s;
 //! 2. N listens (`toolsListChanged`) opened through the gateway by loader processes
 //!    ([`scale`]'s, this binary again with `--loader-listens`), multiplexed over HTTP/2
 //!    cleartext connections of at most `--streams-per-connection` streams each: with one backend
@@ -16,13 +16,14 @@
 //!    (method, `subscriptionId` = the listen's id, the category accepted);
 //! 3. the gateway's RSS and descriptors again: the difference over the listens acknowledged is
 //!    the cost of one listen (the backend's own share is measured alike);
-//! 4. K broadcasts, spaced: a `tools/call` of [`backend::BROADCAST`] sent straight to the
+//! 4. K broadcasts, spaced: a `tools/call` of [`crate::backend::BROADCAST`] sent straight to the
 //!    backend, which writes one `notifications/tools/list_changed` on each of its listen streams,
 //!    stamped with the call's and the write's wall-clock time. Every loader checks every
 //!    notification (method, `subscriptionId`, a broadcast number not seen before on that
 //!    stream) and reports when it arrived: the delivery latency from the broadcast call (the
 //!    whole fan-out: the backend's writes, the gateway, the loaders), and from the backend's
-//!    write on that stream (the gateway's hop and the client's read). A listen that has not
+//!    write on that stream (the gateway's hop and the client's read), and the CPU time the
+//!    gateway and the backend spent meanwhile (they do nothing else). A listen that has not
 //!    received a broadcast within `--broadcast-wait-secs` counts as missing it: an error.
 
 use std::io;
@@ -40,7 +41,7 @@ use tokio::net::TcpStream;
 use crate::backend::BROADCAST;
 use crate::load::Target;
 use crate::mcp::PROTOCOL_VERSION;
-use crate::procs::{Proc, Spawn};
+use crate::procs::{self, Cpu, Proc, Spawn};
 use crate::scale::{self, Loaders, Snapshot};
 
 mod loader;
@@ -70,6 +71,9 @@ pub struct Plan {
     pub spacing: Duration,
     /// How long every listen has to receive a broadcast.
     pub wait: Duration,
+    /// `taskset -c` list for the backend, which may differ from the gateway's, so that its
+    /// fan-out does not take the gateway's CPU.
+    pub backend_cpus: Option<String>,
 }
 
 /// A listens loader's instruction, one JSON line on its stdin.
@@ -184,6 +188,11 @@ pub struct Round {
     pub delivery_us: Vec<u32>,
     /// Their latencies from the backend's write on their stream, µs, sorted.
     pub hop_us: Vec<u32>,
+    /// The gateway's CPU time from the broadcast call until every listen had it (it does
+    /// nothing else meanwhile).
+    pub gateway_cpu: Cpu,
+    /// The backend's, alike.
+    pub backend_cpu: Cpu,
 }
 
 impl Round {
@@ -301,7 +310,7 @@ fn start_backend(plan: &Plan) -> io::Result<Proc> {
         program: &scale::binary(base, "mock-backend")?,
         args: vec!["--listen".into(), "127.0.0.1:0".into()],
         env: Vec::new(),
-        cpus: base.hop_cpus.as_deref(),
+        cpus: plan.backend_cpus.as_deref(),
         callgrind_out: None,
         log_dir: &base.work_dir,
     }
@@ -398,9 +407,11 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
     );
     for n in 0..plan.broadcasts {
         tokio::time::sleep(plan.spacing).await;
+        let cpu_before = (procs::cpu(gw)?, procs::cpu(be)?);
         let (seq, reached, lagging) = broadcast(&backend_target, n as u64 + 1).await?;
         let wait_ms = u64::try_from(plan.wait.as_millis()).unwrap_or(u64::MAX);
         let mut reply = Reply::merged(loaders.ask(&Command::Collect { seq, wait_ms })?);
+        let cpu_after = (procs::cpu(gw)?, procs::cpu(be)?);
         reply.delivery_us.sort_unstable();
         reply.hop_us.sort_unstable();
         let round = Round {
@@ -411,6 +422,8 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
             received: reply.received,
             delivery_us: reply.delivery_us,
             hop_us: reply.hop_us,
+            gateway_cpu: cpu_after.0.since(cpu_before.0),
+            backend_cpu: cpu_after.1.since(cpu_before.1),
         };
         eprintln!(
             "broadcast {seq}: {} of {} open listens received it; p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -426,6 +439,33 @@ pub async fn run(plan: &Plan) -> io::Result<Outcome> {
     outcome.gateway_peak_kib = crate::procs::status_kib(gw, "VmHWM:")?;
     outcome.closed = Reply::merged(loaders.ask(&Command::Close)?);
     Ok(outcome)
+}
+
+/// One line of the broadcasts' table.
+fn row(out: &mut String, name: &str, round: &Round) {
+    use std::fmt::Write as _;
+    let (delivery, hop) = (&round.delivery_us, &round.hop_us);
+    let notifications = round.received.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "| {name} | {} | {} ({}) | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} / {:.1} / {:.1} | {:.1} ({:.1}, {:.2}) | {:.1} |",
+        round.open,
+        round.reached,
+        round.lagging,
+        round.received,
+        round.missing(),
+        quantile_ms(delivery, 0.5),
+        quantile_ms(delivery, 0.95),
+        quantile_ms(delivery, 0.99),
+        quantile_ms(delivery, 1.0),
+        quantile_ms(hop, 0.5),
+        quantile_ms(hop, 0.99),
+        quantile_ms(hop, 1.0),
+        round.gateway_cpu.on_cpu_ns as f64 / 1e6,
+        round.gateway_cpu.on_cpu_ns as f64 / 1e3 / notifications,
+        round.gateway_cpu.io_calls as f64 / notifications,
+        round.backend_cpu.on_cpu_ns as f64 / 1e6,
+    );
 }
 
 /// The targets of issue 40, which the report says are met or not.
@@ -475,47 +515,32 @@ pub fn report(plan: &Plan, outcome: &Outcome) -> String {
     );
     let _ = writeln!(
         out,
-        "| broadcast | listens open | queued by the backend (skipped) | received | missing | p50 ms | p95 ms | p99 ms | max ms | from the backend's write: p50 / p99 / max ms |"
+        "| broadcast | listens open | queued by the backend (skipped) | received | missing | p50 ms | p95 ms | p99 ms | max ms | from the backend's write: p50 / p99 / max ms | gateway CPU ms (µs, syscalls per notification) | backend CPU ms |"
     );
-    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
-    let row = |out: &mut String,
-               name: &str,
-               open: usize,
-               queued: String,
-               received: usize,
-               delivery: &[u32],
-               hop: &[u32]| {
-        let _ = writeln!(
-            out,
-            "| {name} | {open} | {queued} | {received} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} / {:.1} / {:.1} |",
-            open.saturating_sub(received),
-            quantile_ms(delivery, 0.5),
-            quantile_ms(delivery, 0.95),
-            quantile_ms(delivery, 0.99),
-            quantile_ms(delivery, 1.0),
-            quantile_ms(hop, 0.5),
-            quantile_ms(hop, 0.99),
-            quantile_ms(hop, 1.0)
-        );
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|");
+    let total = Round {
+        seq: 0,
+        reached: outcome.rounds.iter().map(|r| r.reached).sum(),
+        lagging: outcome.rounds.iter().map(|r| r.lagging).sum(),
+        open: outcome.rounds.iter().map(|r| r.open).sum(),
+        received: outcome.rounds.iter().map(|r| r.received).sum(),
+        delivery_us: outcome.all(false),
+        hop_us: outcome.all(true),
+        gateway_cpu: outcome
+            .rounds
+            .iter()
+            .fold(Cpu::default(), |c, r| c.plus(r.gateway_cpu)),
+        backend_cpu: outcome
+            .rounds
+            .iter()
+            .fold(Cpu::default(), |c, r| c.plus(r.backend_cpu)),
     };
-    for round in &outcome.rounds {
-        let queued = format!("{} ({})", round.reached, round.lagging);
-        let (delivery, hop) = (&round.delivery_us, &round.hop_us);
-        row(
-            &mut out,
-            &round.seq.to_string(),
-            round.open,
-            queued,
-            round.received,
-            delivery,
-            hop,
-        );
+    let rounds = outcome.rounds.iter().map(|r| (r.seq.to_string(), r));
+    for (name, round) in rounds.chain([("all".to_owned(), &total)]) {
+        row(&mut out, &name, round);
     }
-    let (delivery, hop) = (outcome.all(false), outcome.all(true));
-    let open = outcome.rounds.iter().map(|r| r.open).sum();
-    let received = outcome.rounds.iter().map(|r| r.received).sum();
-    row(&mut out, "all", open, String::new(), received, &delivery, &hop);
-    let p99 = quantile_ms(&delivery, 0.99);
+    let delivery = &total.delivery_us;
+    let p99 = quantile_ms(delivery, 0.99);
     let per_listen = outcome.rss_per_listen();
     let verdict = |met: bool| if met { "met" } else { "NOT met" };
     let _ = writeln!(

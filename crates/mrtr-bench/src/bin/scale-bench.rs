@@ -36,6 +36,7 @@ fn command() -> Command {
         .arg(Arg::new("streams-per-connection").long("streams-per-connection").default_value("100").value_parser(value_parser!(usize)).help("With --listens: most listens on one HTTP/2 connection (the gateway allows 200)"))
         .arg(Arg::new("broadcasts").long("broadcasts").default_value("5").value_parser(value_parser!(usize)).help("With --listens: notifications broadcast to every listen, one after another"))
         .arg(Arg::new("broadcast-spacing-ms").long("broadcast-spacing-ms").default_value("1000").value_parser(value_parser!(u64)).help("With --listens: pause before each broadcast"))
+        .arg(Arg::new("backend-cpus").long("backend-cpus").help("With --listens: taskset -c list for the backend (default: --hop-cpus); \"none\" not to pin"))
         .arg(Arg::new("broadcast-wait-secs").long("broadcast-wait-secs").default_value("10").value_parser(value_parser!(f64)).help("With --listens: how long every listen has to receive a broadcast before it counts as missed"))
         // The loader mode: this binary again, holding a share of the connections.
         .arg(Arg::new("loader").long("loader").value_name("URL").hide(true))
@@ -207,6 +208,10 @@ fn listens_plan(matches: &ArgMatches, base: Plan) -> Result<listens::Plan, Strin
     let listens = *matches.get_one::<usize>("listens").expect("present");
     let spacing = *matches.get_one::<u64>("broadcast-spacing-ms").expect("default");
     let wait = *matches.get_one::<f64>("broadcast-wait-secs").expect("default");
+    let backend_cpus = match matches.get_one::<String>("backend-cpus") {
+        Some(cpus) => (cpus != "none" && mrtr_bench::procs::available("taskset")).then(|| cpus.clone()),
+        None => base.hop_cpus.clone(),
+    };
     Ok(listens::Plan {
         base,
         listens: if smoke { 200 } else { listens },
@@ -218,17 +223,19 @@ fn listens_plan(matches: &ArgMatches, base: Plan) -> Result<listens::Plan, Strin
         },
         spacing: Duration::from_millis(if smoke { 200 } else { spacing }),
         wait: Duration::try_from_secs_f64(wait).map_err(|e| format!("--broadcast-wait-secs: {e}"))?,
+        backend_cpus,
     })
 }
 
 fn run_listens(runtime: &tokio::runtime::Runtime, plan: &listens::Plan) -> ExitCode {
     println!(
-        "scale-bench --listens: {} listens, {} per HTTP/2 connection, in loaders of at most {} (CPUs {}),          gateway and backend on CPUs {}; {} broadcasts {} ms apart; logs in {}",
+        "scale-bench --listens: {} listens, {} per HTTP/2 connection, in loaders of at most {} (CPUs {}),          gateway on CPUs {}, backend on CPUs {}; {} broadcasts {} ms apart; logs in {}",
         plan.listens,
         plan.streams,
         plan.base.per_loader,
         plan.base.load_cpus.as_deref().unwrap_or("(not pinned)"),
         plan.base.hop_cpus.as_deref().unwrap_or("(not pinned)"),
+        plan.backend_cpus.as_deref().unwrap_or("(not pinned)"),
         plan.broadcasts,
         plan.spacing.as_millis(),
         plan.base.work_dir.display()

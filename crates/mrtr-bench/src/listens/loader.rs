@@ -334,11 +334,13 @@ impl Events {
 
 /// Where the first event of `held` ends: after its blank line (LF or CRLF line ends).
 fn event_end(held: &[u8]) -> Option<usize> {
-    held.iter().enumerate().find_map(|(i, &b)| match (b, &held[i + 1..]) {
-        (b'\n', [b'\n', ..]) => Some(i + 2),
-        (b'\n', [b'\r', b'\n', ..]) => Some(i + 3),
-        _ => None,
-    })
+    held.iter()
+        .enumerate()
+        .find_map(|(i, &b)| match (b, &held[i + 1..]) {
+            (b'\n', [b'\n', ..]) => Some(i + 2),
+            (b'\n', [b'\r', b'\n', ..]) => Some(i + 3),
+            _ => None,
+        })
 }
 
 /// Checks that `message` acknowledges listen `id` for `toolsListChanged`.
