@@ -1,6 +1,6 @@
 //! The gateway's own JSON-RPC handling (`mrtr_gateway::fuzzing`, the gateway's `jsonrpc` module): the order-keeping
-//! `RawObject`, the body rewrites `rename_target`, `rename_path` and `set_param`, and
-//! `error_body`, on arbitrary text.
+//! `RawObject`, the body rewrites `rename_target`, `rename_path` and `set_param`, `error_body`,
+//! and the members `members_of` finds in checked JSON, on arbitrary text.
 //!
 //! Input: a member name (or a `/`-separated path), a newline, a value, a newline, a body.
 //!
@@ -8,11 +8,13 @@
 //! the same raw values; a rename changes exactly the one string it names (every other member
 //! keeps its raw text and place), is a fixpoint when repeated, and undoes; `set_param` sets the
 //! one parameter and keeps the rest; an error body is always one JSON-RPC error object carrying
-//! the given code and message, with the id echoed only if it is one JSON value (never injected).
+//! the given code and message, with the id echoed only if it is one JSON value (never injected);
+//! `members_of` never panics, and on any JSON text finds what `RawObject` reads (the same keys,
+//! raw values and order, and nothing for what is no object or holds a member twice).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::fuzzing::{RawObject, error_body, rename_path, rename_target, set_param};
+use mrtr_gateway::fuzzing::{RawObject, error_body, members_of, rename_path, rename_target, set_param};
 use serde_json::value::RawValue;
 use tower_mrtr_fuzz::lenient::{Node, raw_members};
 
@@ -25,11 +27,31 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     raw_object(body);
+    members(body);
     rename(body, member, value);
     path_rename(body, member, value);
     set(body, member, value);
     error(member, value, data.len() as i64 - 40_000);
 });
+
+fn members(body: &[u8]) {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return;
+    };
+    // Its callers give it checked JSON only, but on anything else it must not panic either.
+    let found = members_of(text);
+    if serde_json::from_str::<&RawValue>(text).is_err() {
+        return;
+    }
+    let read = serde_json::from_str::<RawObject>(text).ok().map(|object| {
+        object
+            .0
+            .into_iter()
+            .map(|(k, v)| (k, v.get().to_owned()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(found, read, "members of {text:?}");
+}
 
 fn raw_object(body: &[u8]) {
     let Ok(object) = serde_json::from_slice::<RawObject>(body) else {

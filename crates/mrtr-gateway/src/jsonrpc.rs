@@ -116,24 +116,147 @@ pub fn set_param(body: &[u8], member: &str, value: Box<RawValue>) -> Option<Byte
 /// what it changes, so every other byte stays as it came. A duplicate member is refused, as
 /// [`RawObject`] refuses it.
 #[derive(Debug, Default)]
-pub(crate) struct Members<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
+pub(crate) struct Members<'a>(pub(crate) Vec<(Cow<'a, str>, &'a str)>);
 
 impl<'a> Members<'a> {
-    /// The members of the JSON object `text`; `None` when it is not one.
+    /// The members of the JSON object `text`, which serde_json reads (and so checks) whole;
+    /// `None` when it is not one.
     pub(crate) fn parse(text: &'a [u8]) -> Option<Self> {
-        serde_json::from_slice(text).ok()
+        let members: Vec<(Cow<'a, str>, &'a RawValue)> = serde_json::from_slice::<Borrowed<'a>>(text).ok()?.0;
+        Some(Self(
+            members
+                .into_iter()
+                .map(|(key, value)| (key, value.get()))
+                .collect(),
+        ))
     }
 
-    /// The members of the JSON object `raw`; `None` when it is not one.
-    pub(crate) fn of(raw: &'a RawValue) -> Option<Self> {
-        serde_json::from_str(raw.get()).ok()
+    /// The members of `value`, a member's text from [`parse`](Self::parse) or from this
+    /// function, and so JSON already checked: its members are found without reading it again
+    /// (a nested value was checked with the text it came in). `None` when it is not an object,
+    /// holds a member twice, or (not from those) is not the JSON it should be. Found by hand:
+    /// serde_json lists an object's members only by checking its text again, a second time
+    /// for `params` and a third for `params._meta` (`docs/benchmarks.md`, issue 40's fixes).
+    pub(crate) fn of(value: &'a str) -> Option<Self> {
+        let bytes = value.as_bytes();
+        let mut at = skip_whitespace(bytes, 0);
+        if bytes.get(at) != Some(&b'{') {
+            return None;
+        }
+        at += 1;
+        let mut members: Vec<(Cow<'a, str>, &'a str)> = Vec::new();
+        loop {
+            at = skip_whitespace(bytes, at);
+            match bytes.get(at)? {
+                b'}' => return Some(Self(members)),
+                b',' if !members.is_empty() => at = skip_whitespace(bytes, at + 1),
+                _ => {}
+            }
+            let key_end = string_end(bytes, at)?;
+            let quoted = value.get(at..key_end)?;
+            // An escaped key is decoded as serde_json decodes it, so that duplicates compare alike.
+            let key = match memchr::memchr(b'\\', quoted.as_bytes()).is_some() {
+                true => Cow::Owned(serde_json::from_str::<String>(quoted).ok()?),
+                false => Cow::Borrowed(quoted.get(1..quoted.len() - 1)?),
+            };
+            at = skip_whitespace(bytes, key_end);
+            if bytes.get(at) != Some(&b':') {
+                return None;
+            }
+            let start = skip_whitespace(bytes, at + 1);
+            at = value_end(bytes, start)?;
+            if members.iter().any(|(k, _)| *k == key) {
+                return None;
+            }
+            members.push((key, value.get(start..at)?));
+        }
     }
 
     /// The raw value of member `key`, if present.
-    pub(crate) fn get(&self, key: &str) -> Option<&'a RawValue> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a str> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 }
+
+/// The first byte at or after `at` that is not JSON whitespace.
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// The bytes a skipped object or array is read by: strings' quotes and brackets (JSON already
+/// checked nests them properly, so `{` and `[` count alike).
+const NESTING: [bool; 256] = byte_set(b"\"{}[]");
+
+/// The bytes that end a number or a literal.
+const SCALAR_END: [bool; 256] = byte_set(b",}] \t\n\r");
+
+const fn byte_set(bytes: &[u8]) -> [bool; 256] {
+    let mut set = [false; 256];
+    let mut i = 0;
+    while i < bytes.len() {
+        set[bytes[i] as usize] = true;
+        i += 1;
+    }
+    set
+}
+
+/// Where the string starting at `at` (its opening quote) ends: just after its closing quote.
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    loop {
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        match bytes.get(i)? {
+            b'"' => return Some(i + 1),
+            _ => i += 2,
+        }
+    }
+}
+
+/// Where the value starting at `at` ends: after a string's quote, an object's or array's closing
+/// bracket (strings inside skipped), or a number's or literal's last byte.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                i += bytes.get(i..)?.iter().position(|&b| NESTING[usize::from(b)])?;
+                match bytes.get(i)? {
+                    b'"' => {
+                        i = string_end(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    _ => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let rest = bytes.get(at..)?;
+            let len = rest
+                .iter()
+                .position(|&b| SCALAR_END[usize::from(b)])
+                .unwrap_or(rest.len());
+            (len > 0).then_some(at + len)
+        }
+    }
+}
+
+/// [`Members`] as serde_json reads them, each value borrowed from the text it checked.
+struct Borrowed<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
 /// A key, borrowed from the text when it has no escape.
 struct Key<'a>(Cow<'a, str>);
@@ -157,15 +280,15 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-impl<'de> Deserialize<'de> for Members<'de> {
+impl<'de> Deserialize<'de> for Borrowed<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct MembersVisitor;
         impl<'de> Visitor<'de> for MembersVisitor {
-            type Value = Members<'de>;
+            type Value = Borrowed<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Borrowed<'de>, A::Error> {
                 let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
                 while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
                     // A duplicate member could be read differently by the backend: refuse it.
@@ -174,7 +297,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
                     }
                     members.push((key, value));
                 }
-                Ok(Members(members))
+                Ok(Borrowed(members))
             }
         }
         deserializer.deserialize_map(MembersVisitor)
@@ -199,14 +322,14 @@ impl<'a> Splice<'a> {
     }
 
     /// Where `value` lies in the text; `None` when it was not borrowed from it.
-    fn span(&self, value: &RawValue) -> Option<(usize, usize)> {
-        let start = (value.get().as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
-        let end = start.checked_add(value.get().len())?;
+    fn span(&self, value: &str) -> Option<(usize, usize)> {
+        let start = (value.as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
+        let end = start.checked_add(value.len())?;
         (end <= self.text.len()).then_some((start, end))
     }
 
     /// Puts `with` in place of `value`; `None` when `value` is not part of the text.
-    pub(crate) fn replace(&mut self, value: &RawValue, with: impl Into<Cow<'a, [u8]>>) -> Option<()> {
+    pub(crate) fn replace(&mut self, value: &str, with: impl Into<Cow<'a, [u8]>>) -> Option<()> {
         let (start, end) = self.span(value)?;
         self.edits.push((start, end, with.into()));
         Some(())
@@ -219,11 +342,7 @@ impl<'a> Splice<'a> {
 
     /// Inserts `with` before the last byte of `value` (the `}` of an object); `None` when
     /// `value` is not part of the text.
-    pub(crate) fn insert_before_end(
-        &mut self,
-        value: &RawValue,
-        with: impl Into<Cow<'a, [u8]>>,
-    ) -> Option<()> {
+    pub(crate) fn insert_before_end(&mut self, value: &str, with: impl Into<Cow<'a, [u8]>>) -> Option<()> {
         let (_, end) = self.span(value)?;
         let at = end.checked_sub(1)?;
         self.edits.push((at, at, with.into()));
@@ -298,6 +417,73 @@ pub(crate) fn canonical_digest(json: &str) -> Option<String> {
 mod tests {
     use super::*;
     use tower_mrtr::error::{INTERNAL_ERROR, INVALID_PARAMS};
+
+    /// What serde_json reads as `text`'s members, for comparing [`Members::of`] with.
+    fn read_by_serde(text: &str) -> Option<Vec<(String, String)>> {
+        let members = serde_json::from_str::<Borrowed<'_>>(text).ok()?.0;
+        Some(
+            members
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), v.get().to_owned()))
+                .collect(),
+        )
+    }
+
+    fn members_of(text: &str) -> Option<Vec<(String, String)>> {
+        let members = Members::of(text)?.0;
+        Some(
+            members
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), v.to_owned()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn members_of_checked_text_are_what_serde_json_reads() {
+        let objects = [
+            r#"{}"#,
+            " { } ",
+            r#"{"a":1}"#,
+            "{ \"a\" :\t-1.5e+3 ,\n\"b\" : [ ] , \"c\":{ } }",
+            r#"{"name":"echo","arguments":{"text":"a } ] { [ \" \\ ,"},"_meta":{"progressToken":7}}"#,
+            r#"{"x":[{"y":"]"},[["}"]],null,true,false,"\u0041"],"z":"\\"}"#,
+            r#"{"\u0061b":1,"c\"d":"e","":0}"#,
+            r#"{"deep":{"a":{"b":{"c":[1,{"d":"{"}]}}},"after":"x"}"#,
+        ];
+        for text in objects {
+            assert_eq!(members_of(text), read_by_serde(text), "{text}");
+            assert!(members_of(text).is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn members_of_refuse_duplicates_and_what_is_no_object() {
+        // A duplicate, also when one of the two is written with an escape.
+        for text in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"\u0061":2}"#,
+            r#"{"a":{},"b":[],"a":"x"}"#,
+        ] {
+            assert_eq!(members_of(text), None, "{text}");
+            assert_eq!(read_by_serde(text), None, "{text}");
+        }
+        for text in [
+            "[1]",
+            "\"a\"",
+            "1",
+            "null",
+            "",
+            "{",
+            r#"{"a""#,
+            r#"{"a":"#,
+            r#"{"a":1"#,
+            r#"{"a" 1}"#,
+            "{,}",
+        ] {
+            assert_eq!(members_of(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn rename_keeps_order_and_raw_values() {

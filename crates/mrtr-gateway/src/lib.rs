@@ -74,4 +74,17 @@ pub mod fuzzing {
     pub use crate::legacy::session::SESSION_PURPOSE;
     pub use crate::ops::reload::parse_keys;
     pub use crate::route::catalog::{Names, SEPARATOR, expose};
+
+    /// The members `jsonrpc::Members::of` finds in `text` (JSON already checked, on the hot
+    /// path), as owned key and raw value texts.
+    pub fn members_of(text: &str) -> Option<Vec<(String, String)>> {
+        let members = crate::jsonrpc::Members::of(text)?;
+        Some(
+            members
+                .0
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), v.to_owned()))
+                .collect(),
+        )
+    }
 }

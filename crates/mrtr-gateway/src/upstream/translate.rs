@@ -227,15 +227,15 @@ impl Translation {
             // Not a JSON object: the MRTR layer above refuses what it cannot read.
             return Some(data);
         };
-        let id = message.get("id").map(RawValue::get).filter(|id| *id != "null");
+        let id = message.get("id").filter(|id| *id != "null");
         match (message.get("method"), id) {
             (Some(method), Some(id)) => {
                 // Each answer is a POST of the gateway's own: a backend that keeps asking gets
                 // no more than a bounded number of them per call.
                 if self.replies < MAX_ANSWERED {
                     self.replies += 1;
-                    let method: String = serde_json::from_str(method.get()).unwrap_or_default();
-                    let params = message.get("params").map(RawValue::get).unwrap_or("{}");
+                    let method: String = serde_json::from_str(method).unwrap_or_default();
+                    let params = message.get("params").unwrap_or("{}");
                     if !self.ask_client(id, &method, params) {
                         (self.reply)(answer_backend_request(id, &method));
                     }
@@ -243,7 +243,7 @@ impl Translation {
                 None
             }
             (Some(method), None) => match &self.progress {
-                Some(token) if method.get() == r#""notifications/progress""# => {
+                Some(token) if method == r#""notifications/progress""# => {
                     Some(self.progress_notification(&data, token).unwrap_or(data))
                 }
                 _ if self.listen => Some(self.listen_notification(&data).unwrap_or(data)),
@@ -402,7 +402,7 @@ pub(crate) fn outgoing(body: &[u8], ours: &str, legacy: bool, progress: bool) ->
     let mut splice = Splice::new(body);
     for (key, value) in &message.0 {
         if key == "id" {
-            out.id = Some(value.get().into());
+            out.id = Some((*value).into());
             splice.replace(value, ours.as_bytes().to_vec())?;
         } else if key == "params" {
             let params = Members::of(value)?;
@@ -419,7 +419,7 @@ pub(crate) fn outgoing(body: &[u8], ours: &str, legacy: bool, progress: bool) ->
 /// are; the client's progress token goes to `token`. `None`: a `_meta` that is no object.
 fn outgoing_params(
     params: &Members<'_>,
-    text: &RawValue,
+    text: &str,
     ours: &str,
     legacy: bool,
     progress: bool,
@@ -436,22 +436,22 @@ fn outgoing_params(
         if legacy && key.starts_with("io.modelcontextprotocol/") {
             changed = true;
         } else if progress && key == "progressToken" {
-            *token = Some(value.get().into());
+            *token = Some((*value).into());
             kept.push((key, ours));
             changed = true;
         } else {
-            kept.push((key, value.get()));
+            kept.push((key, value));
         }
     }
     if kept.is_empty() {
         // An emptied (or empty) `_meta` goes.
         let others = params.0.iter().enumerate().filter(|(i, _)| *i != index);
-        return Some(Some(object_text(others.map(|(_, (k, v))| (k.as_ref(), v.get())))));
+        return Some(Some(object_text(others.map(|(_, (k, v))| (k.as_ref(), *v)))));
     }
     if !changed {
         return Some(None);
     }
-    let mut splice = Splice::new(text.get().as_bytes());
+    let mut splice = Splice::new(text.as_bytes());
     splice.replace(meta, object_text(kept).into_bytes())?;
     String::from_utf8(splice.finish()?).ok().map(Some)
 }
@@ -459,7 +459,7 @@ fn outgoing_params(
 /// What 2026-07-28 requires of a `result` and it lacks, as members to add before its closing
 /// `}`: `"resultType":"complete"`, and for a `cacheable` one `"ttlMs":0` and
 /// `"cacheScope":"private"`. `None`: nothing to add, or no object.
-fn missing_members(result: &RawValue, cacheable: bool) -> Option<String> {
+fn missing_members(result: &str, cacheable: bool) -> Option<String> {
     let object = Members::of(result)?;
     let mut missing = vec![("resultType", r#""complete""#)];
     if cacheable {
