@@ -166,9 +166,7 @@ impl Forwarder {
                 Method::POST,
                 headers,
                 body,
-                Connection::Pooled,
-                None,
-                false,
+                Sent::plain(Connection::Pooled),
             )
             .await?;
         let sse = is_sse(response.headers());
@@ -180,7 +178,10 @@ impl Forwarder {
 
     /// Sends `method` with `body` to `backend` on a kept-alive connection, in `session` (a
     /// legacy backend's `Mcp-Session-Id`, if any), the headers filtered as for every request.
-    /// Returns the answer, its body streaming, and the session id it named.
+    /// `label` is the request's method for the metrics when the caller knows it (a client's
+    /// request, whose `Mcp-Method` a legacy backend does not get); `None` reads it from the
+    /// headers or, failing them, the body. Returns the answer, its body streaming, and the
+    /// session id it named.
     pub(crate) async fn send(
         &self,
         backend: &Backend,
@@ -188,25 +189,34 @@ impl Forwarder {
         headers: HeaderMap,
         body: Bytes,
         session: Option<&HeaderValue>,
+        label: Option<MethodLabel>,
     ) -> Result<(Response<Incoming>, Option<HeaderValue>), UpstreamError> {
-        self.send_on(backend, method, headers, body, Connection::Pooled, session, true)
-            .await
+        let sent = Sent {
+            connection: Connection::Pooled,
+            session,
+            read_session: true,
+            label,
+        };
+        self.send_on(backend, method, headers, body, sent).await
     }
 
-    /// Sends `method` with `body` to `backend`, the headers filtered in place (see the module
-    /// docs) and, for a legacy backend, `session` as its `Mcp-Session-Id`. Returns the answer
-    /// (its body streaming) and, when `read_session`, the session id the backend's answer named.
-    #[allow(clippy::too_many_arguments)] // one private function behind every request sent
+    /// Sends `method` with `body` to `backend` as `sent` says, the headers filtered in place
+    /// (see the module docs). Returns the answer (its body streaming) and, when
+    /// `sent.read_session`, the session id the backend's answer named.
     async fn send_on(
         &self,
         backend: &Backend,
         method: Method,
         mut headers: HeaderMap,
         body: Bytes,
-        connection: Connection,
-        session: Option<&HeaderValue>,
-        read_session: bool,
+        sent: Sent<'_>,
     ) -> Result<(Response<Incoming>, Option<HeaderValue>), UpstreamError> {
+        let Sent {
+            connection,
+            session,
+            read_session,
+            label,
+        } = sent;
         let (Some(url), Some(host)) = (backend.url(), backend.host()) else {
             return Err(UpstreamError::Unreachable("not an HTTP backend".to_owned()));
         };
@@ -229,7 +239,7 @@ impl Forwarder {
                 headers.append(name, value.clone());
             }
         }
-        let label = MethodLabel::of_request(&method, &headers, &body);
+        let label = label.unwrap_or_else(|| MethodLabel::of_request(&method, &headers, &body));
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
         *request.uri_mut() = url.clone();
@@ -307,9 +317,7 @@ impl Forwarder {
                 Method::POST,
                 client_headers.clone(),
                 body,
-                connection,
-                None,
-                false,
+                Sent::plain(connection),
             )
             .await?;
         self.read_answer(backend, response).await
@@ -374,6 +382,28 @@ enum Connection {
     Pooled,
     /// A connection of its own.
     Fresh,
+}
+
+/// How one request goes out ([`Forwarder::send_on`]): on which connection, in which legacy
+/// session (its `Mcp-Session-Id`), whether the session id the answer names is read, and the
+/// method label for the metrics if the caller knows it.
+struct Sent<'a> {
+    connection: Connection,
+    session: Option<&'a HeaderValue>,
+    read_session: bool,
+    label: Option<MethodLabel>,
+}
+
+impl Sent<'_> {
+    /// A request outside any legacy session.
+    fn plain(connection: Connection) -> Self {
+        Self {
+            connection,
+            session: None,
+            read_session: false,
+            label: None,
+        }
+    }
 }
 
 /// A client for `backend`: plain HTTP, or TLS with the backend's own configuration (else the

@@ -57,6 +57,7 @@ use http_body_util::Either;
 use hyper::body::Incoming;
 use tower_mrtr::Route;
 use tower_mrtr::error::INTERNAL_ERROR;
+use tower_mrtr::mcp_headers::MCP_METHOD;
 
 use self::pool::{Key, Lease, Pool, reply_sink};
 use super::answer::{Answer, UpstreamError, mcp_method};
@@ -66,6 +67,7 @@ use super::http::forward::Forwarder;
 use super::sse::is_sse;
 use super::translate::{ClientAsks, Translation, outgoing};
 use crate::jsonrpc;
+use crate::observe::metrics::MethodLabel;
 
 /// Whom a request is relayed for, as far as a backend's session or process depends on it: the
 /// principal (read once, by the router, the way every principal is read) and, for a legacy
@@ -281,6 +283,10 @@ impl Sessions {
         key: &Key,
     ) -> Result<(Lease, String, Answered), UpstreamError> {
         let forwarder = &self.forwarder;
+        // The legacy headers leave the client's `Mcp-Method` out: the metrics read it here.
+        let label = headers
+            .contains_key(MCP_METHOD)
+            .then(|| MethodLabel::of_headers(headers));
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -297,6 +303,7 @@ impl Sessions {
                     wire::request_headers(headers.clone(), &session.version),
                     legacy.body,
                     session.id.as_ref(),
+                    label,
                 )
                 .await?;
             if session.id.is_none() || !wire::may_be_forgotten(response.status()) {

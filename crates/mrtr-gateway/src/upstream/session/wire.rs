@@ -37,7 +37,7 @@ pub(super) async fn exchange(
         headers.insert(MCP_PROTOCOL_VERSION, version);
     }
     let (response, opened) = forwarder
-        .send(backend, Method::POST, headers, body, session)
+        .send(backend, Method::POST, headers, body, session, None)
         .await?;
     Ok((forwarder.read_answer(backend, response).await?, opened))
 }
@@ -57,7 +57,7 @@ pub(super) async fn stream(
         headers.insert(MCP_PROTOCOL_VERSION, version);
     }
     let (response, _) = forwarder
-        .send(backend, Method::GET, headers, Bytes::new(), Some(session))
+        .send(backend, Method::GET, headers, Bytes::new(), Some(session), None)
         .await?;
     Ok(response)
 }
@@ -70,7 +70,14 @@ pub(super) async fn close(forwarder: &Forwarder, backend: &Backend, version: &st
         headers.insert(MCP_PROTOCOL_VERSION, version);
     }
     let outcome = forwarder
-        .send(backend, Method::DELETE, headers, Bytes::new(), Some(&session))
+        .send(
+            backend,
+            Method::DELETE,
+            headers,
+            Bytes::new(),
+            Some(&session),
+            None,
+        )
         .await;
     match outcome {
         Ok((response, _)) => {
