@@ -6,6 +6,9 @@
 #   bash scripts/bench-connections.sh                      # 20,000 connections asked for (~2 min)
 #   bash scripts/bench-connections.sh --smoke              # CI: 500 connections, 5 s of load
 #   bash scripts/bench-connections.sh --connections 5000   # any size; --help for every option
+#   bash scripts/bench-connections.sh --listens 10000      # N subscriptions/listen streams at once, and a
+#                                                          # notification reaching all (issue 40)
+#   bash scripts/bench-connections.sh --listens 200 --smoke  # CI: 200 listens, 3 broadcasts, nothing timed
 #
 # Each connection is a descriptor in the gateway, which holds a few of its own and its backend
 # connections too: the soft `ulimit -n` is raised here to the hard limit, and the run says how
