@@ -372,18 +372,23 @@ pub(crate) fn object_text<'k>(members: impl IntoIterator<Item = (&'k str, &'k st
         if out.len() > 1 {
             out.push(',');
         }
-        if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-            out.push('"');
-            out.push_str(key);
-            out.push('"');
-        } else {
-            out.push_str(&serde_json::to_string(key).unwrap_or_default());
-        }
-        out.push(':');
-        out.push_str(value);
+        push_member(&mut out, key, value);
     }
     out.push('}');
     out
+}
+
+/// Writes the member `"key":value` (a decoded key, escaped where JSON needs it; a raw value).
+pub(crate) fn push_member(out: &mut String, key: &str, value: &str) {
+    if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(key);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(key).unwrap_or_default());
+    }
+    out.push(':');
+    out.push_str(value);
 }
 
 /// A JSON-RPC error response body. `id` is raw JSON text (`7`, `"a"`), `None` for `null`.

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use tower_mrtr::mcp_headers::{MCP_METHOD, MCP_NAME, encode_header_value};
 
 use super::session::Session;
-use crate::jsonrpc::RawObject;
+use crate::jsonrpc::{RawObject, push_member};
 
 /// The modern protocol version every translated request declares.
 pub(super) const MODERN_VERSION: &str = "2026-07-28";
@@ -127,7 +127,9 @@ impl LegacyRequest {
     }
 
     /// The modern body, with `id` (raw JSON) and the session's `_meta`; `retry` adds
-    /// `inputResponses` (a raw JSON object) and `requestState` (a raw JSON string).
+    /// `inputResponses` (a raw JSON object) and `requestState` (a raw JSON string). Written
+    /// member by member from raw texts, each read as JSON already; the session's own members
+    /// are written once per session.
     pub(super) fn modern_body(
         &self,
         id: &str,
@@ -135,39 +137,59 @@ impl LegacyRequest {
         log_level: Option<&str>,
         retry: Option<(&RawValue, &RawValue)>,
     ) -> Bytes {
-        let raw = |text: String| RawValue::from_string(text).expect("serde_json wrote valid JSON");
-        let quoted = |text: &str| raw(Value::from(text).to_string());
-        let mut meta = RawObject(self.meta.0.clone());
-        meta.0.push((
-            format!("{RESERVED_META_PREFIX}protocolVersion"),
-            quoted(MODERN_VERSION),
-        ));
-        meta.0.push((
-            format!("{RESERVED_META_PREFIX}clientInfo"),
-            session.client_info().to_owned(),
-        ));
-        meta.0.push((
-            format!("{RESERVED_META_PREFIX}clientCapabilities"),
-            session.capabilities().to_owned(),
-        ));
-        if let Some(level) = log_level {
-            meta.0
-                .push((format!("{RESERVED_META_PREFIX}logLevel"), quoted(level)));
-        }
-        let mut params = RawObject(self.params.0.clone());
+        let quoted = |text: &str| Value::from(text).to_string();
+        let session_meta = session.modern_meta(|session| {
+            let version = quoted(MODERN_VERSION);
+            let mut text = String::new();
+            for (key, value) in [
+                ("protocolVersion", version.as_str()),
+                ("clientInfo", session.client_info().get()),
+                ("clientCapabilities", session.capabilities().get()),
+            ] {
+                if !text.is_empty() {
+                    text.push(',');
+                }
+                push_member(&mut text, &format!("{RESERVED_META_PREFIX}{key}"), value);
+            }
+            text
+        });
+        let mut params: Vec<(&str, &str)> =
+            self.params.0.iter().map(|(k, v)| (k.as_str(), v.get())).collect();
         if let Some((responses, state)) = retry {
-            params.0.push(("inputResponses".to_owned(), responses.to_owned()));
-            params.0.push(("requestState".to_owned(), state.to_owned()));
+            params.extend([("inputResponses", responses.get()), ("requestState", state.get())]);
         }
-        params.0.push((
-            "_meta".to_owned(),
-            raw(serde_json::to_string(&meta).expect("raw members serialise")),
-        ));
-        let params = serde_json::to_string(&params).expect("raw members serialise");
-        let method = Value::from(self.method.as_str());
-        Bytes::from(format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{params}}}"#
-        ))
+        let method = quoted(&self.method);
+        let level = log_level.map(quoted);
+        let meta = || self.meta.0.iter().map(|(k, v)| (k.as_str(), v.get()));
+        let mut body = String::with_capacity(
+            64 + id.len()
+                + method.len()
+                + written_len(params.iter().copied())
+                + written_len(meta())
+                + session_meta.len()
+                + level.as_ref().map_or(0, |l| l.len() + 40),
+        );
+        body.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        body.push_str(id);
+        body.push_str(r#","method":"#);
+        body.push_str(&method);
+        body.push_str(r#","params":{"#);
+        for (key, value) in &params {
+            push_member(&mut body, key, value);
+            body.push(',');
+        }
+        body.push_str(r#""_meta":{"#);
+        for (key, value) in meta() {
+            push_member(&mut body, key, value);
+            body.push(',');
+        }
+        body.push_str(session_meta);
+        if let Some(level) = &level {
+            body.push(',');
+            push_member(&mut body, &format!("{RESERVED_META_PREFIX}logLevel"), level);
+        }
+        body.push_str("}}}");
+        Bytes::from(body)
     }
 
     /// The modern request's headers: the client's own (credentials, principal, trace context…)
@@ -225,6 +247,11 @@ pub(super) struct ParamHeader {
     pub property: String,
     /// The header name after `Mcp-Param-`.
     pub header: String,
+}
+
+/// About the bytes `members` take written as `"key":value,` (escapes aside).
+fn written_len<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> usize {
+    members.map(|(key, value)| key.len() + value.len() + 4).sum()
 }
 
 /// The `Mcp-Param-*` headers for `arguments` (SEP-2243): strings as they are (base64 form when

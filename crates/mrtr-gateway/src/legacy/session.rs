@@ -9,7 +9,7 @@
 //! open (tampered, expired, sealed for another principal, under a retired key) is "not found",
 //! which a legacy client answers by starting a new session.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,10 @@ pub(crate) struct Session {
     client_info: Box<RawValue>,
     #[serde(rename = "c")]
     capabilities: Box<RawValue>,
+    /// The members this session adds to every modern request's `_meta`, written once
+    /// ([`modern_meta`](Self::modern_meta)); not part of the sealed id.
+    #[serde(skip)]
+    modern_meta: OnceLock<Box<str>>,
 }
 
 /// Why a session could not be created from an `initialize` request.
@@ -95,12 +99,19 @@ impl Session {
             protocol_version: protocol_version.to_owned(),
             client_info: raw(client_info.to_owned())?,
             capabilities: raw(serde_json::to_string(&capabilities).map_err(|_| SessionError::Seal)?)?,
+            modern_meta: OnceLock::new(),
         })
     }
 
     /// The legacy protocol version negotiated at `initialize`.
     pub(crate) fn protocol_version(&self) -> &str {
         &self.protocol_version
+    }
+
+    /// The members this session adds to every modern request's `_meta` (JSON text, no braces),
+    /// which `write` writes the first time: the same on every request of the session.
+    pub(crate) fn modern_meta(&self, write: impl FnOnce(&Self) -> String) -> &str {
+        self.modern_meta.get_or_init(|| write(self).into())
     }
 
     /// The client's `clientInfo`, raw.
