@@ -140,6 +140,19 @@ fn peak_rss(timings: &Timings, name: &str) -> Option<f64> {
 /// The timing report.
 pub fn timings(cells: &[Cell], timings: &Timings) -> String {
     let mut out = users(cells, timings);
+    hops_table(&mut out, cells, timings);
+    bare_ratios(&mut out, cells, timings);
+    paths_timed(&mut out, cells, timings);
+    stdio_timed(&mut out, cells, timings);
+    for &peer in &timings.peers {
+        peer_table(&mut out, cells, timings, peer);
+    }
+    rss_table(&mut out, timings);
+    out
+}
+
+/// Each hop's figures, cell by cell: medians over rounds.
+fn hops_table(out: &mut String, cells: &[Cell], timings: &Timings) {
     let _ = writeln!(
         out,
         "\n### Each hop (median over rounds)\n\n| cell | hop | req/s | p50 µs | p99 µs | hop CPU µs/req | hop kernel share | hop context switches/req | hop reads and writes/req | backend CPU µs/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -186,7 +199,10 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             );
         }
     }
+}
 
+/// The gateway with one backend over the bare proxy, per round, against the targets.
+fn bare_ratios(out: &mut String, cells: &[Cell], timings: &Timings) {
     let _ = writeln!(
         out,
         "\n### Gateway (one backend) / bare proxy, per-round ratios: median [min..max]\n\n| cell | req/s | p50 | p99 | hop CPU per request | CPU the gateway adds | target (req/s, CPU) | met |\n|---|---|---|---|---|---:|---|---|"
@@ -247,13 +263,10 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             spread(&rate)
         );
     }
+}
 
-    paths_timed(&mut out, cells, timings);
-    stdio_timed(&mut out, cells, timings);
-    for &peer in &timings.peers {
-        peer_table(&mut out, cells, timings, peer);
-    }
-
+/// Every process's peak RSS, and the gateway's over the bare proxy's and each peer's.
+fn rss_table(out: &mut String, timings: &Timings) {
     let _ = writeln!(
         out,
         "\n### Peak RSS (VmHWM, whole run)\n\n| process | peak RSS |\n|---|---:|"
@@ -275,7 +288,6 @@ pub fn timings(cells: &[Cell], timings: &Timings) -> String {
             let _ = writeln!(out, "gateway / {} peak RSS: {:.2}", peer.name(), gateway / other);
         }
     }
-    out
 }
 
 /// The gateway with one backend against one peer gateway, cell by cell, beside the bare proxy:
