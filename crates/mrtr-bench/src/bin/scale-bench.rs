@@ -247,14 +247,12 @@ fn run_listens(runtime: &tokio::runtime::Runtime, plan: &listens::Plan) -> ExitC
             let errors = outcome.errors();
             if errors == 0 {
                 println!(
-                    "
-every listen was acknowledged and received every broadcast, every message correct"
+                    "\nevery listen was acknowledged and received every broadcast, every message correct"
                 );
                 ExitCode::SUCCESS
             } else {
                 println!(
-                    "
-{errors} listens not acknowledged, broadcasts missed, wrong messages or broken streams"
+                    "\n{errors} listens not acknowledged, broadcasts missed, wrong messages or broken streams"
                 );
                 ExitCode::FAILURE
             }
