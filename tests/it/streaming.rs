@@ -124,17 +124,13 @@ async fn a_client_hanging_up_cancels_the_backend_stream() -> anyhow::Result<()> 
     Ok(())
 }
 
-/// What a listening backend was asked, and the sender of its listen stream.
-type Listening = Arc<
-    Mutex<(
-        Option<serde_json::Value>,
-        Option<mpsc::Sender<Result<Bytes, Infallible>>>,
-    )>,
->;
+/// What a listening backend was asked, and the sender of each listen stream, in order.
+type Listening = Arc<Mutex<Vec<(serde_json::Value, mpsc::Sender<Result<Bytes, Infallible>>)>>>;
 
-/// A backend whose `subscriptions/listen` is acknowledged as taking list changes of tools, and
-/// held open for the test to write to (through `listening`, which also keeps the request); any
-/// other request gets `-32601` (so catalog refreshes fail fast).
+/// A backend whose `subscriptions/listen` is acknowledged as taking list changes of tools
+/// (under the listen's id, as `_meta`'s subscription id), and held open for the test to write
+/// to (through `listening`, which also keeps the request); any other request gets `-32601` (so
+/// catalog refreshes fail fast).
 async fn listening_backend(State(listening): State<Listening>, body: Bytes) -> Response {
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     if request["method"] != "subscriptions/listen" {
@@ -146,10 +142,11 @@ async fn listening_backend(State(listening): State<Listening>, body: Bytes) -> R
     }
     let (tx, rx) = mpsc::channel(8);
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-        "params": {"notifications": {"toolsListChanged": true}}});
+        "params": {"notifications": {"toolsListChanged": true},
+            "_meta": {"io.modelcontextprotocol/subscriptionId": request["id"]}}});
     tx.try_send(Ok(Bytes::from(format!("event: message\ndata: {ack}\n\n"))))
         .unwrap();
-    *listening.lock().unwrap() = (Some(request), Some(tx));
+    listening.lock().unwrap().push((request, tx));
     sse_response(rx)
 }
 
@@ -202,9 +199,9 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     );
     assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
     // The second backend was asked for what concerns it alone: no resource it does not own.
-    let (asked, sender) = listening.lock().unwrap().clone();
+    let (asked, sender) = listening.lock().unwrap()[0].clone();
     assert_eq!(
-        asked.expect("the second backend was asked")["params"]["notifications"],
+        asked["params"]["notifications"],
         json!({ "toolsListChanged": true })
     );
     // Then both backends' events, the next acknowledgement never among them.
@@ -213,7 +210,6 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     assert_eq!(update["params"]["uri"], "test://watched-resource");
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
     sender
-        .expect("the listen stream is open")
         .send(Ok(Bytes::from(format!("event: message\ndata: {changed}\n\n"))))
         .await?;
     let next = events.next().await?;
@@ -221,5 +217,71 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     drop(events);
     gateway.shutdown().await?;
     fixture.shutdown().await?;
+    Ok(())
+}
+
+/// A listen of `filter` through `gateway` as request `id`: its stream, acknowledged.
+async fn listen_through(gateway: &str, id: u64, filter: serde_json::Value) -> anyhow::Result<EventStream> {
+    let mut request = reqwest::Client::new().post(gateway);
+    for (name, value) in mcp_headers("subscriptions/listen") {
+        request = request.header(name, value);
+    }
+    let listen = body(id, "subscriptions/listen", json!({ "notifications": filter }));
+    let response = tokio::time::timeout(TIMEOUT, request.body(listen).send()).await??;
+    assert_eq!(response.status(), 200);
+    let mut events = EventStream::of(response);
+    let ack = events.next().await?;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id,
+        "{ack}"
+    );
+    Ok(events)
+}
+
+#[tokio::test]
+async fn clients_that_listen_alike_share_one_backend_listen_each_under_its_own_id() -> anyhow::Result<()> {
+    let listening: Listening = Arc::default();
+    let app = Router::new()
+        .route("/mcp", post(listening_backend))
+        .with_state(listening.clone());
+    let backend_url = serve_app(app).await?;
+    let gateway = gateway(
+        GatewayConfig::new(vec![Backend::new("lists", &backend_url)?]),
+        keyring(),
+    )
+    .await?;
+    let tools = json!({ "toolsListChanged": true });
+    let mut clients = Vec::new();
+    for id in [7, 8, 9] {
+        clients.push((id, listen_through(&gateway.url(), id, tools.clone()).await?));
+    }
+    // Three clients, one listen of the backend's.
+    assert_eq!(listening.lock().unwrap().len(), 1);
+    // Another filter is another request: a listen of its own.
+    let prompts = listen_through(&gateway.url(), 10, json!({ "promptsListChanged": true })).await?;
+    assert_eq!(listening.lock().unwrap().len(), 2);
+    let (asked, sender) = listening.lock().unwrap()[0].clone();
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": asked["id"]}}});
+    sender
+        .send(Ok(Bytes::from(format!("event: message\ndata: {changed}\n\n"))))
+        .await?;
+    for (id, events) in &mut clients {
+        let event = events.next().await?;
+        assert_eq!(event["method"], "notifications/tools/list_changed", "{event}");
+        assert_eq!(
+            event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], *id,
+            "{event}"
+        );
+    }
+    // The backend's stream stays open while one client listens, and closes with the last.
+    clients.truncate(1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!sender.is_closed(), "a client still listens");
+    clients.clear();
+    tokio::time::timeout(Duration::from_secs(5), sender.closed()).await?;
+    drop(prompts);
+    gateway.shutdown().await?;
     Ok(())
 }

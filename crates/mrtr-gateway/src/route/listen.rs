@@ -14,15 +14,17 @@
 //!   A client that goes away drops the merged body, and every backend's stream with it (MCP's
 //!   cancellation).
 //!
-//! A listen whose filter is one backend's resources alone is routed to that backend and passes
-//! through untouched ([`listen`](Inner::listen), which decides).
+//! A listen whose filter is one backend's resources alone is routed to that backend alone
+//! ([`listen`](Inner::listen), which decides). Each backend's stream, merged or not, is shared
+//! with the clients that ask that backend the same (`upstream/listens.rs`): one backend listen
+//! serves them all, each event carrying each client's own id.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::join_all;
 use http::request::Parts;
-use http::{Response, StatusCode};
+use http::{Extensions, HeaderMap, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -31,11 +33,14 @@ use tower_mrtr::McpRequestHead;
 
 use super::{
     INTERNAL_ERROR, INVALID_PARAMS, Inner, Routed, URIS, error_response, invalid_params, request_params,
+    unavailable,
 };
 use crate::jsonrpc;
+use crate::upstream::Client;
 use crate::upstream::body::ProxyBody;
 use crate::upstream::sse::EventsBody;
 use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse, message_event, set_stream_headers};
+use crate::upstream::translate::ClientAsks;
 
 /// Events queued for the client before the merge waits for it to read.
 const QUEUE: usize = 64;
@@ -247,8 +252,8 @@ async fn run(mut streams: Vec<Stream>, out: mpsc::Sender<Bytes>, ack_timeout: Du
 
 impl Inner {
     /// `subscriptions/listen` with several backends (one on task handles is pinned before this):
-    /// a filter of one backend's resources alone goes to that backend and its stream passes
-    /// through; any other is asked of every backend it concerns (each in its kind and era) and
+    /// a filter of one backend's resources alone goes to that backend and its stream is the
+    /// answer; any other is asked of every backend it concerns (each in its kind and era) and
     /// their streams are merged (`route/listen.rs`).
     pub(super) async fn listen(&self, parts: Parts, head: &McpRequestHead, body: Bytes) -> Routed {
         let id = head.id_json();
@@ -287,7 +292,7 @@ impl Inner {
             && owners.iter().all(|o| o == index)
         {
             return self
-                .forward(*index, (parts.headers, parts.extensions), id, body, None)
+                .forward_listen(*index, (parts.headers, parts.extensions), id, body)
                 .await;
         }
         let mut asked = Vec::new();
@@ -316,7 +321,7 @@ impl Inner {
         // which the merge leaves out as a refusal.
         let mut answers = join_all(asked.iter().map(|(index, narrowed)| {
             let head = (parts.headers.clone(), parts.extensions.clone());
-            self.forward(*index, head, id, narrowed.clone(), None)
+            self.forward_listen(*index, head, id, narrowed.clone())
         }))
         .await;
         if answers.len() == 1 {
@@ -333,6 +338,27 @@ impl Inner {
                 "No backend could answer",
                 None,
             )),
+        }
+    }
+
+    /// A listen sent to backend `index`, in its kind and era, shared with the clients that send
+    /// it the same (`upstream/listens.rs`).
+    pub(super) async fn forward_listen(
+        &self,
+        index: usize,
+        (headers, extensions): (HeaderMap, Extensions),
+        id: Option<&str>,
+        body: Bytes,
+    ) -> Routed {
+        let backend = &self.backends[index];
+        let principal = self.principal(&headers, &extensions);
+        let client = Client {
+            principal: principal.as_deref(),
+            asks: extensions.get::<ClientAsks>(),
+        };
+        match self.upstreams.listen(backend, headers, id, body, client).await {
+            Ok(stream) => (backend.route().clone(), stream),
+            Err(error) => unavailable(backend, id, &error),
         }
     }
 }

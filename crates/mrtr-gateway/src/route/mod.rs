@@ -535,6 +535,11 @@ impl Inner {
             {
                 return self.own(refusal);
             }
+            if head.method() == "subscriptions/listen" {
+                return self
+                    .forward_listen(0, (parts.headers, parts.extensions), id, body)
+                    .await;
+            }
             return self
                 .forward(0, (parts.headers, parts.extensions), id, body, None)
                 .await;
@@ -610,16 +615,19 @@ impl Inner {
                 }
                 (backend.route().clone(), response)
             }
-            Err(error) => {
-                tracing::warn!(backend = backend.name(), %error, "backend unavailable");
-                let message = format!("Backend {:?} is unavailable", backend.name());
-                (
-                    backend.route().clone(),
-                    error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
-                )
-            }
+            Err(error) => unavailable(backend, id, &error),
         }
     }
+}
+
+/// The answer to request `id` when `backend` could not be reached.
+fn unavailable(backend: &Backend, id: Option<&str>, error: &UpstreamError) -> Routed {
+    tracing::warn!(backend = backend.name(), %error, "backend unavailable");
+    let message = format!("Backend {:?} is unavailable", backend.name());
+    (
+        backend.route().clone(),
+        error_response(StatusCode::BAD_GATEWAY, id, INTERNAL_ERROR, &message, None),
+    )
 }
 
 /// A JSON-RPC error as an HTTP response with the given status.

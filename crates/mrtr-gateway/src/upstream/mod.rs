@@ -22,6 +22,8 @@
 //! * the doors: [`http`] (connections to backends and every answer's body), [`session`] (over
 //!   the HTTP door's connections, with the hub that fans a session's notifications out to
 //!   listens), [`stdio`] (which shares that hub);
+//! * above the doors, [`listens`]: the listens clients share, one backend listen for each
+//!   request sent alike, whichever door it goes through;
 //! * this file: the seam the router calls ([`Upstreams`]), and the few names the router takes
 //!   from below it ([`body`], [`MAX_MERGED_ANSWER`]), so that `route/` names no door.
 
@@ -30,6 +32,7 @@ pub(crate) mod backend;
 pub(crate) mod era;
 pub(crate) mod health;
 pub(crate) mod http;
+pub(crate) mod listens;
 pub(crate) mod session;
 pub(crate) mod sse;
 pub(crate) mod stdio;
@@ -49,6 +52,7 @@ pub(crate) use self::http::body;
 use self::http::body::ProxyBody;
 use self::http::forward::Forwarder;
 pub(crate) use self::http::forward::MAX_MERGED_ANSWER;
+use self::listens::{Joined, Key, Listens};
 pub(crate) use self::session::Client;
 use self::session::Sessions;
 use self::stdio::StdioBackends;
@@ -68,6 +72,8 @@ pub(crate) struct Upstreams {
     forwarder: Forwarder,
     sessions: Sessions,
     stdio: StdioBackends,
+    /// The listens clients share (`listens.rs`).
+    listens: Listens,
 }
 
 impl Upstreams {
@@ -90,6 +96,7 @@ impl Upstreams {
             sessions: Sessions::carrying(previous.map(|p| &p.sessions), backends, kept, forwarder.clone()),
             stdio: StdioBackends::carrying(previous.map(|p| &p.stdio), backends, kept, response_timeout),
             forwarder,
+            listens: Listens::default(),
         }
     }
 
@@ -129,6 +136,35 @@ impl Upstreams {
             Door::Forward => self.forwarder.relay(backend, headers, id, body).await,
             Door::Session => self.sessions.relay(backend, headers, id, body, client).await,
             Door::Stdio => self.stdio.relay(backend, &headers, id, body, client).await,
+        }
+    }
+
+    /// A `subscriptions/listen` (request `id`) to `backend`, shared with the listens that send it
+    /// the same request (`listens.rs`); one the gateway cannot share (a legacy client's, one
+    /// without an id or that it cannot read) is relayed on its own.
+    pub(crate) async fn listen(
+        &self,
+        backend: &Backend,
+        headers: HeaderMap,
+        id: Option<&str>,
+        body: Bytes,
+        client: Client<'_>,
+    ) -> Result<Response<ProxyBody>, UpstreamError> {
+        let key = match (id, client.asks) {
+            (Some(_), None) => Key::of(backend.name(), client.principal, &headers, &body),
+            _ => None,
+        };
+        let (Some(key), Some(id)) = (key, id) else {
+            return self.relay(backend, headers, id, body, client).await;
+        };
+        let wait = backend.timeout().unwrap_or(self.response_timeout());
+        match self.listens.join(key, id, wait).await {
+            Joined::Stream(stream) => Ok(stream),
+            Joined::Alone => self.relay(backend, headers, Some(id), body, client).await,
+            Joined::Lead(lead) => {
+                let answer = self.relay(backend, headers, Some(id), body, client).await?;
+                Ok(lead.opened(answer))
+            }
         }
     }
 
