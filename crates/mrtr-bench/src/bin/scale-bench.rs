@@ -118,23 +118,12 @@ fn main() -> ExitCode {
         plan.work_dir.display()
     );
     let started = Instant::now();
-    let code = match runtime.block_on(scale::run(&plan)) {
-        Ok(outcome) => {
-            print!("{}", scale::report(&plan, &outcome));
-            let errors = outcome.errors();
-            if errors == 0 {
-                println!("\nevery answer was correct");
-                ExitCode::SUCCESS
-            } else {
-                println!("\n{errors} wrong answers, failed exchanges or connections not taken");
-                ExitCode::FAILURE
-            }
-        }
-        Err(error) => {
-            eprintln!("scale-bench: {error}");
-            ExitCode::FAILURE
-        }
-    };
+    let run = runtime.block_on(scale::run(&plan));
+    let code = verdict(
+        run.map(|outcome| (scale::report(&plan, &outcome), outcome.errors())),
+        "every answer was correct",
+        "wrong answers, failed exchanges or connections not taken",
+    );
     println!("scale-bench finished in {:.1} s", started.elapsed().as_secs_f64());
     code
 }
@@ -227,9 +216,31 @@ fn listens_plan(matches: &ArgMatches, base: Plan) -> Result<listens::Plan, Strin
     })
 }
 
+/// Prints a run's report and what it found: `correct` when it counted no error, else how many
+/// of `wrong`; the exit code to match.
+fn verdict(run: std::io::Result<(String, u64)>, correct: &str, wrong: &str) -> ExitCode {
+    match run {
+        Ok((report, errors)) => {
+            print!("{report}");
+            if errors == 0 {
+                println!("\n{correct}");
+                ExitCode::SUCCESS
+            } else {
+                println!("\n{errors} {wrong}");
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("scale-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run_listens(runtime: &tokio::runtime::Runtime, plan: &listens::Plan) -> ExitCode {
     println!(
-        "scale-bench --listens: {} listens, {} per HTTP/2 connection, in loaders of at most {} (CPUs {}),          gateway on CPUs {}, backend on CPUs {}; {} broadcasts {} ms apart; logs in {}",
+        "scale-bench --listens: {} listens, {} per HTTP/2 connection, in loaders of at most {} (CPUs {}), \
+         gateway on CPUs {}, backend on CPUs {}; {} broadcasts {} ms apart; logs in {}",
         plan.listens,
         plan.streams,
         plan.base.per_loader,
@@ -241,27 +252,12 @@ fn run_listens(runtime: &tokio::runtime::Runtime, plan: &listens::Plan) -> ExitC
         plan.base.work_dir.display()
     );
     let started = Instant::now();
-    let code = match runtime.block_on(listens::run(plan)) {
-        Ok(outcome) => {
-            print!("{}", listens::report(plan, &outcome));
-            let errors = outcome.errors();
-            if errors == 0 {
-                println!(
-                    "\nevery listen was acknowledged and received every broadcast, every message correct"
-                );
-                ExitCode::SUCCESS
-            } else {
-                println!(
-                    "\n{errors} listens not acknowledged, broadcasts missed, wrong messages or broken streams"
-                );
-                ExitCode::FAILURE
-            }
-        }
-        Err(error) => {
-            eprintln!("scale-bench: {error}");
-            ExitCode::FAILURE
-        }
-    };
+    let run = runtime.block_on(listens::run(plan));
+    let code = verdict(
+        run.map(|outcome| (listens::report(plan, &outcome), outcome.errors())),
+        "every listen was acknowledged and received every broadcast, every message correct",
+        "listens not acknowledged, broadcasts missed, wrong messages or broken streams",
+    );
     println!("scale-bench finished in {:.1} s", started.elapsed().as_secs_f64());
     code
 }
