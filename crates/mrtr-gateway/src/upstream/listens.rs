@@ -57,7 +57,8 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const PER_REQUEST_META: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
 /// Headers left out of a listen's [`Key`]: those the gateway never forwards (credentials,
-/// hop-by-hop), those it writes itself, and those that differ per request.
+/// hop-by-hop), those it writes itself, those that differ per request, and those a proxy in
+/// front adds to say where a request came from (else no two clients behind it would share).
 fn header_ignored(name: &str) -> bool {
     matches!(
         name,
@@ -79,6 +80,13 @@ fn header_ignored(name: &str) -> bool {
             | "tracestate"
             | "baggage"
             | "x-request-id"
+            | "forwarded"
+            | "via"
+            | "x-forwarded-for"
+            | "x-forwarded-host"
+            | "x-forwarded-port"
+            | "x-forwarded-proto"
+            | "x-real-ip"
     ) || name.starts_with("proxy-")
 }
 

@@ -36,10 +36,12 @@ fn listens_share_when_the_backend_would_see_the_same_request() {
         &listen(json!(1), tools.clone(), meta.clone()),
     );
     assert!(first.is_some());
-    // Another id, trace context, credentials and header order: the same request.
+    // Another id, trace context, credentials, proxy-added headers and header order: the same
+    // request.
     let other_headers = [
         ("traceparent", "00-ef-01-01"),
         ("authorization", "Bearer b"),
+        ("x-forwarded-for", "203.0.113.9"),
         ("mcp-method", "subscriptions/listen"),
     ];
     assert_eq!(
