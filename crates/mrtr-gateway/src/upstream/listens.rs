@@ -238,10 +238,10 @@ impl Listens {
         Joined::Stream(stream(headers, events, shared))
     }
 
-    /// How many of the gateway's listens are open (for tests and metrics).
+    /// How many keys name a listen of the gateway's, open or not (tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        lock(&self.open).values().filter(|s| s.strong_count() > 0).count()
+        lock(&self.open).len()
     }
 }
 
@@ -352,7 +352,7 @@ impl Drop for Waiting {
         if *self.shared.phase.borrow() == Phase::Opening {
             self.shared.close();
             self.shared.phase.send_replace(Phase::Refused);
-            forget(&self.open, &self.key, &self.shared);
+            forget(&self.open, &self.key, &Arc::downgrade(&self.shared));
         }
     }
 }
@@ -420,14 +420,15 @@ async fn read(
     }
     if let Some(listens) = shared.upgrade() {
         listens.close();
-        forget(&open, &key, &listens);
     }
+    // Also when every client went away: no key outlives its listen.
+    forget(&open, &key, &shared);
 }
 
 /// Takes `shared` out of `open`, unless another listen has the key by now.
-fn forget(open: &Open, key: &Key, shared: &Arc<Shared>) {
+fn forget(open: &Open, key: &Key, shared: &Weak<Shared>) {
     let mut open = lock(open);
-    if open.get(key).is_some_and(|w| w.ptr_eq(&Arc::downgrade(shared))) {
+    if open.get(key).is_some_and(|w| w.ptr_eq(shared)) {
         open.remove(key);
     }
 }
