@@ -129,7 +129,7 @@ impl Key {
 }
 
 /// A request's text without its `id` and its `params._meta` trace context, members in their
-/// order: what a backend answers by.
+/// order (each followed by a comma, objects kept in braces): what a backend answers by.
 fn request_without_id(body: &[u8]) -> Option<String> {
     let message = Members::parse(body)?;
     message.get("method")?;
@@ -138,7 +138,8 @@ fn request_without_id(body: &[u8]) -> Option<String> {
         match &**key {
             "id" => continue,
             "params" => {
-                let mut params = String::with_capacity(value.len());
+                let mut params = String::with_capacity(value.len() + 2);
+                params.push('{');
                 for (key, value) in &Members::of(value)?.0 {
                     if key == "notifications" && !list_changes_alone(value) {
                         return None;
@@ -153,6 +154,7 @@ fn request_without_id(body: &[u8]) -> Option<String> {
                     }
                     params.push(',');
                 }
+                params.push('}');
                 jsonrpc::push_member(&mut out, key, &params);
             }
             _ => jsonrpc::push_member(&mut out, key, value),
