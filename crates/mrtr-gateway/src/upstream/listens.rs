@@ -367,7 +367,10 @@ impl Lead {
             return answer; // Dropping `waiting` tells those waiting.
         }
         let (parts, body) = answer.into_parts();
-        let headers = parts.headers;
+        let mut headers = parts.headers;
+        // The first request's id, if the backend answered with it, is no other client's: each
+        // gets its own from the front.
+        headers.remove("x-request-id");
         let Waiting { shared, key, open } = &self.waiting;
         lock(&shared.state).headers = headers.clone();
         tokio::spawn(read(

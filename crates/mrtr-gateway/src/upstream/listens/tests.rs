@@ -142,6 +142,9 @@ fn backend_stream() -> (mpsc::Sender<Bytes>, Response<ProxyBody>) {
     let (sender, receiver) = mpsc::channel(8);
     let mut answer = Response::new(boxed(EventsBody::new(receiver, Box::new(()))));
     crate::upstream::sse::set_stream_headers(answer.headers_mut());
+    answer
+        .headers_mut()
+        .insert("x-request-id", HeaderValue::from_static("the-first-clients"));
     (sender, answer)
 }
 
@@ -183,6 +186,9 @@ async fn one_backend_listen_serves_every_client_that_asks_alike() {
     let Joined::Stream(second) = waiting.await.unwrap() else {
         panic!("the second shares")
     };
+    // The backend's headers, but not the first request's id.
+    assert_eq!(second.headers()["content-type"], "text/event-stream");
+    assert_eq!(second.headers().get("x-request-id"), None);
     let mut second = second.into_body();
     assert_eq!(listens.len(), 1);
     let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}"#;
