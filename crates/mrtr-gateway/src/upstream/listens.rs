@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::jsonrpc::{self, Members};
 use crate::upstream::http::body::{ProxyBody, boxed};
-use crate::upstream::http::forward::MAX_MERGED_ANSWER;
+use crate::upstream::http::forward::{MAX_MERGED_ANSWER, request_drops};
 use crate::upstream::sse::{EventReader, EventsBody, KEEP_ALIVE_COMMENT, is_sse};
 
 /// Most events queued for one listen whose client has not read them.
@@ -56,38 +56,28 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// context, which MCP exempts from its reserved prefixes).
 const PER_REQUEST_META: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
-/// Headers left out of a listen's [`Key`]: those the gateway never forwards (credentials,
-/// hop-by-hop), those it writes itself, those that differ per request, and those a proxy in
+/// Headers left out of a listen's [`Key`]: those the gateway never forwards (the forwarder's
+/// own list: credentials, hop-by-hop), those it writes itself, those that differ per request, and those a proxy in
 /// front adds to say where a request came from (else no two clients behind it would share).
 fn header_ignored(name: &str) -> bool {
-    matches!(
-        name,
-        "host"
-            | "content-length"
-            | "authorization"
-            | "cookie"
-            | "origin"
-            | "connection"
-            | "keep-alive"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "accept-encoding"
-            | "mcp-session-id"
-            | "last-event-id"
-            | "traceparent"
-            | "tracestate"
-            | "baggage"
-            | "x-request-id"
-            | "forwarded"
-            | "via"
-            | "x-forwarded-for"
-            | "x-forwarded-host"
-            | "x-forwarded-port"
-            | "x-forwarded-proto"
-            | "x-real-ip"
-    ) || name.starts_with("proxy-")
+    request_drops(name)
+        || name.starts_with("proxy-")
+        || matches!(
+            name,
+            "host"
+                | "content-length"
+                | "traceparent"
+                | "tracestate"
+                | "baggage"
+                | "x-request-id"
+                | "forwarded"
+                | "via"
+                | "x-forwarded-for"
+                | "x-forwarded-host"
+                | "x-forwarded-port"
+                | "x-forwarded-proto"
+                | "x-real-ip"
+        )
 }
 
 /// What two listens must have alike to share: see the [module docs](self).

@@ -41,7 +41,7 @@ const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// Headers never forwarded toward a backend (besides `Proxy-*` and those `Connection` lists).
 /// `Host` and `Content-Length` are not listed: [`Forwarder::send`] replaces them.
-fn request_drops(name: &str) -> bool {
+pub(crate) fn request_drops(name: &str) -> bool {
     matches!(
         name,
         "origin"
