@@ -220,9 +220,15 @@ async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -
     Ok(())
 }
 
-/// A listen of `filter` through `gateway` as request `id`: its stream, acknowledged.
-async fn listen_through(gateway: &str, id: u64, filter: serde_json::Value) -> anyhow::Result<EventStream> {
-    let mut request = reqwest::Client::new().post(gateway);
+/// A listen of `filter` through `gateway` as request `id`, sent by `client`: its stream,
+/// acknowledged.
+async fn listen_through(
+    client: &reqwest::Client,
+    gateway: &str,
+    id: u64,
+    filter: serde_json::Value,
+) -> anyhow::Result<EventStream> {
+    let mut request = client.post(gateway);
     for (name, value) in mcp_headers("subscriptions/listen") {
         request = request.header(name, value);
     }
@@ -252,14 +258,18 @@ async fn clients_that_listen_alike_share_one_backend_listen_each_under_its_own_i
     )
     .await?;
     let tools = json!({ "toolsListChanged": true });
+    let client = reqwest::Client::new();
     let mut clients = Vec::new();
     for id in [7, 8, 9] {
-        clients.push((id, listen_through(&gateway.url(), id, tools.clone()).await?));
+        clients.push((
+            id,
+            listen_through(&client, &gateway.url(), id, tools.clone()).await?,
+        ));
     }
     // Three clients, one listen of the backend's.
     assert_eq!(listening.lock().unwrap().len(), 1);
     // Another filter is another request: a listen of its own.
-    let prompts = listen_through(&gateway.url(), 10, json!({ "promptsListChanged": true })).await?;
+    let prompts = listen_through(&client, &gateway.url(), 10, json!({ "promptsListChanged": true })).await?;
     assert_eq!(listening.lock().unwrap().len(), 2);
     let (asked, sender) = listening.lock().unwrap()[0].clone();
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
@@ -282,6 +292,54 @@ async fn clients_that_listen_alike_share_one_backend_listen_each_under_its_own_i
     clients.clear();
     tokio::time::timeout(Duration::from_secs(5), sender.closed()).await?;
     drop(prompts);
+    gateway.shutdown().await?;
+    Ok(())
+}
+
+/// Listens on one HTTP/2 connection (whose streams' frames the gateway writes together,
+/// `serve/gather.rs`): each notification reaches every listen, whole, under its own id, in order.
+#[tokio::test]
+async fn listens_sharing_one_http2_connection_each_get_every_notification() -> anyhow::Result<()> {
+    let listening: Listening = Arc::default();
+    let app = Router::new()
+        .route("/mcp", post(listening_backend))
+        .with_state(listening.clone());
+    let backend_url = serve_app(app).await?;
+    let gateway = gateway(
+        GatewayConfig::new(vec![Backend::new("lists", &backend_url)?]),
+        keyring(),
+    )
+    .await?;
+    // Prior knowledge: this client speaks nothing but HTTP/2, over one connection.
+    let client = reqwest::Client::builder().http2_prior_knowledge().build()?;
+    let tools = json!({ "toolsListChanged": true });
+    let mut clients = Vec::new();
+    for id in 1..=32 {
+        clients.push((
+            id,
+            listen_through(&client, &gateway.url(), id, tools.clone()).await?,
+        ));
+    }
+    let (asked, sender) = listening.lock().unwrap()[0].clone();
+    for round in 0..3 {
+        // Long enough that h2 sends each as a frame of its own, not copied into its buffer.
+        let padding = "x".repeat(300 + round);
+        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": asked["id"]}, "padding": padding}});
+        sender
+            .send(Ok(Bytes::from(format!("event: message\ndata: {changed}\n\n"))))
+            .await?;
+        for (id, events) in &mut clients {
+            let event = events.next().await?;
+            assert_eq!(
+                event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], *id,
+                "{event}"
+            );
+            assert_eq!(event["params"]["padding"], padding, "round {round}: {event}");
+        }
+    }
+    clients.clear();
+    tokio::time::timeout(Duration::from_secs(5), sender.closed()).await?;
     gateway.shutdown().await?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! One accepted client connection ([`Connection`]): its TLS handshake, its protocol read
 //! (`protocol.rs`), then hyper's HTTP/1.1 server (parked while idle, `parking.rs`) or HTTP/2
-//! server for its life; while the gateway drains, every HTTP/1.1 answer closes its connection
+//! server for its life (its writes gathered, `gather.rs`); while the gateway drains, every HTTP/1.1 answer closes its connection
 //! ([`CloseWhenDraining`]).
 
 use std::future::Future;
@@ -26,6 +26,7 @@ use tower_service::Service;
 
 use super::ClientLimits;
 use super::drain::Lifecycle;
+use super::gather::Gathered;
 use super::parking::{CoarseTimer, Http1, serve_http1};
 use super::protocol::{self, Activity, Prefixed, Protocol, ReadReady, Tracked, serve_until_closed};
 use crate::tls::ListenerTls;
@@ -170,13 +171,15 @@ where
                     inner: service,
                     activity: activity.clone(),
                 };
-                let connection = builders.http2.serve_connection(
-                    TokioIo::new(Prefixed::new(Some(prefix), io)),
-                    TowerToHyperService::new(service),
-                );
+                // Its streams' frames written together (`gather.rs`).
+                let connection = Gathered::around(Prefixed::new(Some(prefix), io), |io| {
+                    builders
+                        .http2
+                        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+                });
                 serve_until_closed(
                     pin!(connection),
-                    http2::Connection::graceful_shutdown,
+                    |connection| http2::Connection::graceful_shutdown(connection.connection()),
                     close,
                     Some((activity, idle)),
                 )

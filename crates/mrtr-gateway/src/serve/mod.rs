@@ -7,6 +7,7 @@
 
 mod connection;
 pub(crate) mod drain;
+mod gather;
 mod parking;
 mod protocol;
 
