@@ -88,10 +88,12 @@ async fn a_peer_that_exits_before_listening_is_an_error_naming_its_log() {
 /// not take it for a peer listening.
 #[tokio::test(flavor = "current_thread")]
 async fn a_connection_to_itself_is_not_a_peer_listening() {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], procs::free_port().unwrap()));
+    // Bound first to a port the system picks, then connected to that same port: a port picked
+    // and released (`free_port`) could be taken by another test in between.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_reuseaddr(true).unwrap();
-    socket.bind(addr).unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let addr = socket.local_addr().unwrap();
     let stream = socket.connect(addr).await.unwrap();
     assert!(procs::connected_to_itself(&stream));
 
