@@ -67,6 +67,10 @@ pub(crate) const LEGACY_SESSIONS_TOTAL: &str = "mrtr_gateway_legacy_sessions_tot
 pub(crate) const LEGACY_WAITING_CALLS: &str = "mrtr_gateway_legacy_waiting_calls";
 /// Gauge: sessions open with `initialize`-era HTTP backends, by `backend`.
 pub(crate) const BACKEND_SESSIONS: &str = "mrtr_gateway_backend_sessions";
+/// Gauge: backend listens the gateway reads for the clients that share them, by `backend`.
+pub(crate) const SHARED_LISTENS: &str = "mrtr_gateway_shared_listens";
+/// Gauge: client listens served from a shared backend listen, by `backend`.
+pub(crate) const SHARED_LISTEN_CLIENTS: &str = "mrtr_gateway_shared_listen_clients";
 /// Gauge: stdio backend processes running (started, not yet exited), by `backend`.
 pub(crate) const STDIO_PROCESSES: &str = "mrtr_gateway_stdio_processes";
 /// Counter: stdio backend processes that went down, by `backend` and `reason`.
@@ -369,6 +373,14 @@ pub(crate) fn describe() {
         "Sessions open with initialize-era HTTP backends, by backend"
     );
     describe_gauge!(STDIO_PROCESSES, "stdio backend processes running, by backend");
+    describe_gauge!(
+        SHARED_LISTENS,
+        "Backend listens the gateway reads for the clients that share them, by backend"
+    );
+    describe_gauge!(
+        SHARED_LISTEN_CLIENTS,
+        "Client listens served from a shared backend listen, by backend"
+    );
     describe_counter!(
         STDIO_DOWN_TOTAL,
         "stdio backend processes that went down (exited, not found, no answer...), by backend and reason"

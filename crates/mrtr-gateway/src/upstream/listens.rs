@@ -29,6 +29,8 @@
 //! * **The end**: when the backend's stream ends, every listen's does, after the backend's last
 //!   response. When the last client goes away, the gateway's listen is dropped, which closes the
 //!   backend's stream (MCP's cancellation).
+//! * **Seen**: the gauges `mrtr_gateway_shared_listens` (backend streams read for clients) and
+//!   `mrtr_gateway_shared_listen_clients` (client streams served from them), by backend.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -42,6 +44,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::jsonrpc::{self, Members};
+use crate::observe::metrics::{Held, SHARED_LISTEN_CLIENTS, SHARED_LISTENS};
 use crate::upstream::http::body::{ProxyBody, boxed};
 use crate::upstream::http::forward::{MAX_MERGED_ANSWER, request_drops};
 use crate::upstream::sse::{EventReader, EventsBody, KEEP_ALIVE_COMMENT, is_sse};
@@ -82,7 +85,11 @@ fn header_ignored(name: &str) -> bool {
 
 /// What two listens must have alike to share: see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Key(Box<[u8]>);
+pub(crate) struct Key {
+    /// The backend's name (also the start of `bytes`), the gauges' label.
+    backend: Box<str>,
+    bytes: Box<[u8]>,
+}
 
 impl Key {
     /// The key of a listen to `backend` (its name) by `principal`; `None` when its body is not
@@ -114,7 +121,10 @@ impl Key {
             key.push(0);
         }
         key.extend_from_slice(request_without_id(body)?.as_bytes());
-        Some(Self(key.into_boxed_slice()))
+        Some(Self {
+            backend: backend.into(),
+            bytes: key.into_boxed_slice(),
+        })
     }
 }
 
@@ -202,6 +212,7 @@ impl Listens {
                 None => {
                     let (gone, watcher) = oneshot::channel();
                     let shared = Arc::new(Shared {
+                        backend: key.backend.clone(),
                         state: Mutex::new(State::default()),
                         phase: watch::channel(Phase::Opening).0,
                         _gone: gone,
@@ -251,6 +262,8 @@ enum Phase {
 /// One listen of the gateway's, held by the streams of the clients that share it.
 #[derive(Debug)]
 struct Shared {
+    /// The backend's name.
+    backend: Box<str>,
     state: Mutex<State>,
     phase: watch::Sender<Phase>,
     /// Dropped with the last client's stream: tells [`read`] to drop the backend's.
@@ -363,31 +376,33 @@ impl Lead {
         headers.remove("x-request-id");
         let Waiting { shared, key, open } = &self.waiting;
         lock(&shared.state).headers = headers.clone();
+        let held = Held::new(SHARED_LISTENS, Some(&shared.backend));
         tokio::spawn(read(
             body,
             Arc::downgrade(shared),
             self.watcher,
-            (open.clone(), key.clone()),
+            (open.clone(), key.clone(), held),
         ));
         shared.phase.send_replace(Phase::Open);
         stream(headers, self.events, shared.clone())
     }
 }
 
-/// A client's stream of a shared listen.
+/// A client's stream of a shared listen (counted while it is open).
 fn stream(headers: HeaderMap, events: mpsc::Receiver<Bytes>, shared: Arc<Shared>) -> Response<ProxyBody> {
-    let mut response = Response::new(boxed(EventsBody::new(events, Box::new(shared))));
+    let held = Held::new(SHARED_LISTEN_CLIENTS, Some(&shared.backend));
+    let mut response = Response::new(boxed(EventsBody::new(events, Box::new((shared, held)))));
     *response.headers_mut() = headers;
     response
 }
 
 /// Reads the backend's stream of a listen into every client's, until it ends or the last
-/// client went away (`gone`); then no listen joins it any more.
+/// client went away (`gone`); then no listen joins it any more. `_held` counts it meanwhile.
 async fn read(
     mut body: ProxyBody,
     shared: Weak<Shared>,
     mut gone: oneshot::Receiver<()>,
-    (open, key): (Open, Key),
+    (open, key, _held): (Open, Key, Held),
 ) {
     let mut events = EventReader::new();
     'stream: loop {

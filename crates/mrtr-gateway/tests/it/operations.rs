@@ -9,7 +9,7 @@ use std::time::Duration;
 use mrtr_backends::{DemoBackend, ResponseMode, serve};
 use mrtr_test_support::backends::{Stack, delete_branch, delete_branch_retry};
 use mrtr_test_support::gateway::Process;
-use mrtr_test_support::mcp::call_tool;
+use mrtr_test_support::mcp::{EventStream, call_tool, mcp_post};
 use mrtr_test_support::metrics::sample;
 use mrtr_test_support::tls::TempDir;
 use mrtr_test_support::wait::eventually;
@@ -347,4 +347,52 @@ async fn metrics_count_an_mrtr_round_and_a_refused_tampered_retry() {
     );
     drop(gateway);
     beta.shutdown().await.unwrap();
+}
+
+/// Listens shared, as `/metrics` shows them: two clients' listens alike, one backend listen;
+/// both gauges back to 0 once the clients have gone.
+#[tokio::test]
+async fn shared_listens_and_their_clients_are_counted_while_open() {
+    let fixture = serve(mrtr_backends::SuiteFixture::new().unwrap(), ResponseMode::Sse)
+        .await
+        .unwrap();
+    let keys = tower_mrtr::Keyring::generate("k1").unwrap().to_config_string();
+    let gateway = Process::spawn(
+        BIN,
+        &["--backend", &format!("lists={}", fixture.url())],
+        &[("MRTR_KEYS", keys.as_str())],
+    );
+    let client = reqwest::Client::new();
+    let mut listens = Vec::new();
+    for id in [1, 2] {
+        let filter = serde_json::json!({ "notifications": { "toolsListChanged": true } });
+        let response = mcp_post(&client, &gateway.url, id, "subscriptions/listen", filter)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut events = EventStream::of(response);
+        let ack = events.next().await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+        listens.push(events);
+    }
+    let gauge = |metrics: &str, name: &str| sample(metrics, name, &[("backend", "lists")]);
+    let metrics = gateway.metrics().await;
+    assert_eq!(
+        gauge(&metrics, "mrtr_gateway_shared_listens"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        gauge(&metrics, "mrtr_gateway_shared_listen_clients"),
+        Some(2.0),
+        "{metrics}"
+    );
+    drop(listens);
+    eventually(STEP, "both gauges back to 0", || async {
+        let metrics = gateway.metrics().await;
+        gauge(&metrics, "mrtr_gateway_shared_listens") == Some(0.0)
+            && gauge(&metrics, "mrtr_gateway_shared_listen_clients") == Some(0.0)
+    })
+    .await;
 }
