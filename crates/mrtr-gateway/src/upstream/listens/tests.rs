@@ -158,6 +158,19 @@ async fn next(body: &mut ProxyBody) -> Value {
     text(&frame.into_data().unwrap())
 }
 
+/// The key of a listen of `filter`, with no principal and no headers.
+fn plain_key(filter: Value) -> Key {
+    key(None, &[], &listen(json!(1), filter, json!({}))).unwrap()
+}
+
+/// `key` joined as listen `1`, the first: its lead.
+async fn lead_of(listens: &Listens, key: &Key) -> Lead {
+    match listens.join(key.clone(), "1", Duration::from_secs(5)).await {
+        Joined::Lead(lead) => lead,
+        _ => panic!("the first leads"),
+    }
+}
+
 async fn ended(body: &mut ProxyBody) -> bool {
     let frame = tokio::time::timeout(Duration::from_secs(5), body.frame()).await;
     frame.expect("the end in time").is_none()
@@ -166,15 +179,8 @@ async fn ended(body: &mut ProxyBody) -> bool {
 #[tokio::test]
 async fn one_backend_listen_serves_every_client_that_asks_alike() {
     let listens = Arc::new(Listens::default());
-    let key = key(
-        None,
-        &[],
-        &listen(json!(1), json!({ "toolsListChanged": true }), json!({})),
-    )
-    .unwrap();
-    let Joined::Lead(lead) = listens.join(key.clone(), "1", Duration::from_secs(5)).await else {
-        panic!("the first leads")
-    };
+    let key = plain_key(json!({ "toolsListChanged": true }));
+    let lead = lead_of(&listens, &key).await;
     // A second client waits for the backend's answer to the first.
     let waiting = tokio::spawn({
         let (listens, key) = (listens.clone(), key.clone());
@@ -237,15 +243,8 @@ async fn one_backend_listen_serves_every_client_that_asks_alike() {
 #[tokio::test]
 async fn the_last_client_going_away_closes_the_backend_stream() {
     let listens = Listens::default();
-    let key = key(
-        None,
-        &[],
-        &listen(json!(1), json!({ "toolsListChanged": true }), json!({})),
-    )
-    .unwrap();
-    let Joined::Lead(lead) = listens.join(key.clone(), "1", Duration::from_secs(5)).await else {
-        panic!("the first leads")
-    };
+    let key = plain_key(json!({ "toolsListChanged": true }));
+    let lead = lead_of(&listens, &key).await;
     let (backend, answer) = backend_stream();
     let first = lead.opened(answer);
     let Joined::Stream(second) = listens.join(key.clone(), "2", Duration::from_secs(5)).await else {
@@ -269,15 +268,8 @@ async fn the_last_client_going_away_closes_the_backend_stream() {
 #[tokio::test]
 async fn a_refusal_is_the_first_clients_and_the_others_are_sent_alone() {
     let listens = Arc::new(Listens::default());
-    let key = key(
-        None,
-        &[],
-        &listen(json!(1), json!({ "promptsListChanged": true }), json!({})),
-    )
-    .unwrap();
-    let Joined::Lead(lead) = listens.join(key.clone(), "1", Duration::from_secs(5)).await else {
-        panic!("the first leads")
-    };
+    let key = plain_key(json!({ "promptsListChanged": true }));
+    let lead = lead_of(&listens, &key).await;
     let waiting = tokio::spawn({
         let (listens, key) = (listens.clone(), key.clone());
         async move { listens.join(key, "2", Duration::from_secs(5)).await }
