@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # HTTP/2 request-response load against the gateway (h2load, from nghttp2), one mock backend's
-# `echo` tool with a 256 B answer; the backend and the gateway on CPU 0, h2load on CPU 1. Each
-# binary directory given is run in turn, the list twice, so that builds compare side by side in
-# one run (docs/benchmarks.md, "HTTP/2 clients"); none given: the README's release build.
+# `echo` tool with a 256 B answer (ANSWER_SIZE); the backend and the gateway on CPU 0, h2load on
+# CPU 1. Each binary directory given is run in turn, the list twice, so that builds compare side
+# by side in one run (docs/benchmarks.md, "HTTP/2 clients"); none given: the README's release
+# build.
 #
 #   bash scripts/bench-h2.sh                                   # the release build, lone and 4 x 32 streams
 #   bash scripts/bench-h2.sh /tmp/before target/release        # two builds alternated
 #   H2LOAD_ARGS='-n 50000 -c 8 -m 16' bash scripts/bench-h2.sh # other load shapes
+#   ANSWER_SIZE=262144 H2LOAD_ARGS='-n 6000 -c 4 -m 8' bash scripts/bench-h2.sh /tmp/before target/release
+#                                                              # large answers (bytes; default 256)
 #
 # Needs h2load (Debian: apt-get install nghttp2-client). Every answer must be a 2xx.
 set -euo pipefail
@@ -31,7 +34,8 @@ fi
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-printf '%s' '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"size":256},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}' >"$work/body.json"
+answer_size=${ANSWER_SIZE:-256}
+printf '%s' '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"size":'"$answer_size"'},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}' >"$work/body.json"
 
 # One run of `shape` against the gateway of directory `dir`: h2load's summary lines.
 run() {
