@@ -34,20 +34,26 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_channel::mpsc;
+use futures_util::StreamExt;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
+use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
+use tower_mrtr::BoxError;
 
 use crate::jsonrpc::{self, Members};
 use crate::observe::metrics::{Held, SHARED_LISTEN_CLIENTS, SHARED_LISTENS};
 use crate::upstream::http::body::{ProxyBody, boxed};
 use crate::upstream::http::forward::{MAX_MERGED_ANSWER, request_drops};
-use crate::upstream::sse::{EventReader, EventsBody, KEEP_ALIVE_COMMENT, is_sse};
+use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse};
 
 /// Most events queued for one listen whose client has not read them.
 pub(crate) const QUEUE: usize = 64;
@@ -285,6 +291,8 @@ struct State {
 struct Listener {
     /// The client's listen's id (raw JSON).
     id: Box<str>,
+    /// futures' channel, not tokio's: a bounded tokio channel takes about 1.4 KiB up front (a
+    /// block of 32 places), this one a node per event waiting.
     events: mpsc::Sender<Bytes>,
 }
 
@@ -292,7 +300,8 @@ impl Shared {
     /// A place for the listen `id`: its channel, with the acknowledgement in it when the
     /// backend has sent one (so that it comes first).
     fn add(&self, id: &str) -> mpsc::Receiver<Bytes> {
-        let (sender, receiver) = mpsc::channel(QUEUE);
+        // Its bound is the buffer plus one place per sender.
+        let (mut sender, receiver) = mpsc::channel(QUEUE - 1);
         let mut state = lock(&self.state);
         if let Some(ack) = &state.ack {
             let _ = sender.try_send(ack.for_listen(id));
@@ -311,7 +320,7 @@ impl Shared {
         let mut state = lock(&self.state);
         state
             .listeners
-            .retain(|l| l.events.try_send(event.for_listen(&l.id)).is_ok());
+            .retain_mut(|l| l.events.try_send(event.for_listen(&l.id)).is_ok());
         match kind {
             Kind::Ack => state.ack = Some(event),
             Kind::Response => return false,
@@ -325,7 +334,7 @@ impl Shared {
         let comment = Bytes::from_static(KEEP_ALIVE_COMMENT);
         lock(&self.state)
             .listeners
-            .retain(|l| l.events.try_send(comment.clone()).is_ok());
+            .retain_mut(|l| l.events.try_send(comment.clone()).is_ok());
     }
 
     /// Ends every listen's stream, and lets none join.
@@ -390,10 +399,36 @@ impl Lead {
 
 /// A client's stream of a shared listen (counted while it is open).
 fn stream(headers: HeaderMap, events: mpsc::Receiver<Bytes>, shared: Arc<Shared>) -> Response<ProxyBody> {
-    let held = Held::new(SHARED_LISTEN_CLIENTS, Some(&shared.backend));
-    let mut response = Response::new(boxed(EventsBody::new(events, Box::new((shared, held)))));
+    let events = Events {
+        _held: Held::new(SHARED_LISTEN_CLIENTS, Some(&shared.backend)),
+        events,
+        _shared: shared,
+    };
+    let mut response = Response::new(boxed(events));
     *response.headers_mut() = headers;
     response
+}
+
+/// A client's stream of a shared listen: its events until the reading task drops its sender,
+/// holding the listen it shares and its gauge until the client goes away.
+struct Events {
+    events: mpsc::Receiver<Bytes>,
+    _shared: Arc<Shared>,
+    _held: Held,
+}
+
+impl Body for Events {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.events
+            .poll_next_unpin(cx)
+            .map(|event| event.map(|event| Ok(Frame::data(event))))
+    }
 }
 
 /// Reads the backend's stream of a listen into every client's, until it ends or the last

@@ -1,8 +1,11 @@
 //! The shared listens' tests: keys, events rewritten per listen, and a backend stream shared,
 //! refused and closed.
 
-use super::*;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::upstream::sse::EventsBody;
 
 fn key(principal: Option<&str>, headers: &[(&str, &str)], body: &Value) -> Option<Key> {
     let mut map = HeaderMap::new();
@@ -291,4 +294,31 @@ async fn a_refusal_is_the_first_clients_and_the_others_are_sent_alone() {
         listens.join(key, "4", Duration::from_secs(5)).await,
         Joined::Lead(_)
     ));
+}
+
+#[tokio::test]
+async fn a_client_queue_events_behind_is_ended_and_the_others_go_on() {
+    let shared = Shared {
+        backend: "b".into(),
+        state: Mutex::new(State::default()),
+        phase: watch::channel(Phase::Open).0,
+        _gone: oneshot::channel().0,
+    };
+    let mut reading = shared.add("1");
+    let mut behind = shared.add("2");
+    let changed = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":0}}}"#;
+    for _ in 0..QUEUE {
+        assert!(shared.deliver(changed));
+        assert!(reading.next().await.is_some());
+    }
+    // One more than the second client has room for: it is let go, the first gets it.
+    assert!(shared.deliver(changed));
+    assert_eq!(lock(&shared.state).listeners.len(), 1);
+    assert!(reading.next().await.is_some());
+    // What was queued for the one let go is still its to read, then its stream ends.
+    for _ in 0..QUEUE {
+        let event = behind.next().await.expect("a queued event");
+        assert_eq!(text(&event)["params"]["_meta"][SUBSCRIPTION_ID], 2);
+    }
+    assert_eq!(behind.next().await, None);
 }
