@@ -1,7 +1,7 @@
 //! One accepted client connection ([`Connection`]): its TLS handshake, its protocol read
 //! (`protocol.rs`), then hyper's HTTP/1.1 server (parked while idle, `parking.rs`) or HTTP/2
-//! server for its life (its writes gathered, `gather.rs`); while the gateway drains, every HTTP/1.1 answer closes its connection
-//! ([`CloseWhenDraining`]).
+//! server for its life (its writes gathered, `gather.rs`); while the gateway drains, every
+//! HTTP/1.1 answer closes its connection ([`CloseWhenDraining`]).
 
 use std::future::Future;
 use std::pin::{Pin, pin};

@@ -217,20 +217,23 @@ impl<C: Future, I: AsyncWrite + Unpin> Future for Gathered<C, I> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let this = self.project();
         let output = this.connection.poll(cx);
-        // Once the connection has ended, its shutdown wrote what was held (or it failed).
-        if output.is_pending() {
-            let mut shared = lock(this.shared);
+        let mut shared = lock(this.shared);
+        if output.is_ready() {
+            // h2 shuts the socket down as it ends, which writes what was held; should it end
+            // otherwise, what is held gets one try, as the socket takes it now.
             if shared.holds() {
-                if !*this.yielded {
-                    *this.yielded = true;
+                let _ = shared.write_held(cx);
+            }
+        } else if shared.holds() {
+            if !*this.yielded {
+                *this.yielded = true;
+                cx.waker().wake_by_ref();
+            } else if let Poll::Ready(written) = shared.write_held(cx) {
+                *this.yielded = false;
+                if let Err(error) = written {
+                    // The connection's next read returns it.
+                    shared.error = Some(error);
                     cx.waker().wake_by_ref();
-                } else if let Poll::Ready(written) = shared.write_held(cx) {
-                    *this.yielded = false;
-                    if let Err(error) = written {
-                        // The connection's next read returns it.
-                        shared.error = Some(error);
-                        cx.waker().wake_by_ref();
-                    }
                 }
             }
         }

@@ -57,6 +57,8 @@ struct Script {
     rounds: VecDeque<VecDeque<Vec<u8>>>,
     /// What the last read gave (`None` before any).
     read: Option<io::Result<()>>,
+    /// Ends without shutting the socket down.
+    abrupt: bool,
 }
 
 impl Future for Script {
@@ -69,6 +71,9 @@ impl Future for Script {
             this.read = Some(read);
         }
         let Some(round) = this.rounds.front_mut() else {
+            if this.abrupt {
+                return Poll::Ready(Ok(()));
+            }
             return Pin::new(&mut this.io).poll_shutdown(cx);
         };
         while let Some(chunk) = round.front() {
@@ -101,6 +106,7 @@ fn gathered(socket: &Socket, rounds: Vec<Vec<&[u8]>>) -> Pin<Box<Gathered<Script
         io,
         rounds,
         read: None,
+        abrupt: false,
     }))
 }
 
@@ -144,6 +150,17 @@ fn what_is_held_is_written_before_the_socket_shuts() {
     assert!(matches!(poll(&mut connection).0, Poll::Ready(Ok(()))));
     assert_eq!(socket.writes(), vec![b"goaway".to_vec()]);
     assert!(socket.shut.load(Ordering::Relaxed));
+}
+
+#[test]
+fn a_connection_that_ends_without_a_shutdown_still_writes_what_was_held() {
+    let socket = Socket::default();
+    let mut connection = gathered(&socket, vec![vec![b"last"]]);
+    connection.as_mut().connection().get_mut().abrupt = true;
+    assert!(poll(&mut connection).0.is_pending());
+    assert!(matches!(poll(&mut connection).0, Poll::Ready(Ok(()))));
+    assert_eq!(socket.writes(), vec![b"last".to_vec()]);
+    assert!(!socket.shut.load(Ordering::Relaxed));
 }
 
 #[test]
