@@ -34,26 +34,21 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_channel::mpsc;
-use futures_util::StreamExt;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
-use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::sync::{oneshot, watch};
-use tower_mrtr::BoxError;
 
 use crate::jsonrpc::{self, Members};
 use crate::observe::metrics::{Held, SHARED_LISTEN_CLIENTS, SHARED_LISTENS};
 use crate::upstream::http::body::{ProxyBody, boxed};
 use crate::upstream::http::forward::{MAX_MERGED_ANSWER, request_drops};
-use crate::upstream::sse::{EventReader, KEEP_ALIVE_COMMENT, is_sse};
+use crate::upstream::sse::{EventReader, EventsBody, KEEP_ALIVE_COMMENT, is_sse};
 
 /// Most events queued for one listen whose client has not read them.
 pub(crate) const QUEUE: usize = 64;
@@ -399,36 +394,10 @@ impl Lead {
 
 /// A client's stream of a shared listen (counted while it is open).
 fn stream(headers: HeaderMap, events: mpsc::Receiver<Bytes>, shared: Arc<Shared>) -> Response<ProxyBody> {
-    let events = Events {
-        _held: Held::new(SHARED_LISTEN_CLIENTS, Some(&shared.backend)),
-        events,
-        _shared: shared,
-    };
-    let mut response = Response::new(boxed(events));
+    let held = Held::new(SHARED_LISTEN_CLIENTS, Some(&shared.backend));
+    let mut response = Response::new(boxed(EventsBody::new(events, Box::new((shared, held)))));
     *response.headers_mut() = headers;
     response
-}
-
-/// A client's stream of a shared listen: its events until the reading task drops its sender,
-/// holding the listen it shares and its gauge until the client goes away.
-struct Events {
-    events: mpsc::Receiver<Bytes>,
-    _shared: Arc<Shared>,
-    _held: Held,
-}
-
-impl Body for Events {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.events
-            .poll_next_unpin(cx)
-            .map(|event| event.map(|event| Ok(Frame::data(event))))
-    }
 }
 
 /// Reads the backend's stream of a listen into every client's, until it ends or the last

@@ -227,19 +227,38 @@ pub(crate) fn last_response(mut stream: impl Buf) -> Option<Bytes> {
 }
 
 /// A stream of SSE events the gateway writes itself (a merged listen, a listen served from a
-/// legacy session's notifications): the events sent on its channel, until the channel closes.
-/// Dropping it (the client went away) closes the channel, which tells the sender, and drops
-/// what it `holds`.
-pub(crate) struct EventsBody {
-    events: tokio::sync::mpsc::Receiver<Bytes>,
+/// legacy session's notifications, a shared listen's client): the events sent on its channel,
+/// until the channel closes. Dropping it (the client went away) closes the channel, which tells
+/// the sender, and drops what it `holds`.
+pub(crate) struct EventsBody<R = tokio::sync::mpsc::Receiver<Bytes>> {
+    events: R,
     /// With [`keep_alive`](Self::keep_alive): when the next comment goes out if no event does.
     keep_alive: Option<Pin<Box<Sleep>>>,
     _holds: Box<dyn Send + Sync>,
 }
 
-impl EventsBody {
+/// The receiving end of an [`EventsBody`]'s channel: tokio's, where the sender waits for room;
+/// futures', whose channel allocates nothing up front (thousands of shared listens' clients).
+pub(crate) trait EventSource: Unpin {
+    /// The next event; `None` once every sender is gone and every event taken.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>>;
+}
+
+impl EventSource for tokio::sync::mpsc::Receiver<Bytes> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        self.poll_recv(cx)
+    }
+}
+
+impl EventSource for futures_channel::mpsc::Receiver<Bytes> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        futures_util::StreamExt::poll_next_unpin(self, cx)
+    }
+}
+
+impl<R: EventSource> EventsBody<R> {
     /// The stream of what `events` receives, holding `holds` until it is dropped.
-    pub(crate) fn new(events: tokio::sync::mpsc::Receiver<Bytes>, holds: Box<dyn Send + Sync>) -> Self {
+    pub(crate) fn new(events: R, holds: Box<dyn Send + Sync>) -> Self {
         Self {
             events,
             keep_alive: None,
@@ -255,7 +274,7 @@ impl EventsBody {
     }
 }
 
-impl Body for EventsBody {
+impl<R: EventSource> Body for EventsBody<R> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -264,7 +283,7 @@ impl Body for EventsBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        if let Poll::Ready(event) = this.events.poll_recv(cx) {
+        if let Poll::Ready(event) = this.events.poll_event(cx) {
             if let Some(timer) = &mut this.keep_alive {
                 timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
             }

@@ -1,6 +1,7 @@
 //! The shared listens' tests: keys, events rewritten per listen, and a backend stream shared,
 //! refused and closed.
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
