@@ -150,15 +150,20 @@ async fn listening_backend(State(listening): State<Listening>, body: Bytes) -> R
     sse_response(rx)
 }
 
-#[tokio::test]
-async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -> anyhow::Result<()> {
-    use mrtr_backends::{ResponseMode, SuiteFixture, serve};
-    let fixture = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+/// A [`listening_backend`] on 127.0.0.1: what it is asked, and its `/mcp` URL.
+async fn start_listening_backend() -> anyhow::Result<(Listening, String)> {
     let listening: Listening = Arc::default();
     let app = Router::new()
         .route("/mcp", post(listening_backend))
         .with_state(listening.clone());
-    let listening_url = serve_app(app).await?;
+    Ok((listening, serve_app(app).await?))
+}
+
+#[tokio::test]
+async fn a_listen_across_two_backends_is_one_stream_with_one_acknowledgement() -> anyhow::Result<()> {
+    use mrtr_backends::{ResponseMode, SuiteFixture, serve};
+    let fixture = serve(SuiteFixture::new()?, ResponseMode::Sse).await?;
+    let (listening, listening_url) = start_listening_backend().await?;
     let gateway = gateway(
         GatewayConfig::new(vec![
             Backend::new("fixture", &fixture.url())?,
@@ -247,11 +252,7 @@ async fn listen_through(
 
 #[tokio::test]
 async fn clients_that_listen_alike_share_one_backend_listen_each_under_its_own_id() -> anyhow::Result<()> {
-    let listening: Listening = Arc::default();
-    let app = Router::new()
-        .route("/mcp", post(listening_backend))
-        .with_state(listening.clone());
-    let backend_url = serve_app(app).await?;
+    let (listening, backend_url) = start_listening_backend().await?;
     let gateway = gateway(
         GatewayConfig::new(vec![Backend::new("lists", &backend_url)?]),
         keyring(),
@@ -300,11 +301,7 @@ async fn clients_that_listen_alike_share_one_backend_listen_each_under_its_own_i
 /// `serve/gather.rs`): each notification reaches every listen, whole, under its own id, in order.
 #[tokio::test]
 async fn listens_sharing_one_http2_connection_each_get_every_notification() -> anyhow::Result<()> {
-    let listening: Listening = Arc::default();
-    let app = Router::new()
-        .route("/mcp", post(listening_backend))
-        .with_state(listening.clone());
-    let backend_url = serve_app(app).await?;
+    let (listening, backend_url) = start_listening_backend().await?;
     let gateway = gateway(
         GatewayConfig::new(vec![Backend::new("lists", &backend_url)?]),
         keyring(),
