@@ -65,10 +65,14 @@ async fn a_forking_launcher_is_measured_and_killed_as_one_group() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_peer_that_exits_before_listening_is_an_error_naming_its_log() {
     let dir = log_dir("peer-exit");
+    // A port held bound and never listened on: a port picked and released (`free_port`) could
+    // be taken by another test's listener, which the readiness check would take for the peer.
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind(([127, 0, 0, 1], 0).into()).unwrap();
     let error = Launch {
         name: "broken",
         command: "sh -c 'echo no config >&2; exit 3'",
-        port: procs::free_port().unwrap(),
+        port: reserved.local_addr().unwrap().port(),
         path: "/mcp",
         cpus: None,
         log_dir: &dir,
